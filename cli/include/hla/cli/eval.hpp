@@ -1,0 +1,25 @@
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "hla/fast/form.hpp"
+#include "hla/reference/operator_spec.hpp"
+
+namespace hla::cli {
+
+enum class Impl { reference, streaming };
+
+struct EvalRequest {
+  OperatorSpec spec;
+  std::optional<fast::Form> form;  // streaming only; default: the form that equals the reference
+  Impl impl = Impl::reference;
+  ScalarKind scalar = ScalarKind::exact;
+  std::string q_path, k_path, v_path, out_path;
+};
+
+// Reads q, k, v, evaluates, writes O.npy (float64 [n, dv], or uint64 residues for modp).
+// Throws hla::Error with a one-line message on bad input; writes nothing then.
+void run_eval(const EvalRequest& request);
+
+}  // namespace hla::cli

@@ -1,0 +1,98 @@
+#include "hla/cli/eval.hpp"
+
+#include <cmath>
+
+#include "hla/cli/npy.hpp"
+#include "hla/fast/streaming.hpp"
+#include "hla/reference/definition.hpp"
+
+namespace hla::cli {
+namespace {
+
+std::string entry_name(const std::string& path, std::int64_t r, std::int64_t c) {
+  return path + ": entry [" + std::to_string(r) + ", " + std::to_string(c) + "]";
+}
+
+// One input entry in T: exact types need finite values (and integers for Z/p).
+template <class T>
+T to_scalar(double x, const std::string& path, std::int64_t r, std::int64_t c) {
+  if constexpr (is_exact_v<T>) {
+    if (!std::isfinite(x)) {
+      throw Error(entry_name(path, r, c) + " is " + (std::isnan(x) ? "NaN" : "infinite") +
+                  "; exact arithmetic needs finite inputs");
+    }
+  }
+  if constexpr (std::is_same_v<T, ModP>) {
+    if (std::trunc(x) != x) {
+      throw Error(entry_name(path, r, c) + " = " + std::to_string(x) + " is not an integer, as --scalar modp needs");
+    }
+    return to_mod_prime(Rational(x));
+  } else if constexpr (std::is_same_v<T, Rational>) {
+    return Rational(x);  // every finite double is a dyadic rational: exact
+  } else {
+    return T(x);  // f32 rounds a float64 input to nearest
+  }
+}
+
+template <class T>
+Matrix<T> to_matrix(const NpyMatrix& m, const std::string& path) {
+  Matrix<T> out(m.rows, m.cols);
+  for (std::int64_t r = 0; r < m.rows; ++r) {
+    for (std::int64_t c = 0; c < m.cols; ++c) out(r, c) = to_scalar<T>(m(r, c), path, r, c);
+  }
+  return out;
+}
+
+void check_shapes(const EvalRequest& req, const NpyMatrix& q, const NpyMatrix& k, const NpyMatrix& v) {
+  const auto shape = [](const NpyMatrix& m) { return "(" + std::to_string(m.rows) + ", " + std::to_string(m.cols) + ")"; };
+  if (q.cols == 0) throw Error(req.q_path + ": d = 0; queries and keys need at least one column");
+  if (k.rows != q.rows) {
+    throw Error(req.k_path + ": n = " + std::to_string(k.rows) + " but " + req.q_path + " has n = " + std::to_string(q.rows));
+  }
+  if (k.cols != q.cols) {
+    throw Error(req.k_path + ": shape " + shape(k) + " does not match " + req.q_path + " " + shape(q) + " (d differs)");
+  }
+  if (v.rows != q.rows) {
+    throw Error(req.v_path + ": n = " + std::to_string(v.rows) + " but " + req.q_path + " has n = " + std::to_string(q.rows));
+  }
+  if (v.cols == 0) throw Error(req.v_path + ": dv = 0; values need at least one column");
+}
+
+template <class T>
+void write_output(const std::string& path, const Matrix<T>& o) {
+  if constexpr (std::is_same_v<T, ModP>) {
+    std::vector<std::uint64_t> residues(o.size());
+    for (Index i = 0; i < o.size(); ++i) residues[i] = o(i / o.cols(), i % o.cols()).residue();
+    write_npy(path, o.rows(), o.cols(), residues);
+  } else {
+    std::vector<double> values(o.size());
+    for (Index i = 0; i < o.size(); ++i) values[i] = to_double(o(i / o.cols(), i % o.cols()));
+    write_npy(path, o.rows(), o.cols(), values);
+  }
+}
+
+}  // namespace
+
+void run_eval(const EvalRequest& req) {
+  validate(req.spec);
+  if (req.impl == Impl::reference && req.form) {
+    throw Error("--form: only applies to --impl streaming; the reference has a single form");
+  }
+  const fast::Form form = req.form.value_or(fast::default_form(req.spec));
+  fast::validate_form(req.spec, form);
+  if (req.scalar == ScalarKind::modp) {
+    for (const Rational* x : {&req.spec.eps, &req.spec.ridge, &req.spec.decay}) to_mod_prime(*x);
+  }
+  const NpyMatrix q = read_npy_matrix(req.q_path);
+  const NpyMatrix k = read_npy_matrix(req.k_path);
+  const NpyMatrix v = read_npy_matrix(req.v_path);
+  check_shapes(req, q, k, v);
+  with_scalar(req.scalar, [&]<class T>(TypeTag<T>) {
+    const Sequence<T> s{to_matrix<T>(q, req.q_path), to_matrix<T>(k, req.k_path), to_matrix<T>(v, req.v_path)};
+    const Matrix<T> o = req.impl == Impl::reference ? reference::output(req.spec, s)
+                                                    : fast::streaming_output(req.spec, form, s);
+    write_output(req.out_path, o);
+  });
+}
+
+}  // namespace hla::cli

@@ -1,0 +1,62 @@
+#pragma once
+
+#include "hla/fast/algebra/ahla.hpp"
+#include "hla/fast/algebra/hla2.hpp"
+#include "hla/fast/algebra/hla3.hpp"
+#include "hla/fast/algebra/linear.hpp"
+#include "hla/fast/form.hpp"
+#include "hla/reference/definition.hpp"
+
+namespace hla::fast {
+
+// The decoding loop: one token at a time, absorb it into the state, then read the output.
+template <class Stream, class T>
+Terms<T> run_stream(Stream stream, const Sequence<T>& s) {
+  const Index n = s.length();
+  Terms<T> out{Matrix<T>(n, s.value_dim()), Vector<T>(n)};
+  for (Index t = 0; t < n; ++t) {
+    const Vector<T> q = s.q.row(t).transpose();
+    stream.push(q, s.k.row(t).transpose(), s.v.row(t));
+    Readout<T> r = stream.read(q);
+    out.num.row(t) = r.num;
+    out.den(t) = r.den;
+  }
+  return out;
+}
+
+// Calls f with the streaming state of `spec` in `form`, constructed for s's dimensions.
+template <class T, class F>
+decltype(auto) with_stream(const OperatorSpec& spec, Form form, Index d, Index dv, F&& f) {
+  validate(spec);
+  validate_form(spec, form);
+  const T gamma = from_rational<T>(spec.decay);
+  switch (spec.variant) {
+    case Variant::linear:
+      return f(LinearStream<T>(d, dv, gamma));
+    case Variant::hla2: {
+      using Stream = Hla2Stream<T>;
+      const auto cross = form == Form::corrected ? Stream::corrected_cross_decay(gamma)
+                                                 : Stream::published_cross_decay(gamma);
+      return f(Stream(d, dv, gamma, from_rational<T>(spec.ridge), spec.masked, cross));
+    }
+    case Variant::ahla:
+      return f(AhlaStream<T>(d, dv, gamma));
+    case Variant::hla3:
+      if (form == Form::corrected) return f(Hla3CorrectedStream<T>(d, dv, gamma));
+      return f(Hla3PublishedStream<T>(d, dv, gamma, spec.masked));
+  }
+  throw Error("unknown variant");
+}
+
+template <class T>
+Terms<T> streaming_terms(const OperatorSpec& spec, Form form, const Sequence<T>& s) {
+  return with_stream<T>(spec, form, s.key_dim(), s.value_dim(),
+                        [&](auto stream) { return run_stream(std::move(stream), s); });
+}
+
+template <class T>
+Matrix<T> streaming_output(const OperatorSpec& spec, Form form, const Sequence<T>& s) {
+  return reference::finish(spec, streaming_terms(spec, form, s));
+}
+
+}  // namespace hla::fast

@@ -1,0 +1,37 @@
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "hla/fast/form.hpp"
+#include "hla/reference/operator_spec.hpp"
+
+namespace hla::reports {
+
+// The exact equivalence audit: every implementation of every operator against the reference,
+// on random inputs, in exact rationals and in Z/p, compared with ==.
+struct AuditOptions {
+  std::uint64_t seed = 1;
+  int cases = 20;  // random inputs per operator, form and scalar
+  int max_n = 16;
+  int max_d = 4;
+};
+
+struct AuditRow {
+  OperatorSpec spec;     // decay = 1/2 stands for "a random gamma < 1 per case"
+  std::string implementation;  // "streaming"
+  fast::Form form;
+  bool expected_equal;   // false for published forms recorded in docs/findings.md
+  std::string finding;   // e.g. "F1"; empty when none
+  int exact_agree = 0, modp_agree = 0, cases = 0;
+  std::string first_difference;  // "n=2 d=1 dv=1 seed=..." for the first disagreeing case
+};
+
+std::vector<AuditRow> run_audit(const AuditOptions& options, std::ostream& progress);
+
+// One line per row; returns false if a form that claims to equal the reference did not.
+bool print_audit(const std::vector<AuditRow>& rows, std::ostream& out);
+
+}  // namespace hla::reports

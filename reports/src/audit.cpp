@@ -1,0 +1,136 @@
+#include "hla/reports/audit.hpp"
+
+#include <iomanip>
+#include <ostream>
+
+#include "hla/fast/streaming.hpp"
+#include "hla/reference/random.hpp"
+
+namespace hla::reports {
+namespace {
+
+// Every combination of options that the variant supports, with decay and ridge as flags.
+std::vector<OperatorSpec> operator_grid() {
+  std::vector<OperatorSpec> grid;
+  for (const Variant variant : all_variants) {
+    for (const bool masked : {true, false}) {
+      if (!masked && !supports_unmasked(variant)) continue;
+      for (const bool normalize : {false, true}) {
+        for (const bool decayed : {false, true}) {
+          for (const bool ridge : {false, true}) {
+            if (ridge && !supports_ridge(variant)) continue;
+            OperatorSpec spec;
+            spec.variant = variant;
+            spec.masked = masked;
+            spec.normalize = normalize;
+            spec.eps = normalize ? Rational(1, 8) : Rational(0);
+            spec.ridge = ridge ? Rational(1, 2) : Rational(0);
+            spec.decay = decayed ? Rational(1, 2) : Rational(1);
+            grid.push_back(spec);
+          }
+        }
+      }
+    }
+  }
+  return grid;
+}
+
+std::string finding_of(const OperatorSpec& spec, fast::Form form) {
+  if (form != fast::Form::published || !spec.masked) return "";
+  if (spec.variant == Variant::hla2 && spec.decayed()) return "F1";
+  if (spec.variant == Variant::hla3) return "F2";
+  return "";
+}
+
+template <class T>
+bool agrees(const OperatorSpec& spec, fast::Form form, const Sequence<Rational>& exact) {
+  const Sequence<T> s = convert<T>(exact);
+  const Terms<T> expected = reference::terms(spec, s);
+  const Terms<T> actual = fast::streaming_terms(spec, form, s);
+  return expected.num == actual.num && expected.den == actual.den;
+}
+
+std::string options_text(const OperatorSpec& spec) {
+  std::string s = spec.masked ? "masked" : "unmasked";
+  if (spec.normalize) s += " normalized";
+  if (spec.ridge != 0) s += " ridge";
+  if (spec.decayed()) s += " decay";
+  return s;
+}
+
+}  // namespace
+
+std::vector<AuditRow> run_audit(const AuditOptions& options, std::ostream& progress) {
+  std::vector<AuditRow> rows;
+  const std::vector<OperatorSpec> grid = operator_grid();
+  for (std::size_t g = 0; g < grid.size(); ++g) {
+    const OperatorSpec& base = grid[g];
+    for (const fast::Form form : {fast::Form::published, fast::Form::corrected}) {
+      if (form == fast::Form::corrected && !fast::has_corrected_form(base)) continue;
+      AuditRow row;
+      row.spec = base;
+      row.implementation = "streaming";
+      row.form = form;
+      row.finding = finding_of(base, form);
+      row.expected_equal = row.finding.empty();
+      for (int c = 0; c < options.cases; ++c) {
+        const std::uint64_t case_seed = options.seed * 1'000'003 + g * 1'009 + c;
+        Rng rng(case_seed);
+        OperatorSpec spec = base;
+        if (base.decayed()) {
+          do spec.decay = random_decay(rng);
+          while (spec.decay == 1);
+        }
+        const Index n = rng.uniform(0, options.max_n);
+        const Index d = rng.uniform(1, options.max_d);
+        const Index dv = rng.uniform(1, options.max_d);
+        const Sequence<Rational> s =
+            random_sequence(rng, n, d, dv, c % 2 ? EntryKind::dyadic : EntryKind::integer, 4);
+        const bool exact_ok = agrees<Rational>(spec, form, s);
+        const bool modp_ok = agrees<ModP>(spec, form, s);
+        row.exact_agree += exact_ok;
+        row.modp_agree += modp_ok;
+        ++row.cases;
+        if ((!exact_ok || !modp_ok) && row.first_difference.empty()) {
+          row.first_difference = "n=" + std::to_string(n) + " d=" + std::to_string(d) + " dv=" +
+                                 std::to_string(dv) + " gamma=" + format_rational(spec.decay) +
+                                 " case-seed=" + std::to_string(case_seed);
+        }
+      }
+      rows.push_back(row);
+    }
+    progress << "\raudit: " << (g + 1) << "/" << grid.size() << " operators" << std::flush;
+  }
+  progress << "\n";
+  return rows;
+}
+
+bool print_audit(const std::vector<AuditRow>& rows, std::ostream& out) {
+  bool all_as_expected = true;
+  out << std::left << std::setw(8) << "variant" << std::setw(34) << "options" << std::setw(11) << "form"
+      << std::setw(11) << "exact ==" << std::setw(11) << "Z/p ==" << "verdict\n";
+  out << std::string(100, '-') << "\n";
+  for (const AuditRow& r : rows) {
+    const bool equal = r.exact_agree == r.cases && r.modp_agree == r.cases;
+    std::string verdict;
+    if (equal) {
+      verdict = "equal to the reference";
+    } else if (!r.expected_equal) {
+      verdict = "differs: finding " + r.finding + " (docs/findings.md); first at " + r.first_difference;
+    } else {
+      verdict = "UNEXPECTED DIFFERENCE at " + r.first_difference;
+      all_as_expected = false;
+    }
+    if (equal && !r.expected_equal) {
+      verdict = "equal, but finding " + r.finding + " expects a difference";
+      all_as_expected = false;
+    }
+    out << std::left << std::setw(8) << variant_name(r.spec.variant) << std::setw(34) << options_text(r.spec)
+        << std::setw(11) << fast::form_name(r.form)
+        << std::setw(11) << (std::to_string(r.exact_agree) + "/" + std::to_string(r.cases))
+        << std::setw(11) << (std::to_string(r.modp_agree) + "/" + std::to_string(r.cases)) << verdict << "\n";
+  }
+  return all_as_expected;
+}
+
+}  // namespace hla::reports

@@ -1,0 +1,53 @@
+#pragma once
+
+#include <cstdlib>
+#include <sstream>
+#include <string>
+
+#include <catch2/catch.hpp>
+#include <rapidcheck.h>
+
+namespace hla::testing {
+
+inline std::string& program_name() {
+  static std::string name = "test";
+  return name;
+}
+inline void set_program_name(std::string name) { program_name() = std::move(name); }
+
+// Reports nothing: failures are reproduced by seed (RC_PARAMS="seed=..."), so RapidCheck's own
+// "reproduce=" hint, which its Catch2 integration cannot honour, is not printed.
+class SilentListener : public rc::detail::TestListener {
+public:
+  void onTestCaseFinished(const rc::detail::CaseDescription&) override {}
+  void onShrinkTried(const rc::detail::CaseDescription&, bool) override {}
+  void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}
+};
+
+// Checks a RapidCheck property inside the current Catch2 test case, `cases` times unless
+// RC_PARAMS sets max_success. A failure reports the counterexample, the seed and the command
+// that reruns this test case with that seed; the test case goes on to its next property.
+template <class Testable>
+void property(const std::string& description, Testable&& testable, int cases = 100) {
+  using namespace rc::detail;
+  TestParams params = configuration().testParams;
+  const char* env = std::getenv("RC_PARAMS");
+  if (env == nullptr || std::string(env).find("max_success") == std::string::npos) params.maxSuccess = cases;
+  TestMetadata metadata;
+  metadata.id = description;
+  metadata.description = description;
+  SilentListener listener;
+  const TestResult result = checkTestable(std::forward<Testable>(testable), metadata, params, listener);
+  if (result.template is<SuccessResult>()) {
+    SUCCEED(description);
+    return;
+  }
+  std::ostringstream message;
+  message << description << "\n";
+  printResultMessage(result, message);
+  message << "\nseed " << params.seed << "; rerun: RC_PARAMS=\"seed=" << params.seed << "\" "
+          << program_name() << " \"" << Catch::getResultCapture().getCurrentTestName() << "\"";
+  FAIL_CHECK(message.str());
+}
+
+}  // namespace hla::testing
