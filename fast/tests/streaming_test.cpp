@@ -18,7 +18,7 @@ TEMPLATE_TEST_CASE("streaming/equals the reference exactly", "[streaming][exact]
       const Terms<TestType> actual = fast::streaming_terms(spec, fast::default_form(spec), s);
       RC_ASSERT(actual.num == expected.num);
       RC_ASSERT(actual.den == expected.den);
-    });
+    }, 1000);
   }
 }
 

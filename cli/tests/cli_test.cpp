@@ -1,0 +1,243 @@
+// The hla binary on bad input: one line naming the file or flag, a non-zero exit, no output file.
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include <catch2/catch.hpp>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "hla/cli/npy.hpp"
+#include "hla/fast/streaming.hpp"
+#include "npy_fixtures.hpp"
+
+namespace fs = std::filesystem;
+using namespace hla;
+using namespace hla::cli::fixtures;
+
+namespace {
+
+struct Run {
+  int status;
+  std::string err;
+};
+
+class Workspace {
+public:
+  Workspace() : dir_(fs::temp_directory_path() / ("hla_cli_test_" + std::to_string(::getpid()))) {
+    fs::create_directories(dir_);
+    // A valid default problem: n = 3, d = 2, dv = 1, small integers.
+    matrix("q.npy", 3, 2, {1, 2, -1, 0, 3, 1});
+    matrix("k.npy", 3, 2, {0, 1, 2, -2, 1, 1});
+    matrix("v.npy", 3, 1, {1, -1, 2});
+  }
+  ~Workspace() { fs::remove_all(dir_); }
+
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  void matrix(const std::string& name, std::int64_t rows, std::int64_t cols, std::vector<double> values) const {
+    cli::write_npy(path(name), rows, cols, values);
+  }
+
+  // Runs hla eval with the default files unless `args` names others; output goes to out.npy.
+  Run eval(const std::string& args) const {
+    std::string command = std::string(HLA_BINARY) + " eval " + args;
+    for (const char* flag : {"q", "k", "v"}) {
+      if (args.find(std::string("--") + flag + " ") == std::string::npos) {
+        command += std::string(" --") + flag + " " + path(std::string(flag) + ".npy");
+      }
+    }
+    if (args.find("--impl") == std::string::npos) command += " --impl streaming";
+    if (args.find("--scalar") == std::string::npos) command += " --scalar exact";
+    if (args.find("--variant") == std::string::npos) command += " --variant hla2";
+    return run(command + " --out " + path("out.npy"));
+  }
+
+  Run run(const std::string& command) const {
+    const std::string err_path = path("stderr.txt");
+    const int raw = std::system((command + " 2> " + err_path + " > /dev/null").c_str());
+    std::ifstream in(err_path);
+    std::stringstream err;
+    err << in.rdbuf();
+    return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, err.str()};
+  }
+
+  std::string read(const std::string& name) const {
+    std::ifstream in(path(name), std::ios::binary);
+    std::stringstream bytes;
+    bytes << in.rdbuf();
+    return bytes.str();
+  }
+
+  bool output_exists() const { return fs::exists(path("out.npy")); }
+
+private:
+  fs::path dir_;
+};
+
+// Exactly one line, naming `subject` and saying `problem`; non-zero exit; no output file.
+void check_rejected(const Workspace& w, const Run& r, const std::string& subject, const std::string& problem) {
+  INFO("stderr: " << r.err);
+  CHECK(r.status != 0);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK_THAT(r.err, Catch::Contains(subject) && Catch::Contains(problem));
+  CHECK_FALSE(w.output_exists());
+}
+
+}  // namespace
+
+TEST_CASE("cli/missing file", "[cli]") {
+  Workspace w;
+  check_rejected(w, w.eval("--q " + w.path("absent.npy")), "absent.npy", "no such file");
+}
+
+TEST_CASE("cli/unreadable file", "[cli]") {
+  Workspace w;
+  fs::create_directory(w.path("dir.npy"));
+  check_rejected(w, w.eval("--k " + w.path("dir.npy")), "dir.npy", "is a directory");
+}
+
+TEST_CASE("cli/not a npy file", "[cli]") {
+  Workspace w;
+  write_file(w.path("text.npy"), "q,k,v\n1,2,3\n");
+  check_rejected(w, w.eval("--v " + w.path("text.npy")), "text.npy", "not a .npy file");
+}
+
+TEST_CASE("cli/unsupported dtype", "[cli]") {
+  Workspace w;
+  write_file(w.path("int.npy"), npy_bytes("<i8", "(3, 2)", raw<std::int64_t>({1, 2, 3, 4, 5, 6})));
+  check_rejected(w, w.eval("--q " + w.path("int.npy")), "int.npy", "unsupported dtype");
+}
+
+TEST_CASE("cli/wrong rank", "[cli]") {
+  Workspace w;
+  write_file(w.path("flat.npy"), npy_bytes("<f8", "(6,)", raw<double>({1, 2, 3, 4, 5, 6})));
+  check_rejected(w, w.eval("--k " + w.path("flat.npy")), "flat.npy", "expected a 2-D array");
+}
+
+TEST_CASE("cli/n mismatch between q k and v", "[cli]") {
+  Workspace w;
+  w.matrix("k4.npy", 4, 2, {1, 2, 3, 4, 5, 6, 7, 8});
+  check_rejected(w, w.eval("--k " + w.path("k4.npy")), "k4.npy", "n = 4");
+  w.matrix("v2.npy", 2, 1, {1, 2});
+  check_rejected(w, w.eval("--v " + w.path("v2.npy")), "v2.npy", "n = 2");
+}
+
+TEST_CASE("cli/d mismatch between q and k", "[cli]") {
+  Workspace w;
+  w.matrix("k3.npy", 3, 3, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  check_rejected(w, w.eval("--k " + w.path("k3.npy")), "k3.npy", "d differs");
+}
+
+TEST_CASE("cli/d = 0", "[cli]") {
+  Workspace w;
+  w.matrix("q0.npy", 3, 0, {});
+  w.matrix("k0.npy", 3, 0, {});
+  check_rejected(w, w.eval("--q " + w.path("q0.npy") + " --k " + w.path("k0.npy")), "q0.npy", "d = 0");
+}
+
+TEST_CASE("cli/NaN or infinity with an exact scalar", "[cli]") {
+  Workspace w;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  w.matrix("nan.npy", 3, 2, {1, 2, 3, nan, 5, 6});
+  check_rejected(w, w.eval("--q " + w.path("nan.npy")), "nan.npy: entry [1, 1]", "NaN");
+  w.matrix("inf.npy", 3, 1, {1, -inf, 2});
+  check_rejected(w, w.eval("--v " + w.path("inf.npy") + " --scalar modp"), "inf.npy: entry [1, 0]", "infinite");
+  // Floating scalars propagate them instead.
+  CHECK(w.eval("--q " + w.path("nan.npy") + " --scalar f64").status == 0);
+}
+
+TEST_CASE("cli/non-integer input with modp", "[cli]") {
+  Workspace w;
+  w.matrix("half.npy", 3, 2, {1, 2, 0.5, 0, 3, 1});
+  check_rejected(w, w.eval("--k " + w.path("half.npy") + " --scalar modp"), "half.npy: entry [1, 0]",
+                 "not an integer");
+}
+
+TEST_CASE("cli/gamma outside the interval from 0 exclusive to 1 inclusive", "[cli]") {
+  Workspace w;
+  for (const char* gamma : {"0", "1.5", "-1/2", "3/2"}) {
+    check_rejected(w, w.eval(std::string("--decay ") + gamma), "--decay", "(0, 1]");
+  }
+  check_rejected(w, w.eval("--decay half"), "--decay", "not a decimal or p/q rational");
+}
+
+TEST_CASE("cli/eps < 0", "[cli]") {
+  Workspace w;
+  check_rejected(w, w.eval("--normalize --eps -0.001"), "--eps", "must be >= 0");
+}
+
+TEST_CASE("cli/options a variant does not have", "[cli]") {
+  Workspace w;
+  check_rejected(w, w.eval("--variant ahla --unmasked"), "--unmasked", "ahla has no unmasked form");
+  check_rejected(w, w.eval("--variant hla3 --ridge 1"), "--ridge", "hla3 has no ridge");
+  check_rejected(w, w.eval("--variant linear --form corrected"), "--form corrected", "no corrected form");
+  check_rejected(w, w.eval("--variant hla4"), "--variant", "'hla4' is not one of");
+  check_rejected(w, w.eval("--impl fast"), "--impl", "'fast' is not one of");
+  check_rejected(w, w.eval("--scalar f16"), "--scalar", "'f16' is not one of");
+  check_rejected(w, w.eval("--impl reference --form published"), "--form", "only applies to --impl streaming");
+}
+
+TEST_CASE("cli/missing required flag", "[cli]") {
+  Workspace w;
+  const Run r = w.run(std::string(HLA_BINARY) + " eval --variant hla2 --impl reference --scalar exact");
+  CHECK(r.status != 0);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK_THAT(r.err, Catch::Contains("--q"));
+}
+
+TEST_CASE("cli/n = 0 gives an empty output", "[cli]") {
+  Workspace w;
+  w.matrix("q.npy", 0, 2, {});
+  w.matrix("k.npy", 0, 2, {});
+  w.matrix("v.npy", 0, 3, {});
+  for (const char* scalar : {"exact", "modp", "f32"}) {
+    const Run r = w.eval(std::string("--scalar ") + scalar + " --normalize");
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    CHECK_THAT(w.read("out.npy"), Catch::Contains("'shape': (0, 3)"));
+  }
+}
+
+TEST_CASE("cli/eval writes the operator's output", "[cli]") {
+  Workspace w;
+  OperatorSpec spec;
+  spec.variant = Variant::hla3;
+  spec.normalize = true;
+  spec.eps = Rational(1, 10);
+  spec.decay = Rational(3, 4);
+  const auto load = [&](const std::string& name) {
+    const cli::NpyMatrix m = cli::read_npy_matrix(w.path(name));
+    Matrix<Rational> out(m.rows, m.cols);
+    for (Index i = 0; i < m.rows * m.cols; ++i) out(i / m.cols, i % m.cols) = Rational(m.values[i]);
+    return out;
+  };
+  const Sequence<Rational> input{load("q.npy"), load("k.npy"), load("v.npy")};
+  const Matrix<Rational> expected = reference::output(spec, input);
+  for (const char* impl : {"reference", "streaming"}) {
+    const Run r = w.eval(std::string("--variant hla3 --normalize --eps 0.1 --decay 3/4 --impl ") + impl);
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    const cli::NpyMatrix out = cli::read_npy_matrix(w.path("out.npy"));
+    REQUIRE(out.rows == 3);
+    for (Index t = 0; t < 3; ++t) CHECK(out(t, 0) == to_double(expected(t, 0)));  // correctly rounded
+  }
+  const Run modp = w.eval("--variant hla3 --impl streaming --scalar modp");
+  REQUIRE(modp.status == 0);
+  spec.normalize = false;
+  spec.eps = 0;
+  spec.decay = 1;
+  const Matrix<ModP> residues = fast::streaming_output(spec, fast::Form::corrected, convert<ModP>(input));
+  const std::string bytes = w.read("out.npy");
+  CHECK_THAT(bytes, Catch::Contains("'descr': '<u8'"));
+  const std::string data = bytes.substr(bytes.size() - 3 * 8);
+  for (Index t = 0; t < 3; ++t) {
+    std::uint64_t word;
+    std::memcpy(&word, data.data() + 8 * t, 8);
+    CHECK(word == residues(t, 0).residue());
+  }
+}

@@ -1,0 +1,56 @@
+#include <catch2/catch.hpp>
+
+#include "hla/cli/npy.hpp"
+#include "hla/reference/error.hpp"
+#include "npy_fixtures.hpp"
+
+using namespace hla::cli;
+using namespace hla::cli::fixtures;
+
+TEST_CASE("npy/reads float64 and float32 in every order", "[cli][npy]") {
+  const NpyMatrix c = parse_npy_matrix(npy_bytes("<f8", "(2, 3)", raw<double>({1, 2, 3, 4, 5, 6})), "c.npy");
+  CHECK(c.rows == 2);
+  CHECK(c.cols == 3);
+  CHECK(c(1, 0) == 4);
+  CHECK(c.dtype == "float64");
+
+  const NpyMatrix f = parse_npy_matrix(npy_bytes("<f8", "(2, 3)", raw<double>({1, 4, 2, 5, 3, 6}), true), "f.npy");
+  CHECK(f.values == c.values);
+
+  const NpyMatrix single = parse_npy_matrix(npy_bytes("<f4", "(1, 2)", raw<float>({0.1f, -2.5f})), "s.npy");
+  CHECK(single.values == std::vector<double>{double(0.1f), -2.5});
+  CHECK(single.dtype == "float32");
+
+  std::string big = raw<double>({1.5});
+  std::reverse(big.begin(), big.end());
+  CHECK(parse_npy_matrix(npy_bytes(">f8", "(1, 1)", big), "b.npy").values == std::vector<double>{1.5});
+
+  const NpyMatrix empty = parse_npy_matrix(npy_bytes("<f8", "(0, 4)", ""), "e.npy");
+  CHECK(empty.rows == 0);
+  CHECK(empty.cols == 4);
+}
+
+TEST_CASE("npy/round trip through the writer", "[cli][npy]") {
+  const std::string path = "npy_round_trip_test.npy";
+  write_npy(path, 2, 2, std::vector<double>{0.5, -1e300, 3, 4});
+  const NpyMatrix m = read_npy_matrix(path);
+  CHECK(m.values == std::vector<double>{0.5, -1e300, 3, 4});
+  std::remove(path.c_str());
+}
+
+TEST_CASE("npy/rejects what it cannot read with one line naming the file", "[cli][npy]") {
+  const auto rejects = [](const std::string& bytes, const std::string& message) {
+    INFO(message);
+    CHECK_THROWS_WITH(parse_npy_matrix(bytes, "x.npy"), Catch::StartsWith("x.npy: ") && Catch::Contains(message));
+  };
+  rejects("", "not a .npy file");
+  rejects("hello world, this is text", "not a .npy file");
+  rejects(npy_bytes("<i4", "(1, 1)", raw<std::int32_t>({1})), "unsupported dtype '<i4'");
+  rejects(npy_bytes("<f8", "(3,)", raw<double>({1, 2, 3})), "expected a 2-D array");
+  rejects(npy_bytes("<f8", "(1, 1, 1)", raw<double>({1})), "expected a 2-D array");
+  rejects(npy_bytes("<f8", "(2, 2)", raw<double>({1, 2, 3})), "fewer values than its shape");
+  rejects(npy_bytes("<f8", "(1, 1)", raw<double>({1, 2})), "does not match shape");
+  rejects(npy_bytes("<f8", "(99999999999999, 99999999999999)", ""), "fewer values");
+  rejects(npy_bytes("<f8", "[1, 1]", raw<double>({1})), "not a valid .npy header");
+  rejects(npy_bytes("<f8", "(1, 1)", "").substr(0, 12), "truncated");
+}
