@@ -24,7 +24,8 @@ T to_scalar(double x, const std::string& path, std::int64_t r, std::int64_t c) {
   }
   if constexpr (std::is_same_v<T, ModP>) {
     if (std::trunc(x) != x) {
-      throw Error(entry_name(path, r, c) + " = " + std::to_string(x) + " is not an integer, as --scalar modp needs");
+      throw Error(entry_name(path, r, c) + " = " + std::to_string(x) +
+                  " is not an integer, as --scalar modp needs");
     }
     return to_mod_prime(Rational(x));
   } else if constexpr (std::is_same_v<T, Rational>) {
@@ -44,16 +45,21 @@ Matrix<T> to_matrix(const NpyMatrix& m, const std::string& path) {
 }
 
 void check_shapes(const EvalRequest& req, const NpyMatrix& q, const NpyMatrix& k, const NpyMatrix& v) {
-  const auto shape = [](const NpyMatrix& m) { return "(" + std::to_string(m.rows) + ", " + std::to_string(m.cols) + ")"; };
+  const auto shape = [](const NpyMatrix& m) {
+    return "(" + std::to_string(m.rows) + ", " + std::to_string(m.cols) + ")";
+  };
   if (q.cols == 0) throw Error(req.q_path + ": d = 0; queries and keys need at least one column");
   if (k.rows != q.rows) {
-    throw Error(req.k_path + ": n = " + std::to_string(k.rows) + " but " + req.q_path + " has n = " + std::to_string(q.rows));
+    throw Error(req.k_path + ": n = " + std::to_string(k.rows) + " but " + req.q_path +
+                " has n = " + std::to_string(q.rows));
   }
   if (k.cols != q.cols) {
-    throw Error(req.k_path + ": shape " + shape(k) + " does not match " + req.q_path + " " + shape(q) + " (d differs)");
+    throw Error(req.k_path + ": shape " + shape(k) + " does not match " + req.q_path + " " + shape(q) +
+                " (d differs)");
   }
   if (v.rows != q.rows) {
-    throw Error(req.v_path + ": n = " + std::to_string(v.rows) + " but " + req.q_path + " has n = " + std::to_string(q.rows));
+    throw Error(req.v_path + ": n = " + std::to_string(v.rows) + " but " + req.q_path +
+                " has n = " + std::to_string(q.rows));
   }
   if (v.cols == 0) throw Error(req.v_path + ": dv = 0; values need at least one column");
 }
@@ -81,14 +87,23 @@ void run_eval(const EvalRequest& req) {
   const fast::Form form = req.form.value_or(fast::default_form(req.spec));
   fast::validate_form(req.spec, form);
   if (req.scalar == ScalarKind::modp) {
-    for (const Rational* x : {&req.spec.eps, &req.spec.ridge, &req.spec.decay}) to_mod_prime(*x);
+    const std::pair<const char*, const Rational*> parameters[] = {
+        {"--eps", &req.spec.eps}, {"--ridge", &req.spec.ridge}, {"--decay", &req.spec.decay}};
+    for (const auto& [flag, value] : parameters) {
+      try {
+        to_mod_prime(*value);
+      } catch (const Error& e) {
+        throw Error(std::string(flag) + ": " + e.what());
+      }
+    }
   }
   const NpyMatrix q = read_npy_matrix(req.q_path);
   const NpyMatrix k = read_npy_matrix(req.k_path);
   const NpyMatrix v = read_npy_matrix(req.v_path);
   check_shapes(req, q, k, v);
   with_scalar(req.scalar, [&]<class T>(TypeTag<T>) {
-    const Sequence<T> s{to_matrix<T>(q, req.q_path), to_matrix<T>(k, req.k_path), to_matrix<T>(v, req.v_path)};
+    const Sequence<T> s{to_matrix<T>(q, req.q_path), to_matrix<T>(k, req.k_path),
+                        to_matrix<T>(v, req.v_path)};
     const Matrix<T> o = req.impl == Impl::reference ? reference::output(req.spec, s)
                                                     : fast::streaming_output(req.spec, form, s);
     write_output(req.out_path, o);

@@ -1,9 +1,8 @@
 // hla: the command line. It only wires the toolkit's stages together.
 
+#include <CLI/CLI.hpp>
 #include <iomanip>
 #include <iostream>
-
-#include <CLI/CLI.hpp>
 
 #include "hla/cli/eval.hpp"
 #include "hla/reports/audit.hpp"
@@ -23,12 +22,15 @@ void print_variants(std::ostream& out) {
   out << "variant  forms                   options                                     paper\n"
       << "-------------------------------------------------------------------------------------------\n"
       << "linear   published               --normalize --eps --decay                   Sec. 2.2\n"
-      << "hla2     published, corrected*   --unmasked --normalize --eps --ridge --decay Thm 3.1, Eq. 3.1-3.4, Sec. 4.3, Alg. 1\n"
+      << "hla2     published, corrected*   --unmasked --normalize --eps --ridge --decay Thm 3.1, Eq. "
+         "3.1-3.4, Sec. 4.3, Alg. 1\n"
       << "ahla     published               --normalize --eps --decay                   Thm 6.1, Alg. 2\n"
-      << "hla3     published, corrected*   --unmasked --normalize --eps --decay        Thm 7.1, Eqs. 7.1-7.3, Alg. 3\n"
+      << "hla3     published, corrected*   --unmasked --normalize --eps --decay        Thm 7.1, Eqs. "
+         "7.1-7.3, Alg. 3\n"
       << "\n"
       << "* corrected exists for the masked operator only, and is the default there (docs/findings.md):\n"
-      << "  hla2: the published decayed cross-summaries (Sec. 4.3) differ from the reference for decay < 1 (F1);\n"
+      << "  hla2: the published decayed cross-summaries (Sec. 4.3) differ from the reference for decay < 1 "
+         "(F1);\n"
       << "  hla3: the published masked streaming (Thm 7.1) differs from the reference (F2).\n"
       << "Without options a variant means the masked, unnormalized, undecayed operator.\n"
       << "--eps E (>= 0), --ridge L, --decay G in (0, 1]: decimals or p/q rationals.\n"
@@ -47,7 +49,8 @@ int main(int argc, char** argv) {
   bool unmasked = false;
   CLI::App* eval = app.add_subcommand("eval", "evaluate one operator on q, k, v from .npy files");
   eval->add_option("--variant", variant, "linear | hla2 | ahla | hla3")->required();
-  eval->add_option("--form", form, "published | corrected (streaming; default: the form equal to the reference)");
+  eval->add_option("--form", form,
+                   "published | corrected (streaming; default: the form equal to the reference)");
   eval->add_flag("--unmasked", unmasked, "the unmasked prefix form (hla2, hla3)");
   eval->add_flag("--normalize", request.spec.normalize, "divide by the masked denominator plus eps");
   eval->add_option("--eps", eps, "eps >= 0 (with --normalize)");
@@ -58,7 +61,8 @@ int main(int argc, char** argv) {
   eval->add_option("--q", request.q_path, "queries [n, d], float64 or float32 .npy")->required();
   eval->add_option("--k", request.k_path, "keys [n, d]")->required();
   eval->add_option("--v", request.v_path, "values [n, dv]")->required();
-  eval->add_option("--out", request.out_path, "output [n, dv]: float64, or uint64 residues for modp")->required();
+  eval->add_option("--out", request.out_path, "output [n, dv]: float64, or uint64 residues for modp")
+      ->required();
 
   app.add_subcommand("variants", "list variants, forms and options");
 
@@ -88,27 +92,33 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("audit")) {
       const auto rows = reports::run_audit(audit_options, std::cerr);
       std::cout << "Exact audit: streaming against the n x n reference, " << audit_options.cases
-                << " random inputs per row (n <= " << audit_options.max_n << ", d, dv <= " << audit_options.max_d
-                << ", seed " << audit_options.seed << "), compared with == in rationals and in Z/p\n\n";
+                << " random inputs per row (n <= " << audit_options.max_n
+                << ", d, dv <= " << audit_options.max_d << ", seed " << audit_options.seed
+                << "), compared with == in rationals and in Z/p\n\n";
       const bool as_expected = reports::print_audit(rows, std::cout);
-      std::cout << "\n" << (as_expected ? "Every default form equals the reference; every recorded finding reproduces."
-                                        : "FAILED: an implementation disagrees with the reference unexpectedly.")
+      std::cout << "\n"
+                << (as_expected
+                        ? "Every default form equals the reference; every recorded finding reproduces."
+                        : "FAILED: an implementation disagrees with the reference unexpectedly.")
                 << "\n";
       return as_expected ? 0 : 1;
     }
     // eval
-    request.spec.variant = parse_choice("--variant", variant, parse_variant(variant), "linear, hla2, ahla, hla3");
+    request.spec.variant =
+        parse_choice("--variant", variant, parse_variant(variant), "linear, hla2, ahla, hla3");
     request.spec.masked = !unmasked;
     request.spec.eps = parse_rational(eps, "--eps");
     request.spec.ridge = parse_rational(ridge, "--ridge");
     request.spec.decay = parse_rational(decay, "--decay");
-    if (!form.empty()) request.form = parse_choice("--form", form, fast::parse_form(form), "published, corrected");
+    if (!form.empty())
+      request.form = parse_choice("--form", form, fast::parse_form(form), "published, corrected");
     request.impl = parse_choice("--impl", impl,
                                 impl == "reference"   ? std::optional(cli::Impl::reference)
                                 : impl == "streaming" ? std::optional(cli::Impl::streaming)
                                                       : std::nullopt,
                                 "reference, streaming");
-    request.scalar = parse_choice("--scalar", scalar, parse_scalar_kind(scalar), "exact, mpfr, f64, f32, modp");
+    request.scalar =
+        parse_choice("--scalar", scalar, parse_scalar_kind(scalar), "exact, mpfr, f64, f32, modp");
     cli::run_eval(request);
     return 0;
   } catch (const Error& e) {

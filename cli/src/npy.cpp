@@ -1,5 +1,7 @@
 #include "hla/cli/npy.hpp"
 
+#include <unistd.h>
+
 #include <bit>
 #include <cstdio>
 #include <cstring>
@@ -7,7 +9,6 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
-#include <unistd.h>
 
 #include "hla/reference/error.hpp"
 
@@ -19,13 +20,14 @@ constexpr std::size_t magic_size = 6;
 
 std::uint64_t read_little_endian(const std::string& bytes, std::size_t offset, std::size_t width) {
   std::uint64_t x = 0;
-  for (std::size_t i = 0; i < width; ++i) x |= std::uint64_t(static_cast<unsigned char>(bytes[offset + i])) << (8 * i);
+  for (std::size_t i = 0; i < width; ++i)
+    x |= std::uint64_t(static_cast<unsigned char>(bytes[offset + i])) << (8 * i);
   return x;
 }
 
 // The header is a Python dict literal: {'descr': '<f8', 'fortran_order': False, 'shape': (3, 4), }
 class HeaderParser {
-public:
+ public:
   HeaderParser(std::string_view text, const std::string& name) : text_(text), name_(name) {}
 
   std::string string_value(std::string_view key) {
@@ -61,18 +63,22 @@ public:
       if (pos_ == start) throw fail("malformed 'shape'");
       dims.push_back(dim);
       skip_space();
-      if (peek() == ',') ++pos_;
-      else if (peek() != ')') throw fail("malformed 'shape'");
+      if (peek() == ',')
+        ++pos_;
+      else if (peek() != ')')
+        throw fail("malformed 'shape'");
     }
     return dims;
   }
 
-private:
+ private:
   std::string_view text_;
   const std::string& name_;
   std::size_t pos_ = 0;
 
-  hla::Error fail(const std::string& what) const { return hla::Error(name_ + ": not a valid .npy header (" + what + ")"); }
+  hla::Error fail(const std::string& what) const {
+    return hla::Error(name_ + ": not a valid .npy header (" + what + ")");
+  }
   char peek() const { return pos_ < text_.size() ? text_[pos_] : '\0'; }
   void skip_space() {
     while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t')) ++pos_;
@@ -127,8 +133,8 @@ void write_atomically(const std::string& path, const std::string& bytes) {
 }
 
 std::string header_bytes(const std::string& descr, std::int64_t rows, std::int64_t cols) {
-  std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" + std::to_string(rows) + ", " +
-                     std::to_string(cols) + "), }";
+  std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" + std::to_string(rows) +
+                     ", " + std::to_string(cols) + "), }";
   // Version 1.0: magic, 2 version bytes, 2 length bytes; pad with spaces to a multiple of 64.
   const std::size_t unpadded = magic_size + 4 + dict.size() + 1;
   dict.append((64 - unpadded % 64) % 64, ' ');
@@ -160,7 +166,8 @@ NpyMatrix parse_npy_matrix(const std::string& bytes, const std::string& name) {
   }
   const int major = static_cast<unsigned char>(bytes[magic_size]);
   const std::size_t length_width = major == 1 ? 2 : 4;
-  if (major < 1 || major > 3) throw hla::Error(name + ": unsupported .npy format version " + std::to_string(major));
+  if (major < 1 || major > 3)
+    throw hla::Error(name + ": unsupported .npy format version " + std::to_string(major));
   if (bytes.size() < magic_size + 2 + length_width) throw hla::Error(name + ": truncated .npy header");
   const std::size_t header_length = read_little_endian(bytes, magic_size + 2, length_width);
   const std::size_t data_offset = magic_size + 2 + length_width + header_length;
@@ -190,7 +197,8 @@ NpyMatrix parse_npy_matrix(const std::string& bytes, const std::string& name) {
   m.rows = shape[0];
   m.cols = shape[1];
   const std::size_t available = bytes.size() - data_offset;
-  if (m.cols != 0 && static_cast<std::size_t>(m.rows) > available / width / static_cast<std::size_t>(m.cols)) {
+  if (m.cols != 0 &&
+      static_cast<std::size_t>(m.rows) > available / width / static_cast<std::size_t>(m.cols)) {
     throw hla::Error(name + ": file holds fewer values than its shape (" + std::to_string(m.rows) + ", " +
                      std::to_string(m.cols) + ") needs");
   }
@@ -214,7 +222,8 @@ NpyMatrix parse_npy_matrix(const std::string& bytes, const std::string& name) {
 NpyMatrix read_npy_matrix(const std::string& path) {
   std::error_code error;
   if (!std::filesystem::exists(path, error)) throw hla::Error(path + ": no such file");
-  if (std::filesystem::is_directory(path, error)) throw hla::Error(path + ": is a directory, not a .npy file");
+  if (std::filesystem::is_directory(path, error))
+    throw hla::Error(path + ": is a directory, not a .npy file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw hla::Error(path + ": cannot open for reading");
   std::ostringstream contents;
@@ -223,7 +232,8 @@ NpyMatrix read_npy_matrix(const std::string& path) {
   return parse_npy_matrix(contents.str(), path);
 }
 
-void write_npy(const std::string& path, std::int64_t rows, std::int64_t cols, const std::vector<double>& values) {
+void write_npy(const std::string& path, std::int64_t rows, std::int64_t cols,
+               const std::vector<double>& values) {
   write_words(path, "<f8", rows, cols, values);
 }
 

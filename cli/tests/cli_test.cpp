@@ -1,15 +1,15 @@
 // The hla binary on bad input: one line naming the file or flag, a non-zero exit, no output file.
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
-
-#include <catch2/catch.hpp>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "hla/cli/npy.hpp"
 #include "hla/fast/streaming.hpp"
@@ -27,7 +27,7 @@ struct Run {
 };
 
 class Workspace {
-public:
+ public:
   Workspace() : dir_(fs::temp_directory_path() / ("hla_cli_test_" + std::to_string(::getpid()))) {
     fs::create_directories(dir_);
     // A valid default problem: n = 3, d = 2, dv = 1, small integers.
@@ -38,7 +38,8 @@ public:
   ~Workspace() { fs::remove_all(dir_); }
 
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  void matrix(const std::string& name, std::int64_t rows, std::int64_t cols, std::vector<double> values) const {
+  void matrix(const std::string& name, std::int64_t rows, std::int64_t cols,
+              std::vector<double> values) const {
     cli::write_npy(path(name), rows, cols, values);
   }
 
@@ -74,12 +75,13 @@ public:
 
   bool output_exists() const { return fs::exists(path("out.npy")); }
 
-private:
+ private:
   fs::path dir_;
 };
 
 // Exactly one line, naming `subject` and saying `problem`; non-zero exit; no output file.
-void check_rejected(const Workspace& w, const Run& r, const std::string& subject, const std::string& problem) {
+void check_rejected(const Workspace& w, const Run& r, const std::string& subject,
+                    const std::string& problem) {
   INFO("stderr: " << r.err);
   CHECK(r.status != 0);
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
@@ -146,7 +148,8 @@ TEST_CASE("cli/NaN or infinity with an exact scalar", "[cli]") {
   w.matrix("nan.npy", 3, 2, {1, 2, 3, nan, 5, 6});
   check_rejected(w, w.eval("--q " + w.path("nan.npy")), "nan.npy: entry [1, 1]", "NaN");
   w.matrix("inf.npy", 3, 1, {1, -inf, 2});
-  check_rejected(w, w.eval("--v " + w.path("inf.npy") + " --scalar modp"), "inf.npy: entry [1, 0]", "infinite");
+  check_rejected(w, w.eval("--v " + w.path("inf.npy") + " --scalar modp"), "inf.npy: entry [1, 0]",
+                 "infinite");
   // Floating scalars propagate them instead.
   CHECK(w.eval("--q " + w.path("nan.npy") + " --scalar f64").status == 0);
 }
@@ -179,7 +182,8 @@ TEST_CASE("cli/options a variant does not have", "[cli]") {
   check_rejected(w, w.eval("--variant hla4"), "--variant", "'hla4' is not one of");
   check_rejected(w, w.eval("--impl fast"), "--impl", "'fast' is not one of");
   check_rejected(w, w.eval("--scalar f16"), "--scalar", "'f16' is not one of");
-  check_rejected(w, w.eval("--impl reference --form published"), "--form", "only applies to --impl streaming");
+  check_rejected(w, w.eval("--impl reference --form published"), "--form",
+                 "only applies to --impl streaming");
 }
 
 TEST_CASE("cli/missing required flag", "[cli]") {

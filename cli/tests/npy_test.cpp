@@ -1,6 +1,7 @@
+#include "hla/cli/npy.hpp"
+
 #include <catch2/catch.hpp>
 
-#include "hla/cli/npy.hpp"
 #include "hla/reference/error.hpp"
 #include "npy_fixtures.hpp"
 
@@ -14,7 +15,8 @@ TEST_CASE("npy/reads float64 and float32 in every order", "[cli][npy]") {
   CHECK(c(1, 0) == 4);
   CHECK(c.dtype == "float64");
 
-  const NpyMatrix f = parse_npy_matrix(npy_bytes("<f8", "(2, 3)", raw<double>({1, 4, 2, 5, 3, 6}), true), "f.npy");
+  const NpyMatrix f =
+      parse_npy_matrix(npy_bytes("<f8", "(2, 3)", raw<double>({1, 4, 2, 5, 3, 6}), true), "f.npy");
   CHECK(f.values == c.values);
 
   const NpyMatrix single = parse_npy_matrix(npy_bytes("<f4", "(1, 2)", raw<float>({0.1f, -2.5f})), "s.npy");
@@ -41,7 +43,8 @@ TEST_CASE("npy/round trip through the writer", "[cli][npy]") {
 TEST_CASE("npy/rejects what it cannot read with one line naming the file", "[cli][npy]") {
   const auto rejects = [](const std::string& bytes, const std::string& message) {
     INFO(message);
-    CHECK_THROWS_WITH(parse_npy_matrix(bytes, "x.npy"), Catch::StartsWith("x.npy: ") && Catch::Contains(message));
+    CHECK_THROWS_WITH(parse_npy_matrix(bytes, "x.npy"),
+                      Catch::StartsWith("x.npy: ") && Catch::Contains(message));
   };
   rejects("", "not a .npy file");
   rejects("hello world, this is text", "not a .npy file");

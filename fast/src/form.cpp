@@ -4,7 +4,9 @@
 
 namespace hla::fast {
 
-std::string_view form_name(Form f) { return f == Form::published ? "published" : "corrected"; }
+std::string_view form_name(Form f) {
+  return f == Form::published ? "published" : "corrected";
+}
 
 std::optional<Form> parse_form(std::string_view name) {
   if (name == "published") return Form::published;

@@ -2,9 +2,8 @@
 // streaming forms, exactly and in floating point (bit for bit).
 
 #include <bit>
-#include <cstring>
-
 #include <catch2/catch.hpp>
+#include <cstring>
 
 #include "hla/fast/streaming.hpp"
 #include "hla/testing/generators.hpp"
@@ -20,18 +19,24 @@ enum class Impl { reference, streaming_default, streaming_published };
 template <class T>
 Terms<T> run(Impl impl, const OperatorSpec& spec, const Sequence<T>& s) {
   switch (impl) {
-    case Impl::reference: return reference::terms(spec, s);
-    case Impl::streaming_default: return fast::streaming_terms(spec, fast::default_form(spec), s);
-    case Impl::streaming_published: return fast::streaming_terms(spec, fast::Form::published, s);
+    case Impl::reference:
+      return reference::terms(spec, s);
+    case Impl::streaming_default:
+      return fast::streaming_terms(spec, fast::default_form(spec), s);
+    case Impl::streaming_published:
+      return fast::streaming_terms(spec, fast::Form::published, s);
   }
   throw Error("unknown implementation");
 }
 
 std::string impl_name(Impl impl) {
   switch (impl) {
-    case Impl::reference: return "reference";
-    case Impl::streaming_default: return "streaming (default form)";
-    case Impl::streaming_published: return "streaming (published form)";
+    case Impl::reference:
+      return "reference";
+    case Impl::streaming_default:
+      return "streaming (default form)";
+    case Impl::streaming_published:
+      return "streaming (published form)";
   }
   return "?";
 }
@@ -59,22 +64,25 @@ bool rows_identical(const Terms<T>& a, const Terms<T>& b, Index rows) {
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("causality/changing a later token leaves earlier outputs unchanged", "[causality]", Rational,
-                   double, float) {
+TEMPLATE_TEST_CASE("causality/changing a later token leaves earlier outputs unchanged", "[causality]",
+                   Rational, double, float) {
   for (const Variant variant : all_variants) {
     for (const Impl impl : {Impl::reference, Impl::streaming_default, Impl::streaming_published}) {
-      property(std::string(variant_name(variant)) + ", " + impl_name(impl) + ": outputs before p fixed", [=] {
-        const OperatorSpec spec = *testing::gen_spec(variant).as("spec");
-        const Sequence<Rational> s = *testing::gen_any_sequence(16, 4, 2).as("sequence");
-        const auto p = *testing::gen_position(1, s.length()).as("changed position p (0-based)");
-        Sequence<Rational> changed = s;
-        changed.q.row(p) = *testing::gen_matrix(1, s.key_dim(), true).as("new q_p");
-        changed.k.row(p) = *testing::gen_matrix(1, s.key_dim(), true).as("new k_p");
-        changed.v.row(p) = *testing::gen_matrix(1, s.value_dim(), true).as("new v_p");
-        const Terms<TestType> before = run(impl, spec, convert<TestType>(s));
-        const Terms<TestType> after = run(impl, spec, convert<TestType>(changed));
-        RC_ASSERT(rows_identical(before, after, p));
-      }, 40);
+      property(
+          std::string(variant_name(variant)) + ", " + impl_name(impl) + ": outputs before p fixed",
+          [=] {
+            const OperatorSpec spec = *testing::gen_spec(variant).as("spec");
+            const Sequence<Rational> s = *testing::gen_any_sequence(16, 4, 2).as("sequence");
+            const auto p = *testing::gen_position(1, s.length()).as("changed position p (0-based)");
+            Sequence<Rational> changed = s;
+            changed.q.row(p) = *testing::gen_matrix(1, s.key_dim(), true).as("new q_p");
+            changed.k.row(p) = *testing::gen_matrix(1, s.key_dim(), true).as("new k_p");
+            changed.v.row(p) = *testing::gen_matrix(1, s.value_dim(), true).as("new v_p");
+            const Terms<TestType> before = run(impl, spec, convert<TestType>(s));
+            const Terms<TestType> after = run(impl, spec, convert<TestType>(changed));
+            RC_ASSERT(rows_identical(before, after, p));
+          },
+          40);
     }
   }
 }
@@ -85,19 +93,27 @@ namespace {
 // off each masked operator's index set (docs/operators.md): everything else must not matter.
 bool query_reaches(const OperatorSpec& spec, Index r, Index s, Index t) {
   switch (spec.variant) {
-    case Variant::linear: return r == t;
-    case Variant::hla2: return r == s || r == t;                 // (q_t.k_i)(k_i.q_s): q_s and q_t
-    case Variant::ahla: return s <= r && r <= t;                 // q_i for s <= i <= t
-    case Variant::hla3: return s <= r && r <= t;  // the middle index u >= s
+    case Variant::linear:
+      return r == t;
+    case Variant::hla2:
+      return r == s || r == t;  // (q_t.k_i)(k_i.q_s): q_s and q_t
+    case Variant::ahla:
+      return s <= r && r <= t;  // q_i for s <= i <= t
+    case Variant::hla3:
+      return s <= r && r <= t;  // the middle index u >= s
   }
   return true;
 }
 bool key_reaches(const OperatorSpec& spec, Index r, Index s, Index t) {
   switch (spec.variant) {
-    case Variant::linear: return r == s;
-    case Variant::hla2: return r <= s;                           // i <= j = s
-    case Variant::ahla: return s <= r && r <= t;               // s <= i
-    case Variant::hla3: return r <= t;
+    case Variant::linear:
+      return r == s;
+    case Variant::hla2:
+      return r <= s;  // i <= j = s
+    case Variant::ahla:
+      return s <= r && r <= t;  // s <= i
+    case Variant::hla3:
+      return r <= t;
   }
   return true;
 }
@@ -108,35 +124,41 @@ TEST_CASE("mask structure/with one non-zero value the unreachable queries and ke
           "[causality][mask][exact]") {
   for (const Variant variant : all_variants) {
     for (const Impl impl : {Impl::reference, Impl::streaming_default}) {
-      property(std::string(variant_name(variant)) + ", " + impl_name(impl), [=] {
-        OperatorSpec spec = *testing::gen_spec(variant).as("spec");
-        spec.masked = true;
-        Sequence<Rational> s = *testing::gen_any_sequence(10, 3, 2).as("sequence");
-        const Index n = s.length();
-        const auto source = *testing::gen_position(0, n).as("source s: the only non-zero v");
-        const auto t = *testing::gen_position(source, n).as("output t");
-        for (Index r = 0; r < n; ++r) {
-          if (r != source) s.v.row(r).setZero();
-        }
-        std::vector<std::pair<bool, Index>> unreachable;  // (is a query, position) up to t
-        for (Index r = 0; r <= t; ++r) {
-          if (!query_reaches(spec, r, source, t)) unreachable.emplace_back(true, r);
-          if (!key_reaches(spec, r, source, t)) unreachable.emplace_back(false, r);
-        }
-        RC_PRE(!unreachable.empty());
-        const auto [change_query, r] = *rc::gen::elementOf(unreachable).as("changed (is query, position)");
-        Sequence<Rational> changed = s;
-        (change_query ? changed.q : changed.k).row(r) = *testing::gen_matrix(1, s.key_dim(), true).as("new row");
-        const Terms<Rational> before = run(impl, spec, s);
-        const Terms<Rational> after = run(impl, spec, changed);
-        RC_ASSERT(before.num.row(t) == after.num.row(t));
-        for (Index earlier = 0; earlier < source; ++earlier) RC_ASSERT(before.num.row(earlier).isZero());
-      }, 60);
+      property(
+          std::string(variant_name(variant)) + ", " + impl_name(impl),
+          [=] {
+            OperatorSpec spec = *testing::gen_spec(variant).as("spec");
+            spec.masked = true;
+            Sequence<Rational> s = *testing::gen_any_sequence(10, 3, 2).as("sequence");
+            const Index n = s.length();
+            const auto source = *testing::gen_position(0, n).as("source s: the only non-zero v");
+            const auto t = *testing::gen_position(source, n).as("output t");
+            for (Index r = 0; r < n; ++r) {
+              if (r != source) s.v.row(r).setZero();
+            }
+            std::vector<std::pair<bool, Index>> unreachable;  // (is a query, position) up to t
+            for (Index r = 0; r <= t; ++r) {
+              if (!query_reaches(spec, r, source, t)) unreachable.emplace_back(true, r);
+              if (!key_reaches(spec, r, source, t)) unreachable.emplace_back(false, r);
+            }
+            RC_PRE(!unreachable.empty());
+            const auto [change_query, r] =
+                *rc::gen::elementOf(unreachable).as("changed (is query, position)");
+            Sequence<Rational> changed = s;
+            (change_query ? changed.q : changed.k).row(r) =
+                *testing::gen_matrix(1, s.key_dim(), true).as("new row");
+            const Terms<Rational> before = run(impl, spec, s);
+            const Terms<Rational> after = run(impl, spec, changed);
+            RC_ASSERT(before.num.row(t) == after.num.row(t));
+            for (Index earlier = 0; earlier < source; ++earlier) RC_ASSERT(before.num.row(earlier).isZero());
+          },
+          60);
     }
   }
 }
 
-TEST_CASE("mask structure/published hla3 reads a query the mask excludes", "[causality][mask][findings][hla3]") {
+TEST_CASE("mask structure/published hla3 reads a query the mask excludes",
+          "[causality][mask][findings][hla3]") {
   // v_2 is the only non-zero value, so o_2 may depend on q_u only for u >= 2 (F2).
   OperatorSpec spec;
   spec.variant = Variant::hla3;

@@ -14,7 +14,8 @@ using hla::testing::property;
 namespace {
 
 // One column per token: n = 2, d = dv = 1.
-Sequence<Rational> tokens(std::initializer_list<int> q, std::initializer_list<int> k, std::initializer_list<int> v) {
+Sequence<Rational> tokens(std::initializer_list<int> q, std::initializer_list<int> k,
+                          std::initializer_list<int> v) {
   const auto column = [](std::initializer_list<int> xs) {
     Matrix<Rational> m(static_cast<Index>(xs.size()), 1);
     Index r = 0;
@@ -61,8 +62,12 @@ void check_finding(const OperatorSpec& spec, const Sequence<Rational>& s, bool d
 TEST_CASE("findings/F1: decayed hla2 cross-summaries of Sec. 4.3 are not the masked operator",
           "[findings][hla2][exact]") {
   const OperatorSpec spec = spec_of(Variant::hla2, Rational(1, 2));
-  SECTION("numerator") { check_finding(spec, tokens({1, 1}, {0, 1}, {1, 0}), false, Rational(-1, 2), 0); }
-  SECTION("denominator") { check_finding(spec, tokens({1, 1}, {0, 1}, {0, 0}), true, Rational(1, 2), 1); }
+  SECTION("numerator") {
+    check_finding(spec, tokens({1, 1}, {0, 1}, {1, 0}), false, Rational(-1, 2), 0);
+  }
+  SECTION("denominator") {
+    check_finding(spec, tokens({1, 1}, {0, 1}, {0, 0}), true, Rational(1, 2), 1);
+  }
 }
 
 TEST_CASE("findings/F2: Thm 7.1's masked third-order streaming is not the masked operator",

@@ -1,6 +1,7 @@
+#include "hla/fast/streaming.hpp"
+
 #include <catch2/catch.hpp>
 
-#include "hla/fast/streaming.hpp"
 #include "hla/testing/generators.hpp"
 #include "hla/testing/property.hpp"
 
@@ -11,14 +12,17 @@ using hla::testing::property;
 // denominators compared with ==, before any division.
 TEMPLATE_TEST_CASE("streaming/equals the reference exactly", "[streaming][exact]", Rational, ModP) {
   for (const Variant variant : all_variants) {
-    property(std::string(variant_name(variant)) + ": streaming terms == reference terms", [variant] {
-      const OperatorSpec spec = *testing::gen_spec(variant).as("spec");
-      const Sequence<TestType> s = convert<TestType>(*testing::gen_any_sequence(24, 6).as("sequence"));
-      const Terms<TestType> expected = reference::terms(spec, s);
-      const Terms<TestType> actual = fast::streaming_terms(spec, fast::default_form(spec), s);
-      RC_ASSERT(actual.num == expected.num);
-      RC_ASSERT(actual.den == expected.den);
-    }, 1000);
+    property(
+        std::string(variant_name(variant)) + ": streaming terms == reference terms",
+        [variant] {
+          const OperatorSpec spec = *testing::gen_spec(variant).as("spec");
+          const Sequence<TestType> s = convert<TestType>(*testing::gen_any_sequence(24, 6).as("sequence"));
+          const Terms<TestType> expected = reference::terms(spec, s);
+          const Terms<TestType> actual = fast::streaming_terms(spec, fast::default_form(spec), s);
+          RC_ASSERT(actual.num == expected.num);
+          RC_ASSERT(actual.den == expected.den);
+        },
+        1000);
   }
 }
 
@@ -52,7 +56,8 @@ TEST_CASE("streaming/a zero denominator in exact arithmetic is an error", "[stre
   OperatorSpec spec;
   spec.variant = Variant::hla2;
   spec.normalize = true;
-  const Sequence<Rational> s{Matrix<Rational>::Zero(2, 2), Matrix<Rational>::Ones(2, 2), Matrix<Rational>::Ones(2, 1)};
+  const Sequence<Rational> s{Matrix<Rational>::Zero(2, 2), Matrix<Rational>::Ones(2, 2),
+                             Matrix<Rational>::Ones(2, 1)};
   CHECK_THROWS_WITH(fast::streaming_output(spec, fast::Form::corrected, s),
                     Catch::Contains("token 1: normalized denominator"));
   CHECK_THROWS_AS(reference::output(spec, convert<ModP>(s)), Error);

@@ -4,10 +4,14 @@ namespace hla {
 
 std::string_view variant_name(Variant v) {
   switch (v) {
-    case Variant::linear: return "linear";
-    case Variant::hla2: return "hla2";
-    case Variant::ahla: return "ahla";
-    case Variant::hla3: return "hla3";
+    case Variant::linear:
+      return "linear";
+    case Variant::hla2:
+      return "hla2";
+    case Variant::ahla:
+      return "ahla";
+    case Variant::hla3:
+      return "hla3";
   }
   return "?";
 }
@@ -19,15 +23,23 @@ std::optional<Variant> parse_variant(std::string_view name) {
   return std::nullopt;
 }
 
-bool supports_unmasked(Variant v) { return v == Variant::hla2 || v == Variant::hla3; }
-bool supports_ridge(Variant v) { return v == Variant::hla2; }
+bool supports_unmasked(Variant v) {
+  return v == Variant::hla2 || v == Variant::hla3;
+}
+bool supports_ridge(Variant v) {
+  return v == Variant::hla2;
+}
 
 int order(Variant v) {
   switch (v) {
-    case Variant::linear: return 1;
-    case Variant::hla2: return 2;
-    case Variant::ahla: return 2;
-    case Variant::hla3: return 3;
+    case Variant::linear:
+      return 1;
+    case Variant::hla2:
+      return 2;
+    case Variant::ahla:
+      return 2;
+    case Variant::hla3:
+      return 3;
   }
   return 0;
 }

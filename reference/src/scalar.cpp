@@ -1,7 +1,8 @@
 #include "hla/reference/scalar.hpp"
 
-#include <cctype>
 #include <mpfr.h>
+
+#include <cctype>
 
 namespace hla {
 namespace {
@@ -42,17 +43,23 @@ ModP integer_to_mod_prime(const mpz_t z) {
 
 std::string_view scalar_kind_name(ScalarKind kind) {
   switch (kind) {
-    case ScalarKind::exact: return "exact";
-    case ScalarKind::mpfr: return "mpfr";
-    case ScalarKind::f64: return "f64";
-    case ScalarKind::f32: return "f32";
-    case ScalarKind::modp: return "modp";
+    case ScalarKind::exact:
+      return "exact";
+    case ScalarKind::mpfr:
+      return "mpfr";
+    case ScalarKind::f64:
+      return "f64";
+    case ScalarKind::f32:
+      return "f32";
+    case ScalarKind::modp:
+      return "modp";
   }
   return "?";
 }
 
 std::optional<ScalarKind> parse_scalar_kind(std::string_view name) {
-  for (const ScalarKind k : {ScalarKind::exact, ScalarKind::mpfr, ScalarKind::f64, ScalarKind::f32, ScalarKind::modp}) {
+  for (const ScalarKind k :
+       {ScalarKind::exact, ScalarKind::mpfr, ScalarKind::f64, ScalarKind::f32, ScalarKind::modp}) {
     if (scalar_kind_name(k) == name) return k;
   }
   return std::nullopt;
@@ -66,11 +73,18 @@ double to_double(const Mpfr& x) {
   return round_to_double([&](mpfr_t out) { return mpfr_set(out, x.backend().data(), MPFR_RNDN); });
 }
 
+Rational exact_value(const Mpfr& x) {
+  Rational result;
+  mpfr_get_q(result.backend().data(), x.backend().data());
+  return result;
+}
+
 ModP to_mod_prime(const Rational& x) {
   const ModP numerator = integer_to_mod_prime(mpq_numref(x.backend().data()));
   const ModP denominator = integer_to_mod_prime(mpq_denref(x.backend().data()));
   if (denominator == ModP(0)) {
-    throw Error("rational " + format_rational(x) + " has no image in Z/p: its denominator is a multiple of p");
+    throw Error("rational " + format_rational(x) +
+                " has no image in Z/p: its denominator is a multiple of p");
   }
   return numerator / denominator;
 }
@@ -106,13 +120,13 @@ Mpfr from_rational<Mpfr>(const Rational& x) {
 
 Rational parse_rational(std::string_view text, std::string_view what) {
   const auto fail = [&] {
-    return Error(std::string(what) + ": '" + std::string(text) +
-                 "' is not a decimal or p/q rational number");
+    return Error(std::string(what) + ": '" + std::string(text) + "' is not a decimal or p/q rational number");
   };
   if (const auto slash = text.find('/'); slash != std::string_view::npos) {
     const Rational numerator = parse_rational(text.substr(0, slash), what);
     const Rational denominator = parse_rational(text.substr(slash + 1), what);
-    if (denominator == 0) throw Error(std::string(what) + ": '" + std::string(text) + "' has a zero denominator");
+    if (denominator == 0)
+      throw Error(std::string(what) + ": '" + std::string(text) + "' has a zero denominator");
     return numerator / denominator;
   }
   // [sign] digits [. digits] [(e|E) [sign] digits], read exactly as a rational.
@@ -141,14 +155,16 @@ Rational parse_rational(std::string_view text, std::string_view what) {
     if (i < text.size() && (text[i] == '+' || text[i] == '-')) exponent_negative = text[i++] == '-';
     const std::size_t start = i;
     for (; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); ++i) {
-      if (i - start >= 4) throw Error(std::string(what) + ": exponent of '" + std::string(text) + "' is too large");
+      if (i - start >= 4)
+        throw Error(std::string(what) + ": exponent of '" + std::string(text) + "' is too large");
       exponent = 10 * exponent + (text[i] - '0');
     }
     if (i == start) throw fail();
     if (exponent_negative) exponent = -exponent;
   }
   if (i != text.size()) throw fail();
-  digits.erase(0, std::min(digits.find_first_not_of('0'), digits.size() - 1));  // a leading 0 means octal to GMP
+  digits.erase(0,
+               std::min(digits.find_first_not_of('0'), digits.size() - 1));  // a leading 0 means octal to GMP
   Rational value{boost::multiprecision::mpz_int(digits)};
   const long scale = exponent - fraction_digits;
   const Rational ten_power = power(Rational(10), scale < 0 ? -scale : scale);
@@ -156,6 +172,8 @@ Rational parse_rational(std::string_view text, std::string_view what) {
   return negative ? -value : value;
 }
 
-std::string format_rational(const Rational& x) { return x.str(); }
+std::string format_rational(const Rational& x) {
+  return x.str();
+}
 
 }  // namespace hla

@@ -1,9 +1,10 @@
 // The reference's matrix forms against the paper's printed index sums (a second, independent
 // transcription of each definition), and the structure every masked operator must have.
 
+#include "hla/reference/definition.hpp"
+
 #include <catch2/catch.hpp>
 
-#include "hla/reference/definition.hpp"
 #include "hla/testing/generators.hpp"
 #include "hla/testing/property.hpp"
 
@@ -65,27 +66,33 @@ Terms<Rational> index_sums(const OperatorSpec& spec, const Sequence<Rational>& s
 
 TEST_CASE("reference/matrix forms equal the printed index sums", "[reference][exact]") {
   for (const Variant variant : all_variants) {
-    property(std::string(variant_name(variant)) + ": weights(Q, K) V equals the index sums", [variant] {
-      const OperatorSpec spec = *testing::gen_spec(variant).as("spec");
-      const Sequence<Rational> s = *testing::gen_any_sequence(8, 3).as("sequence");
-      const Terms<Rational> expected = index_sums(spec, s);
-      const Terms<Rational> actual = reference::terms(spec, s);
-      RC_ASSERT(actual.num == expected.num);
-      RC_ASSERT(actual.den == expected.den);
-    }, 60);
+    property(
+        std::string(variant_name(variant)) + ": weights(Q, K) V equals the index sums",
+        [variant] {
+          const OperatorSpec spec = *testing::gen_spec(variant).as("spec");
+          const Sequence<Rational> s = *testing::gen_any_sequence(8, 3).as("sequence");
+          const Terms<Rational> expected = index_sums(spec, s);
+          const Terms<Rational> actual = reference::terms(spec, s);
+          RC_ASSERT(actual.num == expected.num);
+          RC_ASSERT(actual.den == expected.den);
+        },
+        60);
   }
 }
 
 TEST_CASE("reference/weights are lower triangular", "[reference][exact][causality]") {
   for (const Variant variant : all_variants) {
-    property(std::string(variant_name(variant)) + ": no weight above the diagonal", [variant] {
-      const OperatorSpec spec = *testing::gen_spec(variant).as("spec");
-      const Sequence<Rational> s = *testing::gen_any_sequence(8, 3).as("sequence");
-      const Matrix<Rational> m = reference::weights(spec, s.q, s.k);
-      for (Index t = 0; t < m.rows(); ++t) {
-        for (Index j = t + 1; j < m.cols(); ++j) RC_ASSERT(m(t, j) == 0);
-      }
-    }, 60);
+    property(
+        std::string(variant_name(variant)) + ": no weight above the diagonal",
+        [variant] {
+          const OperatorSpec spec = *testing::gen_spec(variant).as("spec");
+          const Sequence<Rational> s = *testing::gen_any_sequence(8, 3).as("sequence");
+          const Matrix<Rational> m = reference::weights(spec, s.q, s.k);
+          for (Index t = 0; t < m.rows(); ++t) {
+            for (Index j = t + 1; j < m.cols(); ++j) RC_ASSERT(m(t, j) == 0);
+          }
+        },
+        60);
   }
 }
 
@@ -95,5 +102,6 @@ TEST_CASE("reference/the masked block has the stated weights", "[reference][exac
   CHECK(mask(3, 0) == Rational(1, 27));
   CHECK(mask(2, 2) == 1);
   CHECK(mask(1, 2) == 0);
-  CHECK(reference::ages(3, Rational(1, 2)) == RowVector<Rational>::Map(std::vector<Rational>{Rational(1, 4), Rational(1, 2), 1}.data(), 3));
+  CHECK(reference::ages(3, Rational(1, 2)) ==
+        RowVector<Rational>::Map(std::vector<Rational>{Rational(1, 4), Rational(1, 2), 1}.data(), 3));
 }

@@ -1,7 +1,6 @@
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
-
-#include <catch2/catch.hpp>
 
 #include "hla/reference/linalg.hpp"
 #include "hla/testing/property.hpp"
@@ -11,7 +10,8 @@ using hla::Rational;
 
 namespace {
 rc::Gen<ModP> gen_residue() {
-  return rc::gen::map(rc::gen::arbitrary<std::uint64_t>(), [](std::uint64_t x) { return ModP::from_residue(x); });
+  return rc::gen::map(rc::gen::arbitrary<std::uint64_t>(),
+                      [](std::uint64_t x) { return ModP::from_residue(x); });
 }
 Rational dyadic(long numerator, int exponent) {  // numerator * 2^exponent
   Rational x(numerator);
@@ -45,8 +45,7 @@ TEST_CASE("scalar/mod prime/is a field", "[scalar][modp][exact]") {
     RC_ASSERT(hla::to_mod_prime(Rational(x)) == ModP(x));
   });
   CHECK(ModP(-1).residue() == ModP::modulus - 1);
-  CHECK(ModP(std::numeric_limits<std::int64_t>::min()) ==
-        -ModP(std::uint64_t{1} << 63));
+  CHECK(ModP(std::numeric_limits<std::int64_t>::min()) == -ModP(std::uint64_t{1} << 63));
   CHECK(hla::to_mod_prime(Rational(1, 2)) * ModP(2) == ModP(1));
   CHECK_THROWS_AS(hla::to_mod_prime(Rational(1) / Rational(ModP::modulus)), hla::Error);
 }
@@ -75,7 +74,8 @@ TEST_CASE("scalar/parse_rational/reads decimals and p/q exactly", "[scalar][pars
   CHECK(hla::parse_rational("2.5E2", "--eps") == Rational(250));
   CHECK(hla::parse_rational("+7", "--eps") == Rational(7));
   CHECK(hla::parse_rational("0.1", "--eps") != Rational(0.1));  // exact tenth, not the double
-  for (const char* bad : {"", "abc", "1/0", "1.2.3", "1e", "--1", "0x10", "1/2/", "nan", "inf", "1e9999999"}) {
+  for (const char* bad :
+       {"", "abc", "1/0", "1.2.3", "1e", "--1", "0x10", "1/2/", "nan", "inf", "1e9999999"}) {
     INFO(bad);
     CHECK_THROWS_AS(hla::parse_rational(bad, "--eps"), hla::Error);
   }
@@ -88,7 +88,8 @@ TEST_CASE("scalar/eigen/products agree across number types", "[scalar][eigen]") 
   b << 2, -1, Rational(1, 4), 0, 5, 1;  // dyadic: the double products are exact too
   const hla::Matrix<Rational> exact = a * b;
   CHECK(hla::convert<ModP>(exact) == hla::Matrix<ModP>(hla::convert<ModP>(a) * hla::convert<ModP>(b)));
-  CHECK(hla::convert<double>(exact) == hla::Matrix<double>(hla::convert<double>(a) * hla::convert<double>(b)));
+  CHECK(hla::convert<double>(exact) ==
+        hla::Matrix<double>(hla::convert<double>(a) * hla::convert<double>(b)));
   const hla::Matrix<hla::Mpfr> product = hla::convert<hla::Mpfr>(a) * hla::convert<hla::Mpfr>(b);
   for (hla::Index i = 0; i < 3; ++i) {
     for (hla::Index j = 0; j < 3; ++j) CHECK(hla::to_double(product(i, j)) == hla::to_double(exact(i, j)));

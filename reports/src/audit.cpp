@@ -92,23 +92,23 @@ std::vector<AuditRow> run_audit(const AuditOptions& options, std::ostream& progr
         row.modp_agree += modp_ok;
         ++row.cases;
         if ((!exact_ok || !modp_ok) && row.first_difference.empty()) {
-          row.first_difference = "n=" + std::to_string(n) + " d=" + std::to_string(d) + " dv=" +
-                                 std::to_string(dv) + " gamma=" + format_rational(spec.decay) +
+          row.first_difference = "n=" + std::to_string(n) + " d=" + std::to_string(d) +
+                                 " dv=" + std::to_string(dv) + " gamma=" + format_rational(spec.decay) +
                                  " case-seed=" + std::to_string(case_seed);
         }
       }
       rows.push_back(row);
     }
-    progress << "\raudit: " << (g + 1) << "/" << grid.size() << " operators" << std::flush;
+    progress << "audit: " << (g + 1) << "/" << grid.size() << " operators " << describe(base) << "\n";
   }
-  progress << "\n";
   return rows;
 }
 
 bool print_audit(const std::vector<AuditRow>& rows, std::ostream& out) {
   bool all_as_expected = true;
   out << std::left << std::setw(8) << "variant" << std::setw(34) << "options" << std::setw(11) << "form"
-      << std::setw(11) << "exact ==" << std::setw(11) << "Z/p ==" << "verdict\n";
+      << std::setw(11) << "exact ==" << std::setw(11) << "Z/p =="
+      << "verdict\n";
   out << std::string(100, '-') << "\n";
   for (const AuditRow& r : rows) {
     const bool equal = r.exact_agree == r.cases && r.modp_agree == r.cases;
@@ -126,9 +126,9 @@ bool print_audit(const std::vector<AuditRow>& rows, std::ostream& out) {
       all_as_expected = false;
     }
     out << std::left << std::setw(8) << variant_name(r.spec.variant) << std::setw(34) << options_text(r.spec)
-        << std::setw(11) << fast::form_name(r.form)
-        << std::setw(11) << (std::to_string(r.exact_agree) + "/" + std::to_string(r.cases))
-        << std::setw(11) << (std::to_string(r.modp_agree) + "/" + std::to_string(r.cases)) << verdict << "\n";
+        << std::setw(11) << fast::form_name(r.form) << std::setw(11)
+        << (std::to_string(r.exact_agree) + "/" + std::to_string(r.cases)) << std::setw(11)
+        << (std::to_string(r.modp_agree) + "/" + std::to_string(r.cases)) << verdict << "\n";
   }
   return all_as_expected;
 }

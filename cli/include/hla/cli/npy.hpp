@@ -26,7 +26,8 @@ NpyMatrix parse_npy_matrix(const std::string& bytes, const std::string& name);
 
 // Writes [rows, cols] little-endian float64 or uint64 to a temporary beside `path`, then renames
 // it into place: a failed run never leaves a partial file at `path`.
-void write_npy(const std::string& path, std::int64_t rows, std::int64_t cols, const std::vector<double>& values);
+void write_npy(const std::string& path, std::int64_t rows, std::int64_t cols,
+               const std::vector<double>& values);
 void write_npy(const std::string& path, std::int64_t rows, std::int64_t cols,
                const std::vector<std::uint64_t>& values);
 

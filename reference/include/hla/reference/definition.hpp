@@ -44,8 +44,8 @@ Matrix<T> lower(const Matrix<T>& x, const T& gamma) {
 template <class T>
 RowVector<T> weight_row(const OperatorSpec& spec, const Matrix<T>& a, const Matrix<T>& qq, const T& gamma) {
   const Index t = a.rows() - 1;
-  const RowVector<T> age = ages(t + 1, gamma);                    // gamma^(t-j)
-  const RowVector<T> first_hop = a.row(t).cwiseProduct(age);      // row t of W_gamma = L_gamma . Q K^T
+  const RowVector<T> age = ages(t + 1, gamma);                // gamma^(t-j)
+  const RowVector<T> first_hop = a.row(t).cwiseProduct(age);  // row t of W_gamma = L_gamma . Q K^T
   switch (spec.variant) {
     case Variant::linear:  // o_t = sum_{j<=t} gamma^(t-j) (q_t . k_j) v_j
       return first_hop;
@@ -85,7 +85,8 @@ Matrix<T> weights(const OperatorSpec& spec, const Matrix<T>& q, const Matrix<T>&
   const Matrix<T> qq = q * q.transpose();
   Matrix<T> m = Matrix<T>::Zero(n, n);
   for (Index t = 0; t < n; ++t) {
-    m.row(t).head(t + 1) = weight_row<T>(spec, a.topLeftCorner(t + 1, t + 1), qq.topLeftCorner(t + 1, t + 1), gamma);
+    m.row(t).head(t + 1) =
+        weight_row<T>(spec, a.topLeftCorner(t + 1, t + 1), qq.topLeftCorner(t + 1, t + 1), gamma);
   }
   return m;
 }

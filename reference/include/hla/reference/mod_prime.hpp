@@ -13,7 +13,7 @@ namespace hla {
 // degree D survives a random evaluation with probability at most D/p (Schwartz-Zippel).
 // @invariant 0 <= value < modulus
 class ModP {
-public:
+ public:
   static constexpr std::uint64_t modulus = (std::uint64_t{1} << 61) - 1;
 
   HLA_HOST_DEVICE constexpr ModP() = default;
@@ -67,7 +67,7 @@ public:
 
   friend std::ostream& operator<<(std::ostream& os, ModP a) { return os << a.value_; }
 
-private:
+ private:
   std::uint64_t value_ = 0;
 
   HLA_HOST_DEVICE static constexpr ModP from_canonical(std::uint64_t v) {

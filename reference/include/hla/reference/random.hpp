@@ -8,7 +8,7 @@ namespace hla {
 
 // splitmix64: the same stream for the same seed on every platform, unlike std distributions.
 class Rng {
-public:
+ public:
   explicit Rng(std::uint64_t seed) : state_(seed) {}
 
   std::uint64_t next() {
@@ -25,7 +25,7 @@ public:
   // Standard normal (Box-Muller on 53-bit uniforms).
   double gaussian();
 
-private:
+ private:
   std::uint64_t state_;
 };
 

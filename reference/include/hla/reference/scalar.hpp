@@ -1,5 +1,7 @@
 #pragma once
 
+#include <boost/multiprecision/gmp.hpp>
+#include <boost/multiprecision/mpfr.hpp>
 #include <cmath>
 #include <concepts>
 #include <optional>
@@ -7,17 +9,14 @@
 #include <string_view>
 #include <type_traits>
 
-#include <boost/multiprecision/gmp.hpp>
-#include <boost/multiprecision/mpfr.hpp>
-
 #include "hla/reference/error.hpp"
 #include "hla/reference/mod_prime.hpp"
 
 namespace hla {
 
 // Expression templates off: no dangling expressions in `auto`, and Eigen sees plain values.
-using Rational = boost::multiprecision::number<boost::multiprecision::gmp_rational,
-                                               boost::multiprecision::et_off>;
+using Rational =
+    boost::multiprecision::number<boost::multiprecision::gmp_rational, boost::multiprecision::et_off>;
 // 78 decimal digits: a significand of 261 bits (at least 256).
 using Mpfr = boost::multiprecision::number<boost::multiprecision::mpfr_float_backend<78>,
                                            boost::multiprecision::et_off>;
@@ -36,11 +35,16 @@ struct TypeTag {
 template <class F>
 decltype(auto) with_scalar(ScalarKind kind, F&& f) {
   switch (kind) {
-    case ScalarKind::exact: return f(TypeTag<Rational>{});
-    case ScalarKind::mpfr: return f(TypeTag<Mpfr>{});
-    case ScalarKind::f64: return f(TypeTag<double>{});
-    case ScalarKind::f32: return f(TypeTag<float>{});
-    case ScalarKind::modp: return f(TypeTag<ModP>{});
+    case ScalarKind::exact:
+      return f(TypeTag<Rational>{});
+    case ScalarKind::mpfr:
+      return f(TypeTag<Mpfr>{});
+    case ScalarKind::f64:
+      return f(TypeTag<double>{});
+    case ScalarKind::f32:
+      return f(TypeTag<float>{});
+    case ScalarKind::modp:
+      return f(TypeTag<ModP>{});
   }
   throw Error("unknown scalar kind");
 }
@@ -53,11 +57,16 @@ inline constexpr bool is_float_v = std::is_floating_point_v<T>;
 
 template <class T>
 constexpr std::string_view scalar_name() {
-  if constexpr (std::is_same_v<T, Rational>) return "exact";
-  else if constexpr (std::is_same_v<T, Mpfr>) return "mpfr";
-  else if constexpr (std::is_same_v<T, double>) return "f64";
-  else if constexpr (std::is_same_v<T, float>) return "f32";
-  else if constexpr (std::is_same_v<T, ModP>) return "modp";
+  if constexpr (std::is_same_v<T, Rational>)
+    return "exact";
+  else if constexpr (std::is_same_v<T, Mpfr>)
+    return "mpfr";
+  else if constexpr (std::is_same_v<T, double>)
+    return "f64";
+  else if constexpr (std::is_same_v<T, float>)
+    return "f32";
+  else if constexpr (std::is_same_v<T, ModP>)
+    return "modp";
 }
 
 // The image of an exact rational in T: exact for Rational, the field image for ModP
@@ -68,8 +77,21 @@ T from_rational(const Rational& x);
 // Correctly rounded to nearest double (ties to even), subnormals included.
 double to_double(const Rational& x);
 double to_double(const Mpfr& x);
-inline double to_double(double x) { return x; }
-inline double to_double(float x) { return x; }
+inline double to_double(double x) {
+  return x;
+}
+inline double to_double(float x) {
+  return x;
+}
+
+// The exact value of a finite binary floating-point number. @pre x is finite
+Rational exact_value(const Mpfr& x);
+inline Rational exact_value(double x) {
+  return Rational(x);
+}
+inline Rational exact_value(float x) {
+  return Rational(x);
+}
 
 // The residue in [0, p) of a rational whose denominator is prime to p.
 ModP to_mod_prime(const Rational& x);

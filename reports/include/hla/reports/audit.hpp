@@ -20,11 +20,11 @@ struct AuditOptions {
 };
 
 struct AuditRow {
-  OperatorSpec spec;     // decay = 1/2 stands for "a random gamma < 1 per case"
+  OperatorSpec spec;           // decay = 1/2 stands for "a random gamma < 1 per case"
   std::string implementation;  // "streaming"
   fast::Form form;
-  bool expected_equal;   // false for published forms recorded in docs/findings.md
-  std::string finding;   // e.g. "F1"; empty when none
+  bool expected_equal;  // false for published forms recorded in docs/findings.md
+  std::string finding;  // e.g. "F1"; empty when none
   int exact_agree = 0, modp_agree = 0, cases = 0;
   std::string first_difference;  // "n=2 d=1 dv=1 seed=..." for the first disagreeing case
 };

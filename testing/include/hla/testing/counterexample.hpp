@@ -33,14 +33,16 @@ inline std::optional<Counterexample> minimal_counterexample(const OperatorSpec& 
         std::vector<std::vector<int>> digits(count, std::vector<int>(entries));
         for (std::size_t c = 0; c < count; ++c) {
           std::size_t rest = c;
-          for (Index e = entries - 1; e >= 0; --e, rest /= alphabet.size()) digits[c][e] = rest % alphabet.size();
+          for (Index e = entries - 1; e >= 0; --e, rest /= alphabet.size())
+            digits[c][e] = rest % alphabet.size();
         }
         const auto key = [](const std::vector<int>& x) {
           const long nonzero = std::count_if(x.begin(), x.end(), [](int a) { return a != 0; });
           const long magnitude = std::accumulate(x.begin(), x.end(), 0L);  // digit 2a-1, 2a grow with |a|
           return std::tuple(nonzero, magnitude, x);
         };
-        std::stable_sort(digits.begin(), digits.end(), [&](const auto& a, const auto& b) { return key(a) < key(b); });
+        std::stable_sort(digits.begin(), digits.end(),
+                         [&](const auto& a, const auto& b) { return key(a) < key(b); });
         for (const auto& x : digits) {
           Sequence<Rational> s{Matrix<Rational>(n, d), Matrix<Rational>(n, d), Matrix<Rational>(n, dv)};
           Index e = 0;

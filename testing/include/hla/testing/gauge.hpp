@@ -10,7 +10,7 @@ namespace hla::testing {
 // quantity that a rounding-error bound of that algorithm scales with.
 template <class T>
 class Gauge {
-public:
+ public:
   Gauge() = default;
   template <class U, std::enable_if_t<std::is_constructible_v<T, U>, int> = 0>
   Gauge(const U& x) : value_(abs_value(T(x))) {}
@@ -27,7 +27,7 @@ public:
   friend bool operator==(const Gauge& a, const Gauge& b) { return a.value_ == b.value_; }
   friend bool operator!=(const Gauge& a, const Gauge& b) { return a.value_ != b.value_; }
 
-private:
+ private:
   T value_{0};
   static T abs_value(const T& x) { return x < 0 ? T(-x) : x; }
   static Gauge raw(T x) {
@@ -51,7 +51,15 @@ struct Eigen::NumTraits<hla::testing::Gauge<T>> : Eigen::GenericNumTraits<hla::t
   using NonInteger = Real;
   using Literal = Real;
   using Nested = Real;
-  enum { IsComplex = 0, IsInteger = 0, IsSigned = 0, RequireInitialization = 1, ReadCost = 1, AddCost = 4, MulCost = 8 };
+  enum {
+    IsComplex = 0,
+    IsInteger = 0,
+    IsSigned = 0,
+    RequireInitialization = 1,
+    ReadCost = 1,
+    AddCost = 4,
+    MulCost = 8
+  };
   static Real epsilon() { return Real(0); }
   static Real dummy_precision() { return Real(0); }
   static int digits10() { return 0; }

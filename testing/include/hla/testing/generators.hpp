@@ -1,8 +1,8 @@
 #pragma once
 
-#include <ostream>
-
 #include <rapidcheck.h>
+
+#include <ostream>
 
 #include "hla/fast/form.hpp"
 #include "hla/reference/operator_spec.hpp"
@@ -11,8 +11,12 @@
 namespace hla {
 
 // How RapidCheck prints counterexamples.
-inline void showValue(const OperatorSpec& spec, std::ostream& os) { os << describe(spec); }
-inline void showValue(const Rational& x, std::ostream& os) { os << x.str(); }
+inline void showValue(const OperatorSpec& spec, std::ostream& os) {
+  os << describe(spec);
+}
+inline void showValue(const Rational& x, std::ostream& os) {
+  os << x.str();
+}
 template <class T>
 void showValue(const Matrix<T>& m, std::ostream& os) {
   os << "[";
@@ -50,13 +54,13 @@ inline rc::Gen<Rational> gen_entry(bool dyadic) {
 }
 
 inline rc::Gen<Matrix<Rational>> gen_matrix(Index rows, Index cols, bool dyadic) {
-  return rc::gen::map(rc::gen::container<std::vector<Rational>>(static_cast<std::size_t>(rows * cols),
-                                                                gen_entry(dyadic)),
-                      [rows, cols](const std::vector<Rational>& xs) {
-                        Matrix<Rational> m(rows, cols);
-                        for (Index i = 0; i < rows * cols; ++i) m(i / cols, i % cols) = xs[i];
-                        return m;
-                      });
+  return rc::gen::map(
+      rc::gen::container<std::vector<Rational>>(static_cast<std::size_t>(rows * cols), gen_entry(dyadic)),
+      [rows, cols](const std::vector<Rational>& xs) {
+        Matrix<Rational> m(rows, cols);
+        for (Index i = 0; i < rows * cols; ++i) m(i / cols, i % cols) = xs[i];
+        return m;
+      });
 }
 
 inline rc::Gen<Sequence<Rational>> gen_sequence(Index n, Index d, Index dv, bool dyadic) {
@@ -69,7 +73,9 @@ inline rc::Gen<Sequence<Rational>> gen_sequence(Index n, Index d, Index dv, bool
 
 // Uniform in [lo, hi) whatever RapidCheck's current size (it scales plain ranges with its size
 // parameter, which would make most cases tiny); shrinks towards lo.
-inline rc::Gen<Index> gen_position(Index lo, Index hi) { return rc::gen::resize(100, rc::gen::inRange(lo, hi)); }
+inline rc::Gen<Index> gen_position(Index lo, Index hi) {
+  return rc::gen::resize(100, rc::gen::inRange(lo, hi));
+}
 
 // n uniform in [min_n, max_n], d and dv uniform in [1, max_d], entries integer or dyadic.
 inline rc::Gen<Sequence<Rational>> gen_any_sequence(int max_n, int max_d, int min_n = 0) {

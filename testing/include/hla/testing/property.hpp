@@ -1,11 +1,11 @@
 #pragma once
 
+#include <rapidcheck.h>
+
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <sstream>
 #include <string>
-
-#include <catch2/catch.hpp>
-#include <rapidcheck.h>
 
 namespace hla::testing {
 
@@ -13,12 +13,14 @@ inline std::string& program_name() {
   static std::string name = "test";
   return name;
 }
-inline void set_program_name(std::string name) { program_name() = std::move(name); }
+inline void set_program_name(std::string name) {
+  program_name() = std::move(name);
+}
 
 // Reports nothing: failures are reproduced by seed (RC_PARAMS="seed=..."), so RapidCheck's own
 // "reproduce=" hint, which its Catch2 integration cannot honour, is not printed.
 class SilentListener : public rc::detail::TestListener {
-public:
+ public:
   void onTestCaseFinished(const rc::detail::CaseDescription&) override {}
   void onShrinkTried(const rc::detail::CaseDescription&, bool) override {}
   void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}

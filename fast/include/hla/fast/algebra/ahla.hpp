@@ -9,7 +9,7 @@ namespace hla::fast {
 // E_t = gamma E_{t-1} + k_t (q_t^T P_t), n_t = gamma n_{t-1} + k_t (q_t^T m_t), o_t = q_t^T E_t.
 template <class T>
 class AhlaStream {
-public:
+ public:
   AhlaStream(Index d, Index dv, const T& gamma)
       : gamma_(gamma),
         key_value_(Matrix<T>::Zero(d, dv)),
@@ -18,11 +18,11 @@ public:
         routed_mass_(Vector<T>::Zero(d)) {}
 
   void push(const Vector<T>& q, const Vector<T>& k, const RowVector<T>& v) {
-    key_value_ = gamma_ * key_value_ + k * v;              // Alg. 2 line 3
+    key_value_ = gamma_ * key_value_ + k * v;  // Alg. 2 line 3
     key_mass_ = gamma_ * key_mass_ + k;
-    const RowVector<T> r = q.transpose() * key_value_;     // line 4
-    const T s = q.dot(key_mass_);                          // line 5
-    routed_value_ = gamma_ * routed_value_ + k * r;        // line 6
+    const RowVector<T> r = q.transpose() * key_value_;  // line 4
+    const T s = q.dot(key_mass_);                       // line 5
+    routed_value_ = gamma_ * routed_value_ + k * r;     // line 6
     routed_mass_ = gamma_ * routed_mass_ + s * k;
   }
 
@@ -30,7 +30,7 @@ public:
     return {q.transpose() * routed_value_, q.dot(routed_mass_)};
   }
 
-private:
+ private:
   T gamma_;
   Matrix<T> key_value_;     // P^KV
   Vector<T> key_mass_;      // m^K

@@ -13,7 +13,7 @@ namespace hla::fast {
 // The two agree for gamma = 1.
 template <class T>
 class Hla2Stream {
-public:
+ public:
   struct CrossDecay {
     T previous;  // a
     T incoming;  // b
@@ -55,7 +55,7 @@ public:
     return r;
   }
 
-private:
+ private:
   T gamma_, ridge_;
   bool masked_;
   CrossDecay cross_;

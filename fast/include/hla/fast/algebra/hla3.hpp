@@ -9,7 +9,7 @@ namespace hla::fast {
 // The masked read-out does not equal the masked operator: docs/findings.md, F2.
 template <class T>
 class Hla3PublishedStream {
-public:
+ public:
   Hla3PublishedStream(Index d, Index dv, const T& gamma, bool masked)
       : gamma_(gamma),
         masked_(masked),
@@ -55,7 +55,7 @@ public:
     return r;
   }
 
-private:
+ private:
   T gamma_;
   bool masked_;
   Matrix<T> key_moment_;    // S^K
@@ -74,7 +74,7 @@ private:
 // O(d^2 + d dv) per token; S^Q is not needed.
 template <class T>
 class Hla3CorrectedStream {
-public:
+ public:
   Hla3CorrectedStream(Index d, Index dv, const T& gamma)
       : gamma_(gamma),
         gamma_cubed_(gamma * gamma * gamma),
@@ -97,7 +97,7 @@ public:
     return {q.transpose() * corrected_value_, q.dot(corrected_mass_)};
   }
 
-private:
+ private:
   T gamma_, gamma_cubed_;
   Matrix<T> key_moment_;       // S^K
   Matrix<T> key_value_;        // P^KV

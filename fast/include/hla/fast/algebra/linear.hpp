@@ -15,7 +15,7 @@ struct Readout {
 // P_t = gamma P_{t-1} + k_t v_t^T,  m_t = gamma m_{t-1} + k_t,  o_t = q_t^T P_t.
 template <class T>
 class LinearStream {
-public:
+ public:
   LinearStream(Index d, Index dv, const T& gamma)
       : gamma_(gamma), key_value_(Matrix<T>::Zero(d, dv)), key_mass_(Vector<T>::Zero(d)) {}
 
@@ -26,7 +26,7 @@ public:
 
   Readout<T> read(const Vector<T>& q) const { return {q.transpose() * key_value_, q.dot(key_mass_)}; }
 
-private:
+ private:
   T gamma_;
   Matrix<T> key_value_;  // P^KV
   Vector<T> key_mass_;   // m^K
