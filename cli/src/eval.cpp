@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "hla/cli/npy.hpp"
+#include "hla/fast/scan.hpp"
 #include "hla/fast/streaming.hpp"
 #include "hla/reference/definition.hpp"
 
@@ -77,15 +78,30 @@ void write_output(const std::string& path, const Matrix<T>& o) {
   }
 }
 
+template <class T>
+Matrix<T> evaluate(const EvalRequest& req, fast::Form form, const Sequence<T>& s) {
+  switch (req.impl) {
+    case fast::Impl::reference:
+      return reference::output(req.spec, s);
+    case fast::Impl::streaming:
+      return fast::streaming_output(req.spec, form, s);
+    case fast::Impl::scan:
+      return fast::scan_output(req.spec, form, s, req.scan);
+  }
+  throw Error("unknown implementation");
+}
+
 }  // namespace
 
 void run_eval(const EvalRequest& req) {
   validate(req.spec);
-  if (req.impl == Impl::reference && req.form) {
-    throw Error("--form: only applies to --impl streaming; the reference has a single form");
+  if (req.impl == fast::Impl::reference && req.form) {
+    throw Error("--form: only applies to --impl streaming and scan; the reference has a single form");
   }
-  const fast::Form form = req.form.value_or(fast::default_form(req.spec));
-  fast::validate_form(req.spec, form);
+  const fast::Form form = req.form.value_or(fast::default_form(req.spec, req.impl));
+  fast::validate_form(req.spec, req.impl, form);
+  fast::validate(req.scan);
+  if (req.impl == fast::Impl::scan) fast::validate_scan(req.spec, form);
   if (req.scalar == ScalarKind::modp) {
     const std::pair<const char*, const Rational*> parameters[] = {
         {"--eps", &req.spec.eps}, {"--ridge", &req.spec.ridge}, {"--decay", &req.spec.decay}};
@@ -104,9 +120,7 @@ void run_eval(const EvalRequest& req) {
   with_scalar(req.scalar, [&]<class T>(TypeTag<T>) {
     const Sequence<T> s{to_matrix<T>(q, req.q_path), to_matrix<T>(k, req.k_path),
                         to_matrix<T>(v, req.v_path)};
-    const Matrix<T> o = req.impl == Impl::reference ? reference::output(req.spec, s)
-                                                    : fast::streaming_output(req.spec, form, s);
-    write_output(req.out_path, o);
+    write_output(req.out_path, evaluate(req, form, s));
   });
 }
 

@@ -19,23 +19,27 @@ Enum parse_choice(const std::string& flag, const std::string& text, std::optiona
 }
 
 void print_variants(std::ostream& out) {
-  out << "variant  forms                   options                                     paper\n"
-      << "-------------------------------------------------------------------------------------------\n"
-      << "linear   published               --normalize --eps --decay                   Sec. 2.2\n"
-      << "hla2     published, corrected*   --unmasked --normalize --eps --ridge --decay Thm 3.1, Eq. "
-         "3.1-3.4, Sec. 4.3, Alg. 1\n"
-      << "ahla     published               --normalize --eps --decay                   Thm 6.1, Alg. 2\n"
-      << "hla3     published, corrected*   --unmasked --normalize --eps --decay        Thm 7.1, Eqs. "
-         "7.1-7.3, Alg. 3\n"
-      << "\n"
-      << "* corrected exists for the masked operator only, and is the default there (docs/findings.md):\n"
-      << "  hla2: the published decayed cross-summaries (Sec. 4.3) differ from the reference for decay < 1 "
-         "(F1);\n"
-      << "  hla3: the published masked streaming (Thm 7.1) differs from the reference (F2).\n"
-      << "Without options a variant means the masked, unnormalized, undecayed operator.\n"
-      << "--eps E (>= 0), --ridge L, --decay G in (0, 1]: decimals or p/q rationals.\n"
-      << "implementations: reference (n x n definition, O(n^3)), streaming (O(d^2 + d dv) per token)\n"
-      << "scalars: exact (GMP rationals), mpfr (261-bit MPFR), f64, f32, modp (Z/p, p = 2^61 - 1)\n";
+  out << R"(variant  options                                       paper
+linear   --normalize --eps --decay                     Sec. 2.2 (baseline)
+hla2     --unmasked --normalize --eps --ridge --decay  Thm 3.1, Eqs. 3.1-3.4, Sec. 4, Alg. 1
+ahla     --normalize --eps --decay                     Thm 6.1, Sec. 6.2, Alg. 2
+hla3     --unmasked --normalize --eps --decay          Thm 7.1, Eqs. 7.1-7.7, Alg. 3-4
+Without options a variant is the masked, unnormalized, undecayed operator.
+--eps E (>= 0), --ridge L, --decay G in (0, 1]: decimals or p/q rationals, used exactly.
+
+implementations (--impl)
+  reference  the n x n definition, O(n^3 + n^2 d)
+  streaming  the recurrence, O(d^2 + d dv) per token
+  scan       two-level Blelloch scan of segment summaries (--chunk C, --threads T)
+
+forms (--form; the default is the one equal to the reference, docs/findings.md)
+  published  the paper's formulas as printed
+  corrected  streaming: masked hla2 (F1: decayed cross-summaries), masked hla3 (F2: Thm 7.1)
+             scan: masked hla2 (F3: decayed Sec. 4.2), ahla (F4: decayed Sec. 6.2), masked hla3 (F2)
+  The published third-order scan (Eqs. 7.6-7.7) is printed for gamma = 1 only.
+
+scalars (--scalar): exact (GMP rationals), mpfr (261-bit MPFR), f64, f32, modp (Z/p, p = 2^61 - 1)
+)";
 }
 
 }  // namespace
@@ -56,7 +60,9 @@ int main(int argc, char** argv) {
   eval->add_option("--eps", eps, "eps >= 0 (with --normalize)");
   eval->add_option("--ridge", ridge, "ridge lambda (hla2)");
   eval->add_option("--decay", decay, "decay gamma in (0, 1]");
-  eval->add_option("--impl", impl, "reference | streaming")->required();
+  eval->add_option("--impl", impl, "reference | streaming | scan")->required();
+  eval->add_option("--chunk", request.scan.chunk, "scan: tokens per chunk (default 64)");
+  eval->add_option("--threads", request.scan.threads, "scan: threads (default 1)");
   eval->add_option("--scalar", scalar, "exact | mpfr | f64 | f32 | modp")->required();
   eval->add_option("--q", request.q_path, "queries [n, d], float64 or float32 .npy")->required();
   eval->add_option("--k", request.k_path, "keys [n, d]")->required();
@@ -91,7 +97,7 @@ int main(int argc, char** argv) {
     }
     if (app.got_subcommand("audit")) {
       const auto rows = reports::run_audit(audit_options, std::cerr);
-      std::cout << "Exact audit: streaming against the n x n reference, " << audit_options.cases
+      std::cout << "Exact audit: streaming and scan against the n x n reference, " << audit_options.cases
                 << " random inputs per row (n <= " << audit_options.max_n
                 << ", d, dv <= " << audit_options.max_d << ", seed " << audit_options.seed
                 << "), compared with == in rationals and in Z/p\n\n";
@@ -112,11 +118,7 @@ int main(int argc, char** argv) {
     request.spec.decay = parse_rational(decay, "--decay");
     if (!form.empty())
       request.form = parse_choice("--form", form, fast::parse_form(form), "published, corrected");
-    request.impl = parse_choice("--impl", impl,
-                                impl == "reference"   ? std::optional(cli::Impl::reference)
-                                : impl == "streaming" ? std::optional(cli::Impl::streaming)
-                                                      : std::nullopt,
-                                "reference, streaming");
+    request.impl = parse_choice("--impl", impl, fast::parse_impl(impl), "reference, streaming, scan");
     request.scalar =
         parse_choice("--scalar", scalar, parse_scalar_kind(scalar), "exact, mpfr, f64, f32, modp");
     cli::run_eval(request);

@@ -178,7 +178,12 @@ TEST_CASE("cli/options a variant does not have", "[cli]") {
   Workspace w;
   check_rejected(w, w.eval("--variant ahla --unmasked"), "--unmasked", "ahla has no unmasked form");
   check_rejected(w, w.eval("--variant hla3 --ridge 1"), "--ridge", "hla3 has no ridge");
-  check_rejected(w, w.eval("--variant linear --form corrected"), "--form corrected", "no corrected form");
+  check_rejected(w, w.eval("--variant linear --form corrected"), "--form corrected",
+                 "no corrected streaming form");
+  check_rejected(w, w.eval("--variant hla3 --impl scan --form published --decay 1/2"), "--form published",
+                 "printed for gamma = 1 only");
+  check_rejected(w, w.eval("--impl scan --chunk 0"), "--chunk", "must be >= 1");
+  check_rejected(w, w.eval("--impl scan --threads 0"), "--threads", "must be >= 1");
   check_rejected(w, w.eval("--variant hla4"), "--variant", "'hla4' is not one of");
   check_rejected(w, w.eval("--impl fast"), "--impl", "'fast' is not one of");
   check_rejected(w, w.eval("--scalar f16"), "--scalar", "'f16' is not one of");
@@ -222,7 +227,7 @@ TEST_CASE("cli/eval writes the operator's output", "[cli]") {
   };
   const Sequence<Rational> input{load("q.npy"), load("k.npy"), load("v.npy")};
   const Matrix<Rational> expected = reference::output(spec, input);
-  for (const char* impl : {"reference", "streaming"}) {
+  for (const char* impl : {"reference", "streaming", "scan --chunk 2 --threads 2"}) {
     const Run r = w.eval(std::string("--variant hla3 --normalize --eps 0.1 --decay 3/4 --impl ") + impl);
     INFO(r.err);
     REQUIRE(r.status == 0);

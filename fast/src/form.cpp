@@ -4,6 +4,25 @@
 
 namespace hla::fast {
 
+std::string_view impl_name(Impl impl) {
+  switch (impl) {
+    case Impl::reference:
+      return "reference";
+    case Impl::streaming:
+      return "streaming";
+    case Impl::scan:
+      return "scan";
+  }
+  return "?";
+}
+
+std::optional<Impl> parse_impl(std::string_view name) {
+  for (const Impl impl : {Impl::reference, Impl::streaming, Impl::scan}) {
+    if (impl_name(impl) == name) return impl;
+  }
+  return std::nullopt;
+}
+
 std::string_view form_name(Form f) {
   return f == Form::published ? "published" : "corrected";
 }
@@ -14,18 +33,26 @@ std::optional<Form> parse_form(std::string_view name) {
   return std::nullopt;
 }
 
-bool has_corrected_form(const OperatorSpec& spec) {
-  return spec.masked && (spec.variant == Variant::hla2 || spec.variant == Variant::hla3);
+bool has_corrected_form(const OperatorSpec& spec, Impl impl) {
+  switch (impl) {
+    case Impl::reference:
+      return false;
+    case Impl::streaming:
+      return spec.masked && (spec.variant == Variant::hla2 || spec.variant == Variant::hla3);
+    case Impl::scan:
+      return spec.masked && spec.variant != Variant::linear;
+  }
+  return false;
 }
 
-Form default_form(const OperatorSpec& spec) {
-  return has_corrected_form(spec) ? Form::corrected : Form::published;
+Form default_form(const OperatorSpec& spec, Impl impl) {
+  return has_corrected_form(spec, impl) ? Form::corrected : Form::published;
 }
 
-void validate_form(const OperatorSpec& spec, Form form) {
-  if (form == Form::corrected && !has_corrected_form(spec)) {
-    throw Error("--form corrected: " + describe(spec) +
-                " has no corrected form; its published form equals the reference");
+void validate_form(const OperatorSpec& spec, Impl impl, Form form) {
+  if (form == Form::corrected && !has_corrected_form(spec, impl)) {
+    throw Error("--form corrected: " + describe(spec) + " has no corrected " + std::string(impl_name(impl)) +
+                " form; its published form equals the reference");
   }
 }
 

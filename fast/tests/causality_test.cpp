@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 
+#include "hla/fast/scan.hpp"
 #include "hla/fast/streaming.hpp"
 #include "hla/testing/generators.hpp"
 #include "hla/testing/property.hpp"
@@ -14,7 +15,7 @@ using hla::testing::property;
 
 namespace {
 
-enum class Impl { reference, streaming_default, streaming_published };
+enum class Impl { reference, streaming_default, streaming_published, scan_default };
 
 template <class T>
 Terms<T> run(Impl impl, const OperatorSpec& spec, const Sequence<T>& s) {
@@ -22,9 +23,11 @@ Terms<T> run(Impl impl, const OperatorSpec& spec, const Sequence<T>& s) {
     case Impl::reference:
       return reference::terms(spec, s);
     case Impl::streaming_default:
-      return fast::streaming_terms(spec, fast::default_form(spec), s);
+      return fast::streaming_terms(spec, fast::default_form(spec, fast::Impl::streaming), s);
     case Impl::streaming_published:
       return fast::streaming_terms(spec, fast::Form::published, s);
+    case Impl::scan_default:  // uneven chunks of 3, two threads
+      return fast::scan_terms(spec, fast::default_form(spec, fast::Impl::scan), s, fast::ScanOptions{3, 2});
   }
   throw Error("unknown implementation");
 }
@@ -37,6 +40,8 @@ std::string impl_name(Impl impl) {
       return "streaming (default form)";
     case Impl::streaming_published:
       return "streaming (published form)";
+    case Impl::scan_default:
+      return "scan (default form)";
   }
   return "?";
 }
@@ -67,7 +72,8 @@ bool rows_identical(const Terms<T>& a, const Terms<T>& b, Index rows) {
 TEMPLATE_TEST_CASE("causality/changing a later token leaves earlier outputs unchanged", "[causality]",
                    Rational, double, float) {
   for (const Variant variant : all_variants) {
-    for (const Impl impl : {Impl::reference, Impl::streaming_default, Impl::streaming_published}) {
+    for (const Impl impl :
+         {Impl::reference, Impl::streaming_default, Impl::streaming_published, Impl::scan_default}) {
       property(
           std::string(variant_name(variant)) + ", " + impl_name(impl) + ": outputs before p fixed",
           [=] {
@@ -123,7 +129,7 @@ bool key_reaches(const OperatorSpec& spec, Index r, Index s, Index t) {
 TEST_CASE("mask structure/with one non-zero value the unreachable queries and keys do not matter",
           "[causality][mask][exact]") {
   for (const Variant variant : all_variants) {
-    for (const Impl impl : {Impl::reference, Impl::streaming_default}) {
+    for (const Impl impl : {Impl::reference, Impl::streaming_default, Impl::scan_default}) {
       property(
           std::string(variant_name(variant)) + ", " + impl_name(impl),
           [=] {

@@ -61,7 +61,7 @@ TEMPLATE_TEST_CASE("rounding/floating streaming stays within the a-priori bound"
           const auto d = *rc::gen::inRange<Index>(1, 9).as("d");
           const auto dv = *rc::gen::inRange<Index>(1, 9).as("dv");
           const Sequence<Rational> s = representable_gaussian<F>(seed, n, d, dv);
-          const fast::Form form = fast::default_form(spec);
+          const fast::Form form = fast::default_form(spec, fast::Impl::streaming);
           const Terms<Rational> exact = reference::terms(spec, s);
           const Terms<F> rounded = fast::streaming_terms(spec, form, convert<F>(s));
           const Sequence<Gauge<Rational>> magnitudes{s.q.cast<Gauge<Rational>>(), s.k.cast<Gauge<Rational>>(),

@@ -3,6 +3,7 @@
 #include <iomanip>
 #include <ostream>
 
+#include "hla/fast/scan.hpp"
 #include "hla/fast/streaming.hpp"
 #include "hla/reference/random.hpp"
 
@@ -35,18 +36,23 @@ std::vector<OperatorSpec> operator_grid() {
   return grid;
 }
 
-std::string finding_of(const OperatorSpec& spec, fast::Form form) {
+// The finding that makes a published form differ from the reference, or "" if it should not.
+std::string finding_of(const OperatorSpec& spec, fast::Impl impl, fast::Form form) {
   if (form != fast::Form::published || !spec.masked) return "";
-  if (spec.variant == Variant::hla2 && spec.decayed()) return "F1";
   if (spec.variant == Variant::hla3) return "F2";
+  if (!spec.decayed()) return "";
+  if (spec.variant == Variant::hla2) return impl == fast::Impl::streaming ? "F1" : "F3";
+  if (spec.variant == Variant::ahla && impl == fast::Impl::scan) return "F4";
   return "";
 }
 
 template <class T>
-bool agrees(const OperatorSpec& spec, fast::Form form, const Sequence<Rational>& exact) {
+bool agrees(const OperatorSpec& spec, fast::Impl impl, fast::Form form, const fast::ScanOptions& scan,
+            const Sequence<Rational>& exact) {
   const Sequence<T> s = convert<T>(exact);
   const Terms<T> expected = reference::terms(spec, s);
-  const Terms<T> actual = fast::streaming_terms(spec, form, s);
+  const Terms<T> actual =
+      impl == fast::Impl::scan ? fast::scan_terms(spec, form, s, scan) : fast::streaming_terms(spec, form, s);
   return expected.num == actual.num && expected.den == actual.den;
 }
 
@@ -61,17 +67,25 @@ std::string options_text(const OperatorSpec& spec) {
 }  // namespace
 
 std::vector<AuditRow> run_audit(const AuditOptions& options, std::ostream& progress) {
+  const std::pair<fast::Impl, fast::Form> implementations[] = {{fast::Impl::streaming, fast::Form::published},
+                                                               {fast::Impl::streaming, fast::Form::corrected},
+                                                               {fast::Impl::scan, fast::Form::published},
+                                                               {fast::Impl::scan, fast::Form::corrected}};
   std::vector<AuditRow> rows;
   const std::vector<OperatorSpec> grid = operator_grid();
   for (std::size_t g = 0; g < grid.size(); ++g) {
     const OperatorSpec& base = grid[g];
-    for (const fast::Form form : {fast::Form::published, fast::Form::corrected}) {
-      if (form == fast::Form::corrected && !fast::has_corrected_form(base)) continue;
+    for (const auto& [impl, form] : implementations) {
+      if (form == fast::Form::corrected && !fast::has_corrected_form(base, impl)) continue;
+      if (impl == fast::Impl::scan && base.variant == Variant::hla3 && base.masked && base.decayed() &&
+          form == fast::Form::published) {
+        continue;  // printed for gamma = 1 only
+      }
       AuditRow row;
       row.spec = base;
-      row.implementation = "streaming";
+      row.implementation = impl;
       row.form = form;
-      row.finding = finding_of(base, form);
+      row.finding = finding_of(base, impl, form);
       row.expected_equal = row.finding.empty();
       for (int c = 0; c < options.cases; ++c) {
         const std::uint64_t case_seed = options.seed * 1'000'003 + g * 1'009 + c;
@@ -86,8 +100,11 @@ std::vector<AuditRow> run_audit(const AuditOptions& options, std::ostream& progr
         const Index dv = rng.uniform(1, options.max_d);
         const Sequence<Rational> s =
             random_sequence(rng, n, d, dv, c % 2 ? EntryKind::dyadic : EntryKind::integer, 4);
-        const bool exact_ok = agrees<Rational>(spec, form, s);
-        const bool modp_ok = agrees<ModP>(spec, form, s);
+        fast::ScanOptions scan;
+        scan.chunk = rng.uniform(1, n + 2);
+        scan.threads = static_cast<int>(rng.uniform(1, 2));
+        const bool exact_ok = agrees<Rational>(spec, impl, form, scan, s);
+        const bool modp_ok = agrees<ModP>(spec, impl, form, scan, s);
         row.exact_agree += exact_ok;
         row.modp_agree += modp_ok;
         ++row.cases;
@@ -106,10 +123,10 @@ std::vector<AuditRow> run_audit(const AuditOptions& options, std::ostream& progr
 
 bool print_audit(const std::vector<AuditRow>& rows, std::ostream& out) {
   bool all_as_expected = true;
-  out << std::left << std::setw(8) << "variant" << std::setw(34) << "options" << std::setw(11) << "form"
-      << std::setw(11) << "exact ==" << std::setw(11) << "Z/p =="
+  out << std::left << std::setw(8) << "variant" << std::setw(32) << "options" << std::setw(11) << "impl"
+      << std::setw(11) << "form" << std::setw(11) << "exact ==" << std::setw(11) << "Z/p =="
       << "verdict\n";
-  out << std::string(100, '-') << "\n";
+  out << std::string(110, '-') << "\n";
   for (const AuditRow& r : rows) {
     const bool equal = r.exact_agree == r.cases && r.modp_agree == r.cases;
     std::string verdict;
@@ -125,9 +142,9 @@ bool print_audit(const std::vector<AuditRow>& rows, std::ostream& out) {
       verdict = "equal, but finding " + r.finding + " expects a difference";
       all_as_expected = false;
     }
-    out << std::left << std::setw(8) << variant_name(r.spec.variant) << std::setw(34) << options_text(r.spec)
-        << std::setw(11) << fast::form_name(r.form) << std::setw(11)
-        << (std::to_string(r.exact_agree) + "/" + std::to_string(r.cases)) << std::setw(11)
+    out << std::left << std::setw(8) << variant_name(r.spec.variant) << std::setw(32) << options_text(r.spec)
+        << std::setw(11) << fast::impl_name(r.implementation) << std::setw(11) << fast::form_name(r.form)
+        << std::setw(11) << (std::to_string(r.exact_agree) + "/" + std::to_string(r.cases)) << std::setw(11)
         << (std::to_string(r.modp_agree) + "/" + std::to_string(r.cases)) << verdict << "\n";
   }
   return all_as_expected;

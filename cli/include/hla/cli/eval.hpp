@@ -4,16 +4,16 @@
 #include <string>
 
 #include "hla/fast/form.hpp"
+#include "hla/fast/scan.hpp"
 #include "hla/reference/operator_spec.hpp"
 
 namespace hla::cli {
 
-enum class Impl { reference, streaming };
-
 struct EvalRequest {
   OperatorSpec spec;
-  std::optional<fast::Form> form;  // streaming only; default: the form that equals the reference
-  Impl impl = Impl::reference;
+  std::optional<fast::Form> form;  // streaming and scan; default: the form that equals the reference
+  fast::Impl impl = fast::Impl::reference;
+  fast::ScanOptions scan;
   ScalarKind scalar = ScalarKind::exact;
   std::string q_path, k_path, v_path, out_path;
 };

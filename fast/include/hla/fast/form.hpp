@@ -7,20 +7,28 @@
 
 namespace hla::fast {
 
+// How an operator is evaluated: the n x n definition, the recurrence, the two-level scan of
+// segment summaries (Alg. 1, Alg. 4).
+enum class Impl { reference, streaming, scan };
+
+std::string_view impl_name(Impl impl);
+std::optional<Impl> parse_impl(std::string_view name);
+
 // published: the paper's formulas exactly as printed. corrected: the toolkit's derivation, beside
-// the published one, for the operators where the printed formulas disagree with the definition
-// (docs/findings.md). Only masked hla2 and masked hla3 have a corrected form.
+// the published one, where the printed formulas disagree with the definition (docs/findings.md):
+//   streaming: masked hla2 (F1) and masked hla3 (F2);
+//   scan:      masked hla2 (F3), ahla (F4) and masked hla3 (F2).
 enum class Form { published, corrected };
 
 std::string_view form_name(Form f);
 std::optional<Form> parse_form(std::string_view name);
 
-bool has_corrected_form(const OperatorSpec& spec);
+bool has_corrected_form(const OperatorSpec& spec, Impl impl);
 
 // The form that equals the reference: corrected where one exists, else published.
-Form default_form(const OperatorSpec& spec);
+Form default_form(const OperatorSpec& spec, Impl impl);
 
-// Throws hla::Error when `form` is corrected and the operator has none.
-void validate_form(const OperatorSpec& spec, Form form);
+// Throws hla::Error when `form` is corrected and the operator has none for `impl`.
+void validate_form(const OperatorSpec& spec, Impl impl, Form form);
 
 }  // namespace hla::fast

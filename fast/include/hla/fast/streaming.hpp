@@ -28,7 +28,7 @@ Terms<T> run_stream(Stream stream, const Sequence<T>& s) {
 template <class T, class F>
 decltype(auto) with_stream(const OperatorSpec& spec, Form form, Index d, Index dv, F&& f) {
   validate(spec);
-  validate_form(spec, form);
+  validate_form(spec, Impl::streaming, form);
   const T gamma = from_rational<T>(spec.decay);
   switch (spec.variant) {
     case Variant::linear:

@@ -14,14 +14,14 @@ namespace hla::reports {
 // on random inputs, in exact rationals and in Z/p, compared with ==.
 struct AuditOptions {
   std::uint64_t seed = 1;
-  int cases = 20;  // random inputs per operator, form and scalar
+  int cases = 50;  // random inputs per operator, form and scalar
   int max_n = 16;
   int max_d = 4;
 };
 
 struct AuditRow {
-  OperatorSpec spec;           // decay = 1/2 stands for "a random gamma < 1 per case"
-  std::string implementation;  // "streaming"
+  OperatorSpec spec;  // decay = 1/2 stands for "a random gamma < 1 per case"
+  fast::Impl implementation;
   fast::Form form;
   bool expected_equal;  // false for published forms recorded in docs/findings.md
   std::string finding;  // e.g. "F1"; empty when none

@@ -38,4 +38,57 @@ class AhlaStream {
   Vector<T> routed_mass_;   // n
 };
 
+template <class T>
+struct AhlaSummary {
+  Matrix<T> key_query;     // R^KQ = sum k_i q_i^T
+  Matrix<T> key_value;     // P^KV
+  Vector<T> key_mass;      // m^K
+  Matrix<T> routed_value;  // E
+  Vector<T> routed_mass;   // n
+  T rho;
+
+  friend bool operator==(const AhlaSummary&, const AhlaSummary&) = default;
+};
+
+// Segments of AHLA: Eq. 6.2, and its decay-aware form (Sec. 6.2), printed with
+//   R_AB = rho_B R_A + R_B   (published),
+// which is not associative for gamma < 1 (docs/findings.md, F4). The cross-term of a token i in B
+// is gamma^(end-i) k_i q_i^T gamma^(i-end_A) P_A = rho_B k_i q_i^T P_A whatever i, so R^KQ must not
+// decay: corrected R_AB = R_A + R_B. Undecayed, the two agree.
+template <class T>
+class AhlaSegments {
+ public:
+  using Summary = AhlaSummary<T>;
+
+  AhlaSegments(Index d, Index dv, const T& gamma, bool corrected)
+      : d_(d), dv_(dv), gamma_(gamma), corrected_(corrected) {}
+
+  Summary identity() const {
+    return {Matrix<T>::Zero(d_, d_),  Matrix<T>::Zero(d_, dv_), Vector<T>::Zero(d_),
+            Matrix<T>::Zero(d_, dv_), Vector<T>::Zero(d_),      T(1)};
+  }
+  // A single token: E = k (q^T k v^T), n = k (q^T k).
+  Summary token(const Vector<T>& q, const Vector<T>& k, const RowVector<T>& v) const {
+    const T score = q.dot(k);
+    return {k * q.transpose(), k * v, k, score * (k * v), score * k, gamma_};
+  }
+  Summary combine(const Summary& a, const Summary& b) const {
+    const T key_query_decay = corrected_ ? T(1) : b.rho;
+    return {key_query_decay * a.key_query + b.key_query,
+            b.rho * a.key_value + b.key_value,
+            b.rho * a.key_mass + b.key_mass,
+            b.rho * a.routed_value + b.routed_value + b.key_query * (b.rho * a.key_value),
+            b.rho * a.routed_mass + b.routed_mass + b.key_query * (b.rho * a.key_mass),
+            a.rho * b.rho};
+  }
+  Readout<T> read(const Summary& s, const Vector<T>& q) const {
+    return {q.transpose() * s.routed_value, q.dot(s.routed_mass)};
+  }
+
+ private:
+  Index d_, dv_;
+  T gamma_;
+  bool corrected_;
+};
+
 }  // namespace hla::fast

@@ -4,6 +4,21 @@
 
 namespace hla::fast {
 
+// Alg. 1 lines 9-14: u = q^T (S^K + lambda I), num = u C^QV - q^T G, den = u m^Q - q^T h
+// (without G and h when unmasked).
+template <class T>
+Readout<T> hla2_read(const Vector<T>& q, const T& ridge, bool masked, const Matrix<T>& key_moment,
+                     const Matrix<T>& query_value, const Vector<T>& query_mass, const Matrix<T>& cross_value,
+                     const Vector<T>& cross_mass) {
+  const RowVector<T> u = q.transpose() * key_moment + ridge * q.transpose();
+  Readout<T> r{u * query_value, u.dot(query_mass)};
+  if (masked) {
+    r.num -= q.transpose() * cross_value;
+    r.den -= q.dot(cross_mass);
+  }
+  return r;
+}
+
 // Second-order HLA: prefix moments S^K, C^QV, m^Q (Sec. 3), the cross-summaries G, h that make
 // it strictly causal (Thm 3.1), an optional ridge S^K + lambda I (Alg. 1) and decay (Sec. 4.3).
 //
@@ -44,15 +59,8 @@ class Hla2Stream {
     query_mass_ = gamma_ * query_mass_ + q;
   }
 
-  // Alg. 1 lines 9-14: u = q^T S_eff, num = u C - q^T G, den = u m - q^T h.
   Readout<T> read(const Vector<T>& q) const {
-    const RowVector<T> u = q.transpose() * key_moment_ + ridge_ * q.transpose();
-    Readout<T> r{u * query_value_, u.dot(query_mass_)};
-    if (masked_) {
-      r.num -= q.transpose() * cross_value_;
-      r.den -= q.dot(cross_mass_);
-    }
-    return r;
+    return hla2_read(q, ridge_, masked_, key_moment_, query_value_, query_mass_, cross_value_, cross_mass_);
   }
 
  private:
@@ -64,6 +72,68 @@ class Hla2Stream {
   Vector<T> query_mass_;   // m^Q
   Matrix<T> cross_value_;  // G
   Vector<T> cross_mass_;   // h
+};
+
+template <class T>
+struct Hla2Summary {
+  Matrix<T> key_moment;   // S^K
+  Matrix<T> query_value;  // C^QV
+  Vector<T> query_mass;   // m^Q
+  Matrix<T> cross_value;  // G
+  Vector<T> cross_mass;   // h
+  T rho;
+
+  friend bool operator==(const Hla2Summary&, const Hla2Summary&) = default;
+};
+
+// Segments of second-order HLA. Unmasked: the monoid of Sec. 4.1 (decay-aware: Sec. 4.2).
+// Masked: the semidirect product of Eq. 4.1, whose decay-aware form Sec. 4.2 prints as
+//   G_AB = rho_B G_A + G_B + S_B (rho_B C_A)   (published),
+// which is not associative for gamma < 1 (docs/findings.md, F3); corrected:
+//   G_AB = rho_B^2 G_A + G_B + rho_B S_B C_A,
+// since S_AB C_AB = (rho_B S_A + S_B)(rho_B C_A + C_B) ages A's own pairs by rho_B^2. Same for h.
+template <class T>
+class Hla2Segments {
+ public:
+  using Summary = Hla2Summary<T>;
+
+  Hla2Segments(Index d, Index dv, const T& gamma, const T& ridge, bool masked, bool corrected)
+      : d_(d), dv_(dv), gamma_(gamma), ridge_(ridge), masked_(masked), corrected_(corrected) {}
+
+  Summary identity() const {
+    return {Matrix<T>::Zero(d_, d_),  Matrix<T>::Zero(d_, dv_), Vector<T>::Zero(d_),
+            Matrix<T>::Zero(d_, dv_), Vector<T>::Zero(d_),      T(1)};
+  }
+  // A single token: G = h = 0 (Sec. 4.2).
+  Summary token(const Vector<T>& q, const Vector<T>& k, const RowVector<T>& v) const {
+    return {k * k.transpose(), q * v, q, Matrix<T>::Zero(d_, dv_), Vector<T>::Zero(d_), gamma_};
+  }
+  Summary combine(const Summary& a, const Summary& b) const {
+    Summary r{b.rho * a.key_moment + b.key_moment,
+              b.rho * a.query_value + b.query_value,
+              b.rho * a.query_mass + b.query_mass,
+              Matrix<T>(),
+              Vector<T>(),
+              a.rho * b.rho};
+    if (masked_) {
+      const T carried = corrected_ ? b.rho * b.rho : b.rho;
+      r.cross_value = carried * a.cross_value + b.cross_value + b.key_moment * (b.rho * a.query_value);
+      r.cross_mass = carried * a.cross_mass + b.cross_mass + b.key_moment * (b.rho * a.query_mass);
+    } else {
+      r.cross_value = Matrix<T>::Zero(d_, dv_);
+      r.cross_mass = Vector<T>::Zero(d_);
+    }
+    return r;
+  }
+  Readout<T> read(const Summary& s, const Vector<T>& q) const {
+    return hla2_read(q, ridge_, masked_, s.key_moment, s.query_value, s.query_mass, s.cross_value,
+                     s.cross_mass);
+  }
+
+ private:
+  Index d_, dv_;
+  T gamma_, ridge_;
+  bool masked_, corrected_;
 };
 
 }  // namespace hla::fast

@@ -106,4 +106,190 @@ class Hla3CorrectedStream {
   Vector<T> corrected_mass_;   // eta
 };
 
+template <class T>
+struct Hla3Summary {
+  Matrix<T> key_moment;       // S^K
+  Matrix<T> query_moment;     // S^Q
+  Matrix<T> key_value;        // P^KV
+  Vector<T> key_mass;         // m^K
+  Matrix<T> corrected_value;  // F = sum_u gamma^(3(end-u)) S^K_u q_u q_u^T P_u (segment-local moments)
+  Vector<T> corrected_mass;   // eta, the same with m^K_u
+  Matrix<T> query_value;      // X = sum_u gamma^(2(end-u)) q_u q_u^T P_u
+  Vector<T> query_mass;       // x = sum_u gamma^(2(end-u)) q_u q_u^T m_u
+  Matrix<T> key_query;        // Y = sum_u gamma^(2(end-u)) S^K_u q_u q_u^T
+  T rho;
+
+  friend bool operator==(const Hla3Summary&, const Hla3Summary&) = default;
+};
+
+// Segments of the masked third-order operator, corrected (docs/findings.md, F2 and the ledger):
+// for u in B, S^K_u = gamma^(u-a) S_A + S_B,u and P_u = gamma^(u-a) P_A + P_B,u (a = end of A), so
+//   F_AB = rho^3 F_A + F_B + rho S_A X_B + rho Y_B P_A + rho^2 S_A S^Q_B P_A,
+//   X_AB = rho^2 X_A + X_B + rho S^Q_B P_A,   Y_AB = rho^2 Y_A + Y_B + rho S_A S^Q_B,
+// with rho = rho_B; eta and x likewise with m^K for P^KV. O(d^2 + d dv) scalars, where the
+// published scan (Eqs. 7.6-7.7) needs the O(d^3 dv) maps M^KQP. Unmasked: only the moments are
+// used, o_t = q^T S^K S^Q P^KV (Sec. 7.1).
+template <class T>
+class Hla3Segments {
+ public:
+  using Summary = Hla3Summary<T>;
+
+  Hla3Segments(Index d, Index dv, const T& gamma, bool masked)
+      : d_(d), dv_(dv), gamma_(gamma), masked_(masked) {}
+
+  Summary identity() const {
+    return {Matrix<T>::Zero(d_, d_),  Matrix<T>::Zero(d_, d_),
+            Matrix<T>::Zero(d_, dv_), Vector<T>::Zero(d_),
+            Matrix<T>::Zero(d_, dv_), Vector<T>::Zero(d_),
+            Matrix<T>::Zero(d_, dv_), Vector<T>::Zero(d_),
+            Matrix<T>::Zero(d_, d_),  T(1)};
+  }
+  Summary token(const Vector<T>& q, const Vector<T>& k, const RowVector<T>& v) const {
+    Summary s = identity();
+    s.key_moment = k * k.transpose();
+    s.query_moment = q * q.transpose();
+    s.key_value = k * v;
+    s.key_mass = k;
+    s.rho = gamma_;
+    if (masked_) {
+      const Vector<T> metric_query = s.key_moment * q;  // S^K q
+      s.query_value = q * (q.transpose() * s.key_value);
+      s.query_mass = q.dot(k) * q;
+      s.key_query = metric_query * q.transpose();
+      s.corrected_value = metric_query * (q.transpose() * s.key_value);
+      s.corrected_mass = q.dot(k) * metric_query;
+    }
+    return s;
+  }
+  Summary combine(const Summary& a, const Summary& b) const {
+    const T& r = b.rho;
+    Summary s{r * a.key_moment + b.key_moment,
+              r * a.query_moment + b.query_moment,
+              r * a.key_value + b.key_value,
+              r * a.key_mass + b.key_mass,
+              Matrix<T>(),
+              Vector<T>(),
+              Matrix<T>(),
+              Vector<T>(),
+              Matrix<T>(),
+              a.rho * b.rho};
+    if (!masked_) return with_zero_cross_terms(std::move(s));
+    const T r2 = r * r;
+    const Matrix<T> carried_key = r * a.key_moment;                  // rho S_A
+    const Matrix<T> key_query_cross = carried_key * b.query_moment;  // rho S_A S^Q_B
+    s.corrected_value = r2 * r * a.corrected_value + b.corrected_value + carried_key * b.query_value +
+                        b.key_query * (r * a.key_value) + key_query_cross * (r * a.key_value);
+    s.corrected_mass = r2 * r * a.corrected_mass + b.corrected_mass + carried_key * b.query_mass +
+                       b.key_query * (r * a.key_mass) + key_query_cross * (r * a.key_mass);
+    s.query_value = r2 * a.query_value + b.query_value + b.query_moment * (r * a.key_value);
+    s.query_mass = r2 * a.query_mass + b.query_mass + b.query_moment * (r * a.key_mass);
+    s.key_query = r2 * a.key_query + b.key_query + key_query_cross;
+    return s;
+  }
+  Readout<T> read(const Summary& s, const Vector<T>& q) const {
+    if (masked_) return {q.transpose() * s.corrected_value, q.dot(s.corrected_mass)};
+    const RowVector<T> z = q.transpose() * s.key_moment * s.query_moment;
+    return {z * s.key_value, z.dot(s.key_mass)};
+  }
+
+ private:
+  Index d_, dv_;
+  T gamma_;
+  bool masked_;
+
+  Summary with_zero_cross_terms(Summary s) const {
+    s.corrected_value = s.query_value = Matrix<T>::Zero(d_, dv_);
+    s.corrected_mass = s.query_mass = Vector<T>::Zero(d_);
+    s.key_query = Matrix<T>::Zero(d_, d_);
+    return s;
+  }
+};
+
+template <class T>
+struct Hla3PublishedSummary {
+  Matrix<T> key_moment, query_moment, key_value;  // S^K, S^Q, P^KV
+  Vector<T> key_mass;                             // m^K
+  Matrix<T> corrected_value;                      // F (Eq. 7.4)
+  Vector<T> corrected_mass;                       // eta
+  Matrix<T> query_product;                        // R^QP
+  Vector<T> query_mass;                           // r^Qm
+  Matrix<T> key_query;                            // U^KQ
+  Matrix<T> map_value;                            // M^KQP as a (d*d) x (d*dv) matrix: vec(M[Z]) = vec(Z) M
+  Matrix<T> map_mass;                             // M^KQm as a (d*d) x d matrix
+
+  friend bool operator==(const Hla3PublishedSummary&, const Hla3PublishedSummary&) = default;
+};
+
+// The third-order scan state and concatenation exactly as printed: Eqs. 7.6-7.7 with the token
+// segment of Alg. 4 line 2, for gamma = 1 (Sec. 7.3 states it so). The linear maps are stored
+// densely, O(d^3 dv) scalars per summary. It inherits F2 from Eq. 7.4's F.
+template <class T>
+class Hla3PublishedSegments {
+ public:
+  using Summary = Hla3PublishedSummary<T>;
+
+  Hla3PublishedSegments(Index d, Index dv) : d_(d), dv_(dv) {}
+
+  Summary identity() const {
+    return {Matrix<T>::Zero(d_, d_),     Matrix<T>::Zero(d_, d_),
+            Matrix<T>::Zero(d_, dv_),    Vector<T>::Zero(d_),
+            Matrix<T>::Zero(d_, dv_),    Vector<T>::Zero(d_),
+            Matrix<T>::Zero(d_, dv_),    Vector<T>::Zero(d_),
+            Matrix<T>::Zero(d_, d_),     Matrix<T>::Zero(d_ * d_, d_ * dv_),
+            Matrix<T>::Zero(d_ * d_, d_)};
+  }
+  Summary token(const Vector<T>& q, const Vector<T>& k, const RowVector<T>& v) const {
+    const Matrix<T> dk = k * k.transpose(), dq = q * q.transpose(), dp = k * v;  // D^K, D^Q, D^P, d^m = k
+    Summary s{dk,
+              dq,
+              dp,
+              k,
+              dk * dq * dp,
+              dk * dq * k,
+              dq * dp,
+              dq * k,
+              dk * dq,
+              Matrix<T>(d_ * d_, d_ * dv_),
+              Matrix<T>(d_ * d_, d_)};
+    // M[Z] = D^K Z D^P = k (k^T Z k) v^T: coefficient of Z_bc in entry (a, e) is k_b k_c k_a v_e.
+    for (Index b = 0; b < d_; ++b) {
+      for (Index c = 0; c < d_; ++c) {
+        const T kbc = k(b) * k(c);
+        for (Index a = 0; a < d_; ++a) {
+          for (Index e = 0; e < dv_; ++e) s.map_value(b * d_ + c, a * dv_ + e) = kbc * k(a) * v(e);
+          s.map_mass(b * d_ + c, a) = kbc * k(a);
+        }
+      }
+    }
+    return s;
+  }
+  Summary combine(const Summary& a, const Summary& b) const {  // Eqs. 7.6-7.7
+    return {a.key_moment + b.key_moment,
+            a.query_moment + b.query_moment,
+            a.key_value + b.key_value,
+            a.key_mass + b.key_mass,
+            a.corrected_value + b.corrected_value + a.key_moment * b.query_product +
+                apply(b.map_value, a.query_moment, dv_) + b.key_query * a.key_value,
+            a.corrected_mass + b.corrected_mass + a.key_moment * b.query_mass +
+                Vector<T>(apply(b.map_mass, a.query_moment, 1)) + b.key_query * a.key_mass,
+            a.query_product + b.query_product,
+            a.query_mass + b.query_mass,
+            a.key_query + b.key_query,
+            a.map_value + b.map_value,
+            a.map_mass + b.map_mass};
+  }
+  Readout<T> read(const Summary& s, const Vector<T>& q) const {  // Alg. 4 lines 7-9
+    return {q.transpose() * s.corrected_value, q.dot(s.corrected_mass)};
+  }
+
+ private:
+  Index d_, dv_;
+
+  // M[Z] for M stored as vec(Z) -> vec(M[Z]), reshaped to d x cols.
+  Matrix<T> apply(const Matrix<T>& map, const Matrix<T>& z, Index cols) const {
+    const RowVector<T> flat = Eigen::Map<const RowVector<T>>(z.data(), d_ * d_) * map;
+    return Eigen::Map<const Matrix<T>>(flat.data(), d_, cols);
+  }
+};
+
 }  // namespace hla::fast

@@ -33,3 +33,44 @@ class LinearStream {
 };
 
 }  // namespace hla::fast
+
+namespace hla::fast {
+
+// A contiguous segment's summary under decay gamma: the prefix moments it contributes at its end
+// and its attenuation rho = gamma^length. The segment algebras below all carry rho the same way.
+template <class T>
+struct LinearSummary {
+  Matrix<T> key_value;  // P^KV
+  Vector<T> key_mass;   // m^K
+  T rho;
+
+  friend bool operator==(const LinearSummary&, const LinearSummary&) = default;
+};
+
+// Linear attention as a monoid of decayed segments: A then B is (rho_B P_A + P_B, rho_B m_A + m_B,
+// rho_A rho_B), the identity the empty segment.
+template <class T>
+class LinearSegments {
+ public:
+  using Summary = LinearSummary<T>;
+
+  LinearSegments(Index d, Index dv, const T& gamma) : d_(d), dv_(dv), gamma_(gamma) {}
+
+  Summary identity() const { return {Matrix<T>::Zero(d_, dv_), Vector<T>::Zero(d_), T(1)}; }
+  Summary token(const Vector<T>& /*q*/, const Vector<T>& k, const RowVector<T>& v) const {
+    return {k * v, k, gamma_};
+  }
+  Summary combine(const Summary& a, const Summary& b) const {
+    return {b.rho * a.key_value + b.key_value, b.rho * a.key_mass + b.key_mass, a.rho * b.rho};
+  }
+  // @pre s summarizes tokens 1..t and q = q_t
+  Readout<T> read(const Summary& s, const Vector<T>& q) const {
+    return {q.transpose() * s.key_value, q.dot(s.key_mass)};
+  }
+
+ private:
+  Index d_, dv_;
+  T gamma_;
+};
+
+}  // namespace hla::fast

@@ -1,0 +1,137 @@
+#pragma once
+
+// Chunk-parallel evaluation through associative scans (Sec. 4, Alg. 1 and Alg. 4): token
+// segments are scanned within each chunk, chunk summaries across chunks, and every token's
+// inclusive state is then formed locally and read out.
+
+#include <algorithm>
+#include <vector>
+
+#include "hla/fast/algebra/ahla.hpp"
+#include "hla/fast/algebra/hla2.hpp"
+#include "hla/fast/algebra/hla3.hpp"
+#include "hla/fast/algebra/linear.hpp"
+#include "hla/fast/form.hpp"
+#include "hla/reference/definition.hpp"
+
+namespace hla::fast {
+
+struct ScanOptions {
+  Index chunk = 64;  // tokens per chunk, >= 1; larger than n means one chunk
+  int threads = 1;   // >= 1
+};
+
+void validate(const ScanOptions& options);
+
+// Exclusive scan in place (Blelloch 1990): an up-sweep of partial reductions over a balanced
+// tree, then a down-sweep that hands each node its prefix. O(n) combines, O(log n) levels, each
+// level's combines spread over `threads`. Any length: the tree is padded with identities.
+// @post xs[i] = identity (+) xs_old[0] (+) ... (+) xs_old[i-1]; combine need not commute.
+template <class Summary, class Combine>
+void exclusive_scan(std::vector<Summary>& xs, const Summary& identity, const Combine& combine, int threads) {
+  const std::size_t n = xs.size();
+  if (n == 0) return;
+  std::size_t size = 1;
+  while (size < n) size *= 2;
+  xs.resize(size, identity);
+  for (std::size_t stride = 1; stride < size; stride *= 2) {
+    const auto pairs = static_cast<std::ptrdiff_t>(size / (2 * stride));
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1 && pairs > 1)
+    for (std::ptrdiff_t p = 0; p < pairs; ++p) {
+      const std::size_t right = (p + 1) * 2 * stride - 1;
+      xs[right] = combine(xs[right - stride], xs[right]);
+    }
+  }
+  xs[size - 1] = identity;
+  for (std::size_t stride = size / 2; stride >= 1; stride /= 2) {
+    const auto pairs = static_cast<std::ptrdiff_t>(size / (2 * stride));
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1 && pairs > 1)
+    for (std::ptrdiff_t p = 0; p < pairs; ++p) {
+      const std::size_t right = (p + 1) * 2 * stride - 1;
+      Summary left_sum = std::move(xs[right - stride]);
+      xs[right - stride] = xs[right];            // the left child inherits the prefix
+      xs[right] = combine(xs[right], left_sum);  // the right one adds the left subtree
+    }
+  }
+  xs.resize(n);
+}
+
+// The two-level scan: within each chunk an exclusive scan of the token segments, across chunks
+// an exclusive scan of the chunk summaries, then I_t = carry (+) local prefix (+) T_t, read out.
+template <class Segments, class T>
+Terms<T> scan_terms_with(const Segments& seg, const Sequence<T>& s, const ScanOptions& options) {
+  using Summary = typename Segments::Summary;
+  const Index n = s.length();
+  const Index chunk = std::min<Index>(options.chunk, std::max<Index>(n, 1));
+  const Index chunks = (n + chunk - 1) / chunk;
+  const int threads = options.threads;
+  const Summary identity = seg.identity();
+  const auto combine = [&seg](const Summary& a, const Summary& b) { return seg.combine(a, b); };
+
+  std::vector<Summary> tokens(n, identity);
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+  for (Index t = 0; t < n; ++t)
+    tokens[t] = seg.token(s.q.row(t).transpose(), s.k.row(t).transpose(), s.v.row(t));
+
+  std::vector<std::vector<Summary>> local(chunks);  // exclusive prefixes within each chunk
+  std::vector<Summary> carry(chunks, identity);     // chunk summaries, then carry-in prefixes
+#pragma omp parallel for num_threads(threads) schedule(dynamic) if (threads > 1)
+  for (Index c = 0; c < chunks; ++c) {
+    const Index begin = c * chunk, end = std::min(n, begin + chunk);
+    local[c].assign(tokens.begin() + begin, tokens.begin() + end);
+    exclusive_scan(local[c], identity, combine, 1);
+    carry[c] = seg.combine(local[c].back(), tokens[end - 1]);
+  }
+  exclusive_scan(carry, identity, combine, threads);
+
+  Terms<T> out{Matrix<T>(n, s.value_dim()), Vector<T>(n)};
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+  for (Index t = 0; t < n; ++t) {
+    const Index c = t / chunk;
+    const Summary inclusive = seg.combine(seg.combine(carry[c], local[c][t - c * chunk]), tokens[t]);
+    const Readout<T> r = seg.read(inclusive, s.q.row(t).transpose());
+    out.num.row(t) = r.num;
+    out.den(t) = r.den;
+  }
+  return out;
+}
+
+// Throws hla::Error when `form` has no scan operator for `spec` (the published third-order one
+// is printed for gamma = 1 only).
+void validate_scan(const OperatorSpec& spec, Form form);
+
+// Calls f with the segment algebra of `spec` in `form`.
+template <class T, class F>
+decltype(auto) with_segments(const OperatorSpec& spec, Form form, Index d, Index dv, F&& f) {
+  validate(spec);
+  validate_form(spec, Impl::scan, form);
+  validate_scan(spec, form);
+  const T gamma = from_rational<T>(spec.decay);
+  const bool corrected = form == Form::corrected;
+  switch (spec.variant) {
+    case Variant::linear:
+      return f(LinearSegments<T>(d, dv, gamma));
+    case Variant::hla2:
+      return f(Hla2Segments<T>(d, dv, gamma, from_rational<T>(spec.ridge), spec.masked, corrected));
+    case Variant::ahla:
+      return f(AhlaSegments<T>(d, dv, gamma, corrected));
+    case Variant::hla3:
+      if (spec.masked && !corrected) return f(Hla3PublishedSegments<T>(d, dv));
+      return f(Hla3Segments<T>(d, dv, gamma, spec.masked));
+  }
+  throw Error("unknown variant");
+}
+
+template <class T>
+Terms<T> scan_terms(const OperatorSpec& spec, Form form, const Sequence<T>& s, const ScanOptions& options) {
+  validate(options);
+  return with_segments<T>(spec, form, s.key_dim(), s.value_dim(),
+                          [&](const auto& seg) { return scan_terms_with(seg, s, options); });
+}
+
+template <class T>
+Matrix<T> scan_output(const OperatorSpec& spec, Form form, const Sequence<T>& s, const ScanOptions& options) {
+  return reference::finish(spec, scan_terms(spec, form, s, options));
+}
+
+}  // namespace hla::fast

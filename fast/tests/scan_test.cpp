@@ -1,0 +1,141 @@
+// The scan operators' laws, and the chunk-parallel scans against streaming and the reference.
+
+#include "hla/fast/scan.hpp"
+
+#include <catch2/catch.hpp>
+
+#include "hla/fast/streaming.hpp"
+#include "hla/testing/generators.hpp"
+#include "hla/testing/property.hpp"
+
+using namespace hla;
+using hla::testing::property;
+
+namespace {
+
+// The serial left fold of single-token segments: a segment's summary from first principles.
+template <class Segments, class T>
+typename Segments::Summary fold(const Segments& seg, const Sequence<T>& s, Index begin, Index end) {
+  auto acc = seg.identity();
+  for (Index t = begin; t < end; ++t) {
+    acc = seg.combine(acc, seg.token(s.q.row(t).transpose(), s.k.row(t).transpose(), s.v.row(t)));
+  }
+  return acc;
+}
+
+// Every (variant, masked, form) that has a scan operator, named after the paper's equations.
+struct OperatorCase {
+  std::string name;
+  Variant variant;
+  bool masked;
+  fast::Form form;
+  bool decay_allowed;
+};
+
+const std::vector<OperatorCase>& operator_cases() {
+  using fast::Form;
+  static const std::vector<OperatorCase> cases{
+      {"linear (decayed monoid)", Variant::linear, true, Form::published, true},
+      {"eq-4.1 hla2 unmasked monoid, Sec. 4.1-4.2", Variant::hla2, false, Form::published, true},
+      {"eq-4.1 hla2 masked semidirect product, undecayed", Variant::hla2, true, Form::published, false},
+      {"eq-4.1-decay corrected", Variant::hla2, true, Form::corrected, true},
+      {"eq-6.2 ahla, undecayed", Variant::ahla, true, Form::published, false},
+      {"eq-6.2-decay corrected", Variant::ahla, true, Form::corrected, true},
+      {"eq-7.6 hla3 published, gamma = 1", Variant::hla3, true, Form::published, false},
+      {"hla3 masked corrected", Variant::hla3, true, Form::corrected, true},
+      {"hla3 unmasked monoid", Variant::hla3, false, Form::published, true},
+  };
+  return cases;
+}
+
+OperatorSpec spec_for(const OperatorCase& c, const Rational& gamma) {
+  OperatorSpec spec;
+  spec.variant = c.variant;
+  spec.masked = c.masked;
+  spec.decay = c.decay_allowed ? gamma : Rational(1);
+  return spec;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("scan/operators are associative with identity and fold homomorphically",
+                   "[scan][laws][exact]", Rational, ModP) {
+  for (const OperatorCase& c : operator_cases()) {
+    property(c.name, [&c] {
+      const OperatorSpec spec = spec_for(c, *testing::gen_decay().as("gamma"));
+      const auto d = *testing::gen_position(1, 4).as("d");
+      const auto dv = *testing::gen_position(1, 4).as("dv");
+      const auto n = *testing::gen_position(0, 10).as("n");
+      const Sequence<TestType> s = convert<TestType>(*testing::gen_sequence(n, d, dv, true).as("sequence"));
+      const auto i = *testing::gen_position(0, n + 1).as("first cut");
+      const auto j = *testing::gen_position(i, n + 1).as("second cut");
+      fast::with_segments<TestType>(spec, c.form, d, dv, [&](const auto& seg) {
+        const auto a = fold(seg, s, 0, i), b = fold(seg, s, i, j), z = fold(seg, s, j, n);
+        RC_ASSERT(seg.combine(seg.combine(a, b), z) == seg.combine(a, seg.combine(b, z)));
+        RC_ASSERT(seg.combine(seg.identity(), a) == a);
+        RC_ASSERT(seg.combine(a, seg.identity()) == a);
+        RC_ASSERT(fold(seg, s, 0, j) == seg.combine(a, b));  // the summary of a concatenation
+      });
+    });
+  }
+}
+
+TEMPLATE_TEST_CASE("scan/equals streaming and the reference exactly", "[scan][exact]", Rational, ModP) {
+  for (const Variant variant : all_variants) {
+    property(
+        std::string(variant_name(variant)) + ": scan == streaming == reference",
+        [variant] {
+          const OperatorSpec spec = *testing::gen_spec(variant).as("spec");
+          const Sequence<TestType> s = convert<TestType>(*testing::gen_any_sequence(40, 4).as("sequence"));
+          fast::ScanOptions options;
+          options.chunk = *testing::gen_position(1, s.length() + 4).as("chunk");
+          options.threads = static_cast<int>(*testing::gen_position(1, 5).as("threads"));
+          const fast::Form form = fast::default_form(spec, fast::Impl::scan);
+          const fast::Form stream_form = fast::default_form(spec, fast::Impl::streaming);
+          const Terms<TestType> scanned = fast::scan_terms(spec, form, s, options);
+          const Terms<TestType> streamed = fast::streaming_terms(spec, stream_form, s);
+          const Terms<TestType> expected = reference::terms(spec, s);
+          RC_ASSERT(scanned.num == streamed.num);
+          RC_ASSERT(scanned.den == streamed.den);
+          RC_ASSERT(scanned.num == expected.num);
+          RC_ASSERT(scanned.den == expected.den);
+        },
+        300);
+  }
+}
+
+// Thm 7.2: the printed third-order scan reproduces Alg. 3 at gamma = 1 (and so inherits F2).
+TEST_CASE("scan/published third-order scan equals published streaming", "[scan][exact][hla3]") {
+  property(
+      "Thm 7.2",
+      [] {
+        OperatorSpec spec = *testing::gen_spec(Variant::hla3).as("spec");
+        spec.masked = true;
+        spec.decay = 1;
+        const Sequence<Rational> s = *testing::gen_any_sequence(16, 3).as("sequence");
+        fast::ScanOptions options;
+        options.chunk = *testing::gen_position(1, s.length() + 2).as("chunk");
+        options.threads = static_cast<int>(*testing::gen_position(1, 3).as("threads"));
+        const Terms<Rational> scanned = fast::scan_terms(spec, fast::Form::published, s, options);
+        const Terms<Rational> streamed = fast::streaming_terms(spec, fast::Form::published, s);
+        RC_ASSERT(scanned.num == streamed.num);
+        RC_ASSERT(scanned.den == streamed.den);
+      },
+      100);
+}
+
+TEST_CASE("scan/exclusive Blelloch scan of any length and thread count", "[scan]") {
+  property("prefix sums of strings (a non-commutative monoid)", [] {
+    const auto words =
+        *rc::gen::container<std::vector<std::string>>(rc::gen::string<std::string>()).as("words");
+    const int threads = static_cast<int>(*testing::gen_position(1, 5).as("threads"));
+    std::vector<std::string> scanned = words;
+    fast::exclusive_scan(
+        scanned, std::string(), [](const std::string& a, const std::string& b) { return a + b; }, threads);
+    std::string prefix;
+    for (std::size_t i = 0; i < words.size(); ++i) {
+      RC_ASSERT(scanned[i] == prefix);
+      prefix += words[i];
+    }
+  });
+}
