@@ -13,7 +13,9 @@
 #include <bit>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdint>
 
+#include "hla/fast/scan.hpp"
 #include "hla/fast/streaming.hpp"
 #include "hla/reference/random.hpp"
 #include "hla/testing/gauge.hpp"
@@ -27,10 +29,25 @@ using hla::testing::property;
 namespace {
 
 template <class F>
-Rational rounding_bound_factor(const OperatorSpec& spec, Index t, Index d) {
-  const Rational u = power(Rational(1, 2), std::numeric_limits<F>::digits);  // unit roundoff 2^-p
-  const Rational k = (order(spec.variant) + 1) * (2 * (t + 1) + 2 * d + 4);
-  return k * u / (1 - k * u);
+Rational u() {
+  return power(Rational(1, 2), std::numeric_limits<F>::digits);  // unit roundoff 2^-p
+}
+
+// K_t for streaming at token t (0-based).
+Rational depth_bound(const OperatorSpec& spec, Index t, Index d) {
+  return Rational((order(spec.variant) + 1) * (2 * (t + 1) + 2 * d + 4));
+}
+
+// |rounded - exact| <= gamma(K) gauge for row t, numerator and denominator.
+template <class F>
+void check_within_bound(const Terms<Rational>& exact, const Terms<F>& rounded,
+                        const Terms<Gauge<Rational>>& gauge, Index t, const Rational& depth,
+                        const Rational& unit_roundoff) {
+  const Rational factor = depth * unit_roundoff / (1 - depth * unit_roundoff);  // gamma(K)
+  for (Index c = 0; c < exact.num.cols(); ++c) {
+    RC_ASSERT(abs(exact_value(rounded.num(t, c)) - exact.num(t, c)) <= factor * gauge.num(t, c).value());
+  }
+  RC_ASSERT(abs(exact_value(rounded.den(t)) - exact.den(t)) <= factor * gauge.den(t).value());
 }
 
 // Gaussian inputs scaled by 1/sqrt(d), rounded to F, held as exact rationals.
@@ -57,9 +74,9 @@ TEMPLATE_TEST_CASE("rounding/floating streaming stays within the a-priori bound"
           spec.decay =
               *rc::gen::element(Rational(1), Rational(1, 2), Rational(3, 4), Rational(7, 8)).as("gamma");
           const auto seed = *rc::gen::arbitrary<std::uint64_t>().as("input seed");
-          const auto n = *rc::gen::inRange<Index>(0, 65).as("n");
-          const auto d = *rc::gen::inRange<Index>(1, 9).as("d");
-          const auto dv = *rc::gen::inRange<Index>(1, 9).as("dv");
+          const auto n = *testing::gen_position(0, 65).as("n");
+          const auto d = *testing::gen_position(1, 9).as("d");
+          const auto dv = *testing::gen_position(1, 9).as("dv");
           const Sequence<Rational> s = representable_gaussian<F>(seed, n, d, dv);
           const fast::Form form = fast::default_form(spec, fast::Impl::streaming);
           const Terms<Rational> exact = reference::terms(spec, s);
@@ -68,13 +85,49 @@ TEMPLATE_TEST_CASE("rounding/floating streaming stays within the a-priori bound"
                                                      s.v.cast<Gauge<Rational>>()};
           const Terms<Gauge<Rational>> gauge = fast::streaming_terms(spec, form, magnitudes);
           for (Index t = 0; t < n; ++t) {
-            const Rational factor = rounding_bound_factor<F>(spec, t, d);
-            for (Index c = 0; c < dv; ++c) {
-              const Rational error = abs(exact_value(rounded.num(t, c)) - exact.num(t, c));
-              RC_ASSERT(error <= factor * gauge.num(t, c).value());
-            }
-            RC_ASSERT(abs(exact_value(rounded.den(t)) - exact.den(t)) <= factor * gauge.den(t).value());
+            check_within_bound(exact, rounded, gauge, t, depth_bound(spec, t, d), u<F>());
           }
+        },
+        25);
+  }
+}
+
+// The scan's bound: a token's contribution passes through at most L = 2 ceil(log2 C) +
+// 2 ceil(log2 B) + 4 combines (up- and down-sweep within the chunk and across the B chunks, then
+// the local inclusion); each field's rounding depth grows by at most 2 per combine for the moments
+// and by the sum of its factors' depths plus d + 4 for a cross-term, so every field of an
+// order-r summary stays below (r + 1)(2L + 2d + 8), read-out included. gamma in {1, 1/2} keeps
+// every attenuation rho = gamma^l exact.
+TEMPLATE_TEST_CASE("rounding/floating scan stays within the a-priori bound", "[rounding][scan]", double,
+                   float) {
+  using F = TestType;
+  for (const Variant variant : all_variants) {
+    property(
+        std::string(variant_name(variant)) + ": |num_hat - num| <= gamma(K) gauge",
+        [variant] {
+          OperatorSpec spec = *testing::gen_spec(variant).as("spec");
+          spec.decay = *rc::gen::element(Rational(1), Rational(1, 2)).as("gamma");
+          const auto seed = *rc::gen::arbitrary<std::uint64_t>().as("input seed");
+          const auto n = *testing::gen_position(0, 65).as("n");
+          const auto d = *testing::gen_position(1, 9).as("d");
+          const auto dv = *testing::gen_position(1, 9).as("dv");
+          fast::ScanOptions options;
+          options.chunk = *testing::gen_position(1, 17).as("chunk");
+          options.threads = static_cast<int>(*testing::gen_position(1, 3).as("threads"));
+          const Sequence<Rational> s = representable_gaussian<F>(seed, n, d, dv);
+          const fast::Form form = fast::default_form(spec, fast::Impl::scan);
+          const Terms<Rational> exact = reference::terms(spec, s);
+          const Terms<F> rounded = fast::scan_terms(spec, form, convert<F>(s), options);
+          const Sequence<Gauge<Rational>> magnitudes{s.q.cast<Gauge<Rational>>(), s.k.cast<Gauge<Rational>>(),
+                                                     s.v.cast<Gauge<Rational>>()};
+          const Terms<Gauge<Rational>> gauge = fast::scan_terms(spec, form, magnitudes, options);
+          const auto log2_ceil = [](Index x) {
+            return x <= 1 ? 0 : 64 - std::countl_zero(std::uint64_t(x - 1));
+          };
+          const Index chunks = (n + options.chunk - 1) / options.chunk;
+          const Index levels = 2 * log2_ceil(options.chunk) + 2 * log2_ceil(chunks) + 4;
+          const Rational depth = Rational((order(spec.variant) + 1) * (2 * levels + 2 * d + 8));
+          for (Index t = 0; t < n; ++t) check_within_bound(exact, rounded, gauge, t, depth, u<F>());
         },
         25);
   }

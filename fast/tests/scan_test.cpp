@@ -139,3 +139,92 @@ TEST_CASE("scan/exclusive Blelloch scan of any length and thread count", "[scan]
     }
   });
 }
+
+namespace {
+
+// Three single-token segments a, b, c with d = dv = 1: (q, k, v) each.
+Sequence<Rational> three_tokens(std::array<int, 3> a, std::array<int, 3> b, std::array<int, 3> c) {
+  Sequence<Rational> s{Matrix<Rational>(3, 1), Matrix<Rational>(3, 1), Matrix<Rational>(3, 1)};
+  Index t = 0;
+  for (const auto& token : {a, b, c}) {
+    s.q(t, 0) = token[0];
+    s.k(t, 0) = token[1];
+    s.v(t, 0) = token[2];
+    ++t;
+  }
+  return s;
+}
+
+// ((a b) c) versus (a (b c)) of the three single-token segments of s.
+template <class Segments>
+auto both_groupings(const Segments& seg, const Sequence<Rational>& s) {
+  const auto token = [&](Index t) {
+    return seg.token(s.q.row(t).transpose(), s.k.row(t).transpose(), s.v.row(t));
+  };
+  return std::pair(seg.combine(seg.combine(token(0), token(1)), token(2)),
+                   seg.combine(token(0), seg.combine(token(1), token(2))));
+}
+
+}  // namespace
+
+TEST_CASE("scan/F3: the printed decay-aware masked hla2 operator is not associative",
+          "[scan][findings][hla2]") {
+  // gamma = 1/2, c = 0. The groupings' G differ by rho_b rho_c (1 - rho_c) S_b C_a, their h by
+  // rho_b rho_c (1 - rho_c) S_b m_a: with a = (q 1, k 0, v 1), b = (q 0, k 1, v 0), both are 1/8.
+  // Minimal: a = (q 1, k 0, v 0) already breaks h (two non-zero entries).
+  const Rational gamma(1, 2);
+  const fast::Hla2Segments<Rational> published(1, 1, gamma, 0, true, false),
+      corrected(1, 1, gamma, 0, true, true);
+  for (const int v : {1, 0}) {
+    const Sequence<Rational> s = three_tokens({1, 0, v}, {0, 1, 0}, {0, 0, 0});
+    const auto [left, right] = both_groupings(published, s);
+    CHECK(left.cross_value(0, 0) - right.cross_value(0, 0) == Rational(v, 8));
+    CHECK(left.cross_mass(0) - right.cross_mass(0) == Rational(1, 8));
+    const auto [fixed_left, fixed_right] = both_groupings(corrected, s);
+    CHECK(fixed_left == fixed_right);
+  }
+}
+
+TEST_CASE("scan/F4: the printed decay-aware ahla operator is not associative", "[scan][findings][ahla]") {
+  // gamma = 1/2, c = 0. The groupings' E differ by rho_b rho_c (1 - rho_c) R_b P_a, their n by
+  // rho_b rho_c (1 - rho_c) R_b m_a: with a = (q 0, k 1, v 1), b = (q 1, k 1, v 0), both are 1/8.
+  // Minimal: v_a = 0 already breaks n (three non-zero entries).
+  const Rational gamma(1, 2);
+  const fast::AhlaSegments<Rational> published(1, 1, gamma, false), corrected(1, 1, gamma, true);
+  for (const int v : {1, 0}) {
+    const Sequence<Rational> s = three_tokens({0, 1, v}, {1, 1, 0}, {0, 0, 0});
+    const auto [left, right] = both_groupings(published, s);
+    CHECK(left.routed_value(0, 0) - right.routed_value(0, 0) == Rational(v, 8));
+    CHECK(left.routed_mass(0) - right.routed_mass(0) == Rational(1, 8));
+    const auto [fixed_left, fixed_right] = both_groupings(corrected, s);
+    CHECK(fixed_left == fixed_right);
+  }
+}
+
+TEST_CASE("scan/F3 and F4 counterexamples are minimal", "[scan][findings]") {
+  // Over all three-token inputs with entries in {-1, 0, 1} (d = dv = 1, gamma = 1/2), the fewest
+  // non-zero entries that break associativity; 10 means none does. Fewer than three segments
+  // cannot break it, and d = dv = 1 is the smallest dimension.
+  const auto smallest_failure = [](const auto& seg) {
+    int best = 10;
+    for (int code = 0; code < 19683; ++code) {  // 3^9 assignments of (q, k, v) x 3 tokens
+      std::array<std::array<int, 3>, 3> tokens{};
+      int rest = code, nonzero = 0;
+      for (auto& token : tokens) {
+        for (int& x : token) {
+          x = rest % 3 - 1;
+          rest /= 3;
+          nonzero += x != 0;
+        }
+      }
+      const auto [left, right] = both_groupings(seg, three_tokens(tokens[0], tokens[1], tokens[2]));
+      if (!(left == right)) best = std::min(best, nonzero);
+    }
+    return best;
+  };
+  const Rational gamma(1, 2);
+  CHECK(smallest_failure(fast::Hla2Segments<Rational>(1, 1, gamma, 0, true, false)) == 2);
+  CHECK(smallest_failure(fast::AhlaSegments<Rational>(1, 1, gamma, false)) == 3);
+  CHECK(smallest_failure(fast::Hla2Segments<Rational>(1, 1, gamma, 0, true, true)) == 10);  // none
+  CHECK(smallest_failure(fast::AhlaSegments<Rational>(1, 1, gamma, true)) == 10);
+}
