@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "hla/cli/npy.hpp"
+#include "hla/fast/chunked.hpp"
 #include "hla/fast/scan.hpp"
 #include "hla/fast/streaming.hpp"
 #include "hla/reference/definition.hpp"
@@ -87,6 +88,8 @@ Matrix<T> evaluate(const EvalRequest& req, fast::Form form, const Sequence<T>& s
       return fast::streaming_output(req.spec, form, s);
     case fast::Impl::scan:
       return fast::scan_output(req.spec, form, s, req.scan);
+    case fast::Impl::chunked:
+      return fast::chunked_output(req.spec, form, s, req.scan);
   }
   throw Error("unknown implementation");
 }
@@ -96,12 +99,16 @@ Matrix<T> evaluate(const EvalRequest& req, fast::Form form, const Sequence<T>& s
 void run_eval(const EvalRequest& req) {
   validate(req.spec);
   if (req.impl == fast::Impl::reference && req.form) {
-    throw Error("--form: only applies to --impl streaming and scan; the reference has a single form");
+    throw Error(
+        "--form: only applies to --impl streaming, scan and chunked; the reference has a single form");
   }
   const fast::Form form = req.form.value_or(fast::default_form(req.spec, req.impl));
   fast::validate_form(req.spec, req.impl, form);
   fast::validate(req.scan);
-  if (req.impl == fast::Impl::scan) fast::validate_scan(req.spec, form);
+  if (!fast::is_available(req.spec, req.impl, form)) {
+    if (req.impl == fast::Impl::scan) fast::validate_scan(req.spec, form);
+    if (req.impl == fast::Impl::chunked) fast::validate_chunked(req.spec, form);
+  }
   if (req.scalar == ScalarKind::modp) {
     const std::pair<const char*, const Rational*> parameters[] = {
         {"--eps", &req.spec.eps}, {"--ridge", &req.spec.ridge}, {"--decay", &req.spec.decay}};

@@ -30,13 +30,16 @@ Without options a variant is the masked, unnormalized, undecayed operator.
 implementations (--impl)
   reference  the n x n definition, O(n^3 + n^2 d)
   streaming  the recurrence, O(d^2 + d dv) per token
-  scan       two-level Blelloch scan of segment summaries (--chunk C, --threads T)
+  scan       two-level Blelloch scan of segment summaries, Alg. 1 and 4 (--chunk C, --threads T)
+  chunked    chunk-parallel matrix form of Figures 1(C), 2(C): linear, hla2, ahla (--chunk, --threads)
 
 forms (--form; the default is the one equal to the reference, docs/findings.md)
   published  the paper's formulas as printed
   corrected  streaming: masked hla2 (F1: decayed cross-summaries), masked hla3 (F2: Thm 7.1)
              scan: masked hla2 (F3: decayed Sec. 4.2), ahla (F4: decayed Sec. 6.2), masked hla3 (F2)
-  The published third-order scan (Eqs. 7.6-7.7) is printed for gamma = 1 only.
+             chunked: masked hla2 (F5: Figure 1(C)), ahla (F6: Figure 2(C))
+  The published third-order scan (Eqs. 7.6-7.7) is printed for gamma = 1 only, and Figures
+  1(C) and 2(C) without decay or ridge.
 
 scalars (--scalar): exact (GMP rationals), mpfr (261-bit MPFR), f64, f32, modp (Z/p, p = 2^61 - 1)
 )";
@@ -60,9 +63,9 @@ int main(int argc, char** argv) {
   eval->add_option("--eps", eps, "eps >= 0 (with --normalize)");
   eval->add_option("--ridge", ridge, "ridge lambda (hla2)");
   eval->add_option("--decay", decay, "decay gamma in (0, 1]");
-  eval->add_option("--impl", impl, "reference | streaming | scan")->required();
-  eval->add_option("--chunk", request.scan.chunk, "scan: tokens per chunk (default 64)");
-  eval->add_option("--threads", request.scan.threads, "scan: threads (default 1)");
+  eval->add_option("--impl", impl, "reference | streaming | scan | chunked")->required();
+  eval->add_option("--chunk", request.scan.chunk, "scan, chunked: tokens per chunk (default 64)");
+  eval->add_option("--threads", request.scan.threads, "scan, chunked: threads (default 1)");
   eval->add_option("--scalar", scalar, "exact | mpfr | f64 | f32 | modp")->required();
   eval->add_option("--q", request.q_path, "queries [n, d], float64 or float32 .npy")->required();
   eval->add_option("--k", request.k_path, "keys [n, d]")->required();
@@ -118,7 +121,8 @@ int main(int argc, char** argv) {
     request.spec.decay = parse_rational(decay, "--decay");
     if (!form.empty())
       request.form = parse_choice("--form", form, fast::parse_form(form), "published, corrected");
-    request.impl = parse_choice("--impl", impl, fast::parse_impl(impl), "reference, streaming, scan");
+    request.impl =
+        parse_choice("--impl", impl, fast::parse_impl(impl), "reference, streaming, scan, chunked");
     request.scalar =
         parse_choice("--scalar", scalar, parse_scalar_kind(scalar), "exact, mpfr, f64, f32, modp");
     cli::run_eval(request);

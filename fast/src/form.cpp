@@ -12,12 +12,14 @@ std::string_view impl_name(Impl impl) {
       return "streaming";
     case Impl::scan:
       return "scan";
+    case Impl::chunked:
+      return "chunked";
   }
   return "?";
 }
 
 std::optional<Impl> parse_impl(std::string_view name) {
-  for (const Impl impl : {Impl::reference, Impl::streaming, Impl::scan}) {
+  for (const Impl impl : {Impl::reference, Impl::streaming, Impl::scan, Impl::chunked}) {
     if (impl_name(impl) == name) return impl;
   }
   return std::nullopt;
@@ -41,6 +43,8 @@ bool has_corrected_form(const OperatorSpec& spec, Impl impl) {
       return spec.masked && (spec.variant == Variant::hla2 || spec.variant == Variant::hla3);
     case Impl::scan:
       return spec.masked && spec.variant != Variant::linear;
+    case Impl::chunked:
+      return spec.masked && (spec.variant == Variant::hla2 || spec.variant == Variant::ahla);
   }
   return false;
 }

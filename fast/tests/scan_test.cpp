@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "hla/fast/chunked.hpp"
 #include "hla/fast/streaming.hpp"
 #include "hla/testing/generators.hpp"
 #include "hla/testing/property.hpp"
@@ -227,4 +228,50 @@ TEST_CASE("scan/F3 and F4 counterexamples are minimal", "[scan][findings]") {
   CHECK(smallest_failure(fast::AhlaSegments<Rational>(1, 1, gamma, false)) == 3);
   CHECK(smallest_failure(fast::Hla2Segments<Rational>(1, 1, gamma, 0, true, true)) == 10);  // none
   CHECK(smallest_failure(fast::AhlaSegments<Rational>(1, 1, gamma, true)) == 10);
+}
+
+TEMPLATE_TEST_CASE("chunked/equals the reference exactly", "[chunked][exact]", Rational, ModP) {
+  for (const Variant variant : {Variant::linear, Variant::hla2, Variant::ahla}) {
+    property(
+        std::string(variant_name(variant)) + ": chunked == reference",
+        [variant] {
+          const OperatorSpec spec = *testing::gen_spec(variant).as("spec");
+          const Sequence<TestType> s = convert<TestType>(*testing::gen_any_sequence(40, 4).as("sequence"));
+          fast::ScanOptions options;
+          options.chunk = *testing::gen_position(1, s.length() + 4).as("chunk");
+          options.threads = static_cast<int>(*testing::gen_position(1, 5).as("threads"));
+          const Terms<TestType> chunked =
+              fast::chunked_terms(spec, fast::default_form(spec, fast::Impl::chunked), s, options);
+          const Terms<TestType> expected = reference::terms(spec, s);
+          RC_ASSERT(chunked.num == expected.num);
+          RC_ASSERT(chunked.den == expected.den);
+        },
+        300);
+  }
+}
+
+TEST_CASE("chunked/F5 and F6: the printed chunk forms drop a cross-chunk term", "[chunked][findings]") {
+  // n = 2 in chunks of one token, d = dv = 1.
+  const fast::ScanOptions one_token_chunks{1, 1};
+  const auto check = [&](Variant variant, const Sequence<Rational>& s, const Rational& published_o2,
+                         const Rational& reference_o2) {
+    OperatorSpec spec;
+    spec.variant = variant;
+    const Terms<Rational> expected = reference::terms(spec, s);
+    CHECK(fast::chunked_terms(spec, fast::Form::published, s, one_token_chunks).num(1, 0) == published_o2);
+    CHECK(expected.num(1, 0) == reference_o2);
+    CHECK(fast::chunked_terms(spec, fast::Form::corrected, s, one_token_chunks).num == expected.num);
+  };
+  const auto tokens = [](std::initializer_list<int> q, std::initializer_list<int> k,
+                         std::initializer_list<int> v) {
+    Sequence<Rational> s{Matrix<Rational>(2, 1), Matrix<Rational>(2, 1), Matrix<Rational>(2, 1)};
+    s.q << *q.begin(), *(q.begin() + 1);
+    s.k << *k.begin(), *(k.begin() + 1);
+    s.v << *v.begin(), *(v.begin() + 1);
+    return s;
+  };
+  // F5: Figure 1(C) misses q_2^T S^K_1 q_2 v_2 = (q_2.k_1)(k_1.q_2) v_2.
+  check(Variant::hla2, tokens({0, 1}, {1, 0}, {0, 1}), 0, 1);
+  // F6: Figure 2(C)'s R_{<t} misses i = t: (q_2.k_2)(q_2.k_1) v_1.
+  check(Variant::ahla, tokens({0, 1}, {1, 1}, {1, 0}), 0, 1);
 }

@@ -3,6 +3,7 @@
 #include <iomanip>
 #include <ostream>
 
+#include "hla/fast/chunked.hpp"
 #include "hla/fast/scan.hpp"
 #include "hla/fast/streaming.hpp"
 #include "hla/reference/random.hpp"
@@ -40,6 +41,8 @@ std::vector<OperatorSpec> operator_grid() {
 std::string finding_of(const OperatorSpec& spec, fast::Impl impl, fast::Form form) {
   if (form != fast::Form::published || !spec.masked) return "";
   if (spec.variant == Variant::hla3) return "F2";
+  if (impl == fast::Impl::chunked && spec.variant == Variant::hla2) return "F5";
+  if (impl == fast::Impl::chunked && spec.variant == Variant::ahla) return "F6";
   if (!spec.decayed()) return "";
   if (spec.variant == Variant::hla2) return impl == fast::Impl::streaming ? "F1" : "F3";
   if (spec.variant == Variant::ahla && impl == fast::Impl::scan) return "F4";
@@ -51,8 +54,9 @@ bool agrees(const OperatorSpec& spec, fast::Impl impl, fast::Form form, const fa
             const Sequence<Rational>& exact) {
   const Sequence<T> s = convert<T>(exact);
   const Terms<T> expected = reference::terms(spec, s);
-  const Terms<T> actual =
-      impl == fast::Impl::scan ? fast::scan_terms(spec, form, s, scan) : fast::streaming_terms(spec, form, s);
+  const Terms<T> actual = impl == fast::Impl::scan      ? fast::scan_terms(spec, form, s, scan)
+                          : impl == fast::Impl::chunked ? fast::chunked_terms(spec, form, s, scan)
+                                                        : fast::streaming_terms(spec, form, s);
   return expected.num == actual.num && expected.den == actual.den;
 }
 
@@ -67,20 +71,16 @@ std::string options_text(const OperatorSpec& spec) {
 }  // namespace
 
 std::vector<AuditRow> run_audit(const AuditOptions& options, std::ostream& progress) {
-  const std::pair<fast::Impl, fast::Form> implementations[] = {{fast::Impl::streaming, fast::Form::published},
-                                                               {fast::Impl::streaming, fast::Form::corrected},
-                                                               {fast::Impl::scan, fast::Form::published},
-                                                               {fast::Impl::scan, fast::Form::corrected}};
+  const std::pair<fast::Impl, fast::Form> implementations[] = {
+      {fast::Impl::streaming, fast::Form::published}, {fast::Impl::streaming, fast::Form::corrected},
+      {fast::Impl::scan, fast::Form::published},      {fast::Impl::scan, fast::Form::corrected},
+      {fast::Impl::chunked, fast::Form::published},   {fast::Impl::chunked, fast::Form::corrected}};
   std::vector<AuditRow> rows;
   const std::vector<OperatorSpec> grid = operator_grid();
   for (std::size_t g = 0; g < grid.size(); ++g) {
     const OperatorSpec& base = grid[g];
     for (const auto& [impl, form] : implementations) {
-      if (form == fast::Form::corrected && !fast::has_corrected_form(base, impl)) continue;
-      if (impl == fast::Impl::scan && base.variant == Variant::hla3 && base.masked && base.decayed() &&
-          form == fast::Form::published) {
-        continue;  // printed for gamma = 1 only
-      }
+      if (!fast::is_available(base, impl, form)) continue;
       AuditRow row;
       row.spec = base;
       row.implementation = impl;

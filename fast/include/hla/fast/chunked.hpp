@@ -1,0 +1,278 @@
+#pragma once
+
+// The chunk-parallel output form of Figures 1(C) and 2(C): each chunk's outputs are its
+// intra-chunk masked matrix products plus the carry from the preceding chunks, whose summaries
+// are combined by an exclusive Blelloch scan. Work per chunk is matrix-matrix (Eigen products).
+//
+// Within a chunk, token t sits at offset tau = 1..C after the chunk's carry-in state, which
+// holds the moments of all earlier tokens aged to the chunk start. For hla2 (weights
+// g^((t-i)+(t-j)), i <= j) the index pairs split into: both earlier (carry,
+// g^(2 tau) q_t^T (S C - G)), both in the chunk (intra), and key earlier with query in the chunk,
+// g^tau q_t^T S sum_{j<=t in chunk} g^(t-j) q_j v_j^T (cross). Figure 1(C) prints the carry and the
+// intra term only: finding F5. For ahla (weights g^(t-j), j <= i) the pairs are: both earlier
+// (g^tau q_t^T E), both in the chunk (intra), and i in the chunk with j earlier,
+// g^tau sum_{i<=t in chunk} (q_t.k_i) q_i^T P; Figure 2(C) prints that sum over i < t: finding F6.
+
+#include <vector>
+
+#include "hla/fast/algebra/ahla.hpp"
+#include "hla/fast/algebra/hla2.hpp"
+#include "hla/fast/algebra/linear.hpp"
+#include "hla/fast/scan.hpp"
+#include "hla/reference/definition.hpp"
+
+namespace hla::fast {
+
+// Throws hla::Error when the chunked form does not cover `spec` in `form`.
+void validate_chunked(const OperatorSpec& spec, Form form);
+
+namespace chunked_detail {
+
+// One chunk's tokens and the powers of gamma it needs.
+template <class T>
+struct Chunk {
+  Matrix<T> q, k, v;
+  RowVector<T> age;  // g^(end - j): the age of each token at the chunk's end
+  Vector<T> offset;  // g^tau, tau = 1..C: the age of the carry-in state at each token
+  Matrix<T> decay;   // L_g on the chunk (g^(t-j), j <= t; 0 above)
+  Matrix<T> causal;  // L
+  Matrix<T> strict;  // L without its diagonal
+  T rho;             // g^C
+};
+
+template <class T>
+Chunk<T> make_chunk(const Sequence<T>& s, Index begin, Index end, const T& gamma) {
+  const Index c = end - begin;
+  Chunk<T> ch{s.q.middleRows(begin, c),
+              s.k.middleRows(begin, c),
+              s.v.middleRows(begin, c),
+              reference::ages(c, gamma),
+              Vector<T>(c),
+              Matrix<T>(),
+              Matrix<T>(),
+              Matrix<T>(),
+              T(1)};
+  T power = T(1);
+  for (Index t = 0; t < c; ++t) ch.offset(t) = power = power * gamma;
+  ch.rho = power;
+  ch.decay = reference::lower(Matrix<T>(Matrix<T>::Ones(c, c)), gamma);
+  ch.causal = reference::lower(Matrix<T>(Matrix<T>::Ones(c, c)), T(1));
+  ch.strict = ch.causal - Matrix<T>::Identity(c, c);
+  return ch;
+}
+
+// Row-scales m by w: diag(w) m.
+template <class T>
+Matrix<T> scale_rows(const Vector<T>& w, const Matrix<T>& m) {
+  return w.asDiagonal() * m;
+}
+
+}  // namespace chunked_detail
+
+// hla2 (masked or unmasked, ridge, decay), corrected or as printed in Figure 1(C).
+template <class T>
+class Hla2Chunks {
+ public:
+  using Segments = Hla2Segments<T>;
+  using Summary = typename Segments::Summary;
+
+  Hla2Chunks(const OperatorSpec& spec, bool corrected, Index d, Index dv)
+      : spec_(spec),
+        corrected_(corrected),
+        gamma_(from_rational<T>(spec.decay)),
+        ridge_(from_rational<T>(spec.ridge)),
+        segments_(d, dv, gamma_, ridge_, spec.masked, true) {}
+
+  const Segments& segments() const { return segments_; }
+  const T& gamma() const { return gamma_; }
+
+  // The chunk's own summary, from matrix products: S = K^T D K, C = Q^T D V, m = Q^T D 1, and
+  // G = K^T M V, h = K^T M 1 with M_ij = g^((end-i)+(end-j)) (k_i . q_j) for j < i.
+  Summary summary(const chunked_detail::Chunk<T>& ch) const {
+    const Matrix<T> kd = ch.age.asDiagonal() * ch.k;  // D K
+    const Matrix<T> qd = ch.age.asDiagonal() * ch.q;
+    Summary s{ch.k.transpose() * kd, qd.transpose() * ch.v, qd.transpose() * Vector<T>::Ones(ch.q.rows()),
+              Matrix<T>(),           Vector<T>(),           ch.rho};
+    if (spec_.masked) {
+      const Matrix<T> m = Matrix<T>(kd * qd.transpose()).cwiseProduct(ch.strict);
+      s.cross_value = ch.k.transpose() * (m * ch.v);
+      s.cross_mass = ch.k.transpose() * m.rowwise().sum();
+    } else {
+      s.cross_value = Matrix<T>::Zero(ch.q.cols(), ch.v.cols());
+      s.cross_mass = Vector<T>::Zero(ch.q.cols());
+    }
+    return s;
+  }
+
+  // num (C x dv) and den (C) of the chunk given the carry-in summary p of all earlier tokens.
+  Terms<T> outputs(const chunked_detail::Chunk<T>& ch, const Summary& p) const {
+    const Matrix<T> a = ch.q * ch.k.transpose();
+    const Matrix<T> w_decayed = a.cwiseProduct(ch.decay);  // W_g
+    const Matrix<T> second = spec_.masked ? Matrix<T>(a.cwiseProduct(ch.causal)) : a;
+    Matrix<T> weights = Matrix<T>(w_decayed * second.transpose()).cwiseProduct(ch.decay);  // intra
+    if (ridge_ != T(0)) weights += ridge_ * Matrix<T>(ch.q * ch.q.transpose()).cwiseProduct(ch.decay);
+    // carry: g^(2 tau) q_t^T (S C - G) (+ ridge: g^tau lambda q_t^T C)
+    Matrix<T> carried = p.key_moment * p.query_value;
+    Vector<T> carried_mass = p.key_moment * p.query_mass;
+    if (spec_.masked) {
+      carried -= p.cross_value;
+      carried_mass -= p.cross_mass;
+    }
+    const Vector<T> offset2 = ch.offset.cwiseProduct(ch.offset);
+    Matrix<T> num = weights * ch.v + chunked_detail::scale_rows(offset2, Matrix<T>(ch.q * carried));
+    Vector<T> den = weights.rowwise().sum() + offset2.cwiseProduct(ch.q * carried_mass);
+    if (ridge_ != T(0)) {
+      num += ridge_ * chunked_detail::scale_rows(ch.offset, Matrix<T>(ch.q * p.query_value));
+      den += ridge_ * ch.offset.cwiseProduct(ch.q * p.query_mass);
+    }
+    if (corrected_ || !spec_.masked) {  // cross: g^tau q_t^T S sum_{j<=t} g^(t-j) q_j v_j^T
+      const Matrix<T> cross = chunked_detail::scale_rows(
+          ch.offset, Matrix<T>(Matrix<T>(ch.q * p.key_moment * ch.q.transpose()).cwiseProduct(ch.decay)));
+      num += cross * ch.v;
+      den += cross.rowwise().sum();
+    }
+    if (!spec_.masked) {  // unmasked: also the keys of the chunk with the earlier queries
+      const Matrix<T> local_keys = w_decayed * ch.k;  // rows: q_t^T S_loc,t
+      num += chunked_detail::scale_rows(ch.offset, Matrix<T>(local_keys * p.query_value));
+      den += ch.offset.cwiseProduct(local_keys * p.query_mass);
+    }
+    return {num, den};
+  }
+
+ private:
+  OperatorSpec spec_;
+  bool corrected_;
+  T gamma_, ridge_;
+  Segments segments_;
+};
+
+// ahla (masked, decay), corrected or as printed in Figure 2(C).
+template <class T>
+class AhlaChunks {
+ public:
+  using Segments = AhlaSegments<T>;
+  using Summary = typename Segments::Summary;
+
+  AhlaChunks(const OperatorSpec& spec, bool corrected, Index d, Index dv)
+      : corrected_(corrected), gamma_(from_rational<T>(spec.decay)), segments_(d, dv, gamma_, true) {}
+
+  const Segments& segments() const { return segments_; }
+  const T& gamma() const { return gamma_; }
+
+  // R = K^T Q, P = K^T D V, m = K^T D 1, E = K^T D (W_g V), n = K^T D (W_g 1).
+  Summary summary(const chunked_detail::Chunk<T>& ch) const {
+    const Matrix<T> kd = ch.age.asDiagonal() * ch.k;
+    const Matrix<T> w_decayed = Matrix<T>(ch.q * ch.k.transpose()).cwiseProduct(ch.decay);
+    return {ch.k.transpose() * ch.q,
+            kd.transpose() * ch.v,
+            kd.transpose() * Vector<T>::Ones(ch.q.rows()),
+            kd.transpose() * (w_decayed * ch.v),
+            kd.transpose() * w_decayed.rowwise().sum(),
+            ch.rho};
+  }
+
+  Terms<T> outputs(const chunked_detail::Chunk<T>& ch, const Summary& p) const {
+    const Matrix<T> a = ch.q * ch.k.transpose();
+    const Matrix<T> w_decayed = a.cwiseProduct(ch.decay);
+    const Matrix<T> weights = w_decayed * w_decayed;  // intra: [(A A) . L] V, A = L_g . Q K^T
+    // carry: g^tau q_t^T (E + R_{<=t} P); Figure 2(C) prints R_{<t} (F6).
+    const Matrix<T> routed = a.cwiseProduct(corrected_ ? ch.causal : ch.strict);
+    const Matrix<T> carry_value = ch.q * p.routed_value + routed * (ch.q * p.key_value);
+    const Vector<T> carry_mass = ch.q * p.routed_mass + routed * (ch.q * p.key_mass);
+    return {weights * ch.v + chunked_detail::scale_rows(ch.offset, carry_value),
+            weights.rowwise().sum() + ch.offset.cwiseProduct(carry_mass)};
+  }
+
+ private:
+  bool corrected_;
+  T gamma_;
+  Segments segments_;
+};
+
+// linear: g^tau q_t^T P + W_g V.
+template <class T>
+class LinearChunks {
+ public:
+  using Segments = LinearSegments<T>;
+  using Summary = typename Segments::Summary;
+
+  LinearChunks(const OperatorSpec& spec, Index d, Index dv)
+      : gamma_(from_rational<T>(spec.decay)), segments_(d, dv, gamma_) {}
+
+  const Segments& segments() const { return segments_; }
+  const T& gamma() const { return gamma_; }
+
+  Summary summary(const chunked_detail::Chunk<T>& ch) const {
+    const Matrix<T> kd = ch.age.asDiagonal() * ch.k;
+    return {kd.transpose() * ch.v, kd.transpose() * Vector<T>::Ones(ch.q.rows()), ch.rho};
+  }
+
+  Terms<T> outputs(const chunked_detail::Chunk<T>& ch, const Summary& p) const {
+    const Matrix<T> weights = Matrix<T>(ch.q * ch.k.transpose()).cwiseProduct(ch.decay);
+    return {weights * ch.v + chunked_detail::scale_rows(ch.offset, Matrix<T>(ch.q * p.key_value)),
+            weights.rowwise().sum() + ch.offset.cwiseProduct(ch.q * p.key_mass)};
+  }
+
+ private:
+  T gamma_;
+  Segments segments_;
+};
+
+// Chunk summaries in parallel, an exclusive scan across chunks, then each chunk's outputs.
+template <class Chunks, class T>
+Terms<T> chunked_terms_with(const Chunks& form, const Sequence<T>& s, const ScanOptions& options) {
+  using Summary = typename Chunks::Summary;
+  const Index n = s.length();
+  const Index chunk = std::min<Index>(options.chunk, std::max<Index>(n, 1));
+  const Index chunks = (n + chunk - 1) / chunk;
+  const auto& seg = form.segments();
+  const auto chunk_of = [&](Index c) {
+    return chunked_detail::make_chunk(s, c * chunk, std::min(n, (c + 1) * chunk), form.gamma());
+  };
+  std::vector<Summary> carry(chunks, seg.identity());
+#pragma omp parallel for num_threads(options.threads) schedule(static) if (options.threads > 1)
+  for (Index c = 0; c < chunks; ++c) {
+    carry[c] = form.summary(chunk_of(c));
+  }
+  exclusive_scan(
+      carry, seg.identity(), [&seg](const Summary& a, const Summary& b) { return seg.combine(a, b); },
+      options.threads);
+  Terms<T> out{Matrix<T>(n, s.value_dim()), Vector<T>(n)};
+#pragma omp parallel for num_threads(options.threads) schedule(static) if (options.threads > 1)
+  for (Index c = 0; c < chunks; ++c) {
+    const Terms<T> part = form.outputs(chunk_of(c), carry[c]);
+    out.num.middleRows(c * chunk, part.num.rows()) = part.num;
+    out.den.segment(c * chunk, part.den.size()) = part.den;
+  }
+  return out;
+}
+
+template <class T>
+Terms<T> chunked_terms(const OperatorSpec& spec, Form form, const Sequence<T>& s,
+                       const ScanOptions& options) {
+  validate(spec);
+  validate_form(spec, Impl::chunked, form);
+  validate_chunked(spec, form);
+  validate(options);
+  const bool corrected = form == Form::corrected;
+  const Index d = s.key_dim(), dv = s.value_dim();
+  switch (spec.variant) {
+    case Variant::linear:
+      return chunked_terms_with(LinearChunks<T>(spec, d, dv), s, options);
+    case Variant::hla2:
+      return chunked_terms_with(Hla2Chunks<T>(spec, corrected, d, dv), s, options);
+    case Variant::ahla:
+      return chunked_terms_with(AhlaChunks<T>(spec, corrected, d, dv), s, options);
+    case Variant::hla3:
+      break;
+  }
+  throw Error("--impl chunked: no chunk-parallel matrix form for " + describe(spec) + " (use --impl scan)");
+}
+
+template <class T>
+Matrix<T> chunked_output(const OperatorSpec& spec, Form form, const Sequence<T>& s,
+                         const ScanOptions& options) {
+  return reference::finish(spec, chunked_terms(spec, form, s, options));
+}
+
+}  // namespace hla::fast
