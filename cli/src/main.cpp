@@ -4,6 +4,7 @@
 #include <iomanip>
 #include <iostream>
 
+#include "hla/bench/cpu.hpp"
 #include "hla/cli/eval.hpp"
 #include "hla/reports/audit.hpp"
 
@@ -82,6 +83,19 @@ int main(int argc, char** argv) {
   audit->add_option("--seed", audit_options.seed, "seed of the random inputs");
   audit->add_option("--max-n", audit_options.max_n, "largest sequence length")->check(CLI::Range(0, 4096));
 
+  bench::CpuBenchOptions bench_options;
+  std::string bench_variant = "hla2";
+  CLI::App* bench = app.add_subcommand("bench", "benchmarks");
+  bench->require_subcommand(1);
+  CLI::App* bench_cpu =
+      bench->add_subcommand("cpu", "tokens/s of streaming and the chunked form on 1 and 2 threads");
+  bench_cpu->add_option("--variant", bench_variant, "linear | hla2 | ahla (masked, float32)");
+  bench_cpu->add_option("--n", bench_options.n, "sequence length");
+  bench_cpu->add_option("--d", bench_options.d, "key dimension");
+  bench_cpu->add_option("--dv", bench_options.dv, "value dimension");
+  bench_cpu->add_option("--chunk", bench_options.chunk, "chunk size");
+  bench_cpu->add_option("--repetitions", bench_options.repetitions, "timed repetitions (median reported)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -96,6 +110,12 @@ int main(int argc, char** argv) {
   try {
     if (app.got_subcommand("variants")) {
       print_variants(std::cout);
+      return 0;
+    }
+    if (bench->got_subcommand("cpu")) {
+      bench_options.variant =
+          parse_choice("--variant", bench_variant, parse_variant(bench_variant), "linear, hla2, ahla");
+      bench::run_cpu_bench(bench_options, std::cout);
       return 0;
     }
     if (app.got_subcommand("audit")) {

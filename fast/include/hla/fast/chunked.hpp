@@ -109,27 +109,28 @@ class Hla2Chunks {
     const Matrix<T> a = ch.q * ch.k.transpose();
     const Matrix<T> w_decayed = a.cwiseProduct(ch.decay);  // W_g
     const Matrix<T> second = spec_.masked ? Matrix<T>(a.cwiseProduct(ch.causal)) : a;
-    Matrix<T> weights = Matrix<T>(w_decayed * second.transpose()).cwiseProduct(ch.decay);  // intra
+    // intra: [(W_g W^T) . L_g]; W_g is lower triangular, so half the product suffices.
+    Matrix<T> weights = Matrix<T>(w_decayed.template triangularView<Eigen::Lower>() * second.transpose())
+                            .cwiseProduct(ch.decay);
     if (ridge_ != T(0)) weights += ridge_ * Matrix<T>(ch.q * ch.q.transpose()).cwiseProduct(ch.decay);
+    const Matrix<T> metric_queries = ch.q * p.key_moment;  // rows q_t^T S
+    if (corrected_ || !spec_.masked) {  // cross: g^tau q_t^T S sum_{j<=t} g^(t-j) q_j v_j^T
+      weights += chunked_detail::scale_rows(
+          ch.offset, Matrix<T>(Matrix<T>(metric_queries * ch.q.transpose()).cwiseProduct(ch.decay)));
+    }
     // carry: g^(2 tau) q_t^T (S C - G) (+ ridge: g^tau lambda q_t^T C)
-    Matrix<T> carried = p.key_moment * p.query_value;
-    Vector<T> carried_mass = p.key_moment * p.query_mass;
+    Matrix<T> carried = metric_queries * p.query_value;
+    Vector<T> carried_mass = metric_queries * p.query_mass;
     if (spec_.masked) {
-      carried -= p.cross_value;
-      carried_mass -= p.cross_mass;
+      carried -= ch.q * p.cross_value;
+      carried_mass -= ch.q * p.cross_mass;
     }
     const Vector<T> offset2 = ch.offset.cwiseProduct(ch.offset);
-    Matrix<T> num = weights * ch.v + chunked_detail::scale_rows(offset2, Matrix<T>(ch.q * carried));
-    Vector<T> den = weights.rowwise().sum() + offset2.cwiseProduct(ch.q * carried_mass);
+    Matrix<T> num = weights * ch.v + chunked_detail::scale_rows(offset2, carried);
+    Vector<T> den = weights.rowwise().sum() + offset2.cwiseProduct(carried_mass);
     if (ridge_ != T(0)) {
       num += ridge_ * chunked_detail::scale_rows(ch.offset, Matrix<T>(ch.q * p.query_value));
       den += ridge_ * ch.offset.cwiseProduct(ch.q * p.query_mass);
-    }
-    if (corrected_ || !spec_.masked) {  // cross: g^tau q_t^T S sum_{j<=t} g^(t-j) q_j v_j^T
-      const Matrix<T> cross = chunked_detail::scale_rows(
-          ch.offset, Matrix<T>(Matrix<T>(ch.q * p.key_moment * ch.q.transpose()).cwiseProduct(ch.decay)));
-      num += cross * ch.v;
-      den += cross.rowwise().sum();
     }
     if (!spec_.masked) {  // unmasked: also the keys of the chunk with the earlier queries
       const Matrix<T> local_keys = w_decayed * ch.k;  // rows: q_t^T S_loc,t

@@ -1,0 +1,26 @@
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+
+#include "hla/reference/operator_spec.hpp"
+
+namespace hla::bench {
+
+struct CpuBenchOptions {
+  Variant variant = Variant::hla2;
+  std::int64_t n = 65536;
+  std::int64_t d = 64;
+  std::int64_t dv = 64;
+  std::int64_t chunk = 64;
+  int repetitions = 5;
+  std::uint64_t seed = 1;
+};
+
+// Throughput of the float32 masked operator: streaming, and the chunk-parallel form on one and
+// two threads, measured in one run (a warm-up, then the median of `repetitions`). Prints a table,
+// then one JSON line: {"variant", "n", "d", "dv", "streaming_tokens_per_s",
+// "scan_1_thread_tokens_per_s", "scan_2_threads_tokens_per_s", ...}.
+void run_cpu_bench(const CpuBenchOptions& options, std::ostream& out);
+
+}  // namespace hla::bench

@@ -1,0 +1,90 @@
+#include "hla/bench/cpu.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <iomanip>
+#include <ostream>
+#include <vector>
+
+#include "hla/fast/chunked.hpp"
+#include "hla/fast/scan.hpp"
+#include "hla/fast/streaming.hpp"
+#include "hla/reference/random.hpp"
+
+namespace hla::bench {
+namespace {
+
+// Median wall time of `repetitions` calls after one warm-up call.
+template <class F>
+double median_seconds(int repetitions, F&& f) {
+  f();
+  std::vector<double> times;
+  for (int r = 0; r < repetitions; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    f();
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+Sequence<float> gaussian_inputs(const CpuBenchOptions& o) {
+  Rng rng(o.seed);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(o.d));
+  const auto fill = [&](Index rows, Index cols) {
+    Matrix<float> m(rows, cols);
+    for (Index i = 0; i < m.size(); ++i) m(i / cols, i % cols) = static_cast<float>(rng.gaussian()) * scale;
+    return m;
+  };
+  return {fill(o.n, o.d), fill(o.n, o.d), fill(o.n, o.dv)};
+}
+
+}  // namespace
+
+void run_cpu_bench(const CpuBenchOptions& o, std::ostream& out) {
+  if (o.n < 1 || o.d < 1 || o.dv < 1 || o.chunk < 1 || o.repetitions < 1) {
+    throw Error("hla bench cpu: --n, --d, --dv, --chunk and --repetitions must be >= 1");
+  }
+  if (o.variant == Variant::hla3)
+    throw Error("--variant: hla3 has no chunk-parallel matrix form to benchmark");
+  OperatorSpec spec;
+  spec.variant = o.variant;
+  const Sequence<float> s = gaussian_inputs(o);
+  const fast::Form stream_form = fast::default_form(spec, fast::Impl::streaming);
+  const fast::Form chunk_form = fast::default_form(spec, fast::Impl::chunked);
+
+  Terms<float> streamed, chunked;
+  const double streaming =
+      median_seconds(o.repetitions, [&] { streamed = fast::streaming_terms(spec, stream_form, s); });
+  const double one = median_seconds(o.repetitions, [&] {
+    chunked = fast::chunked_terms(spec, chunk_form, s, fast::ScanOptions{o.chunk, 1});
+  });
+  const double two = median_seconds(o.repetitions, [&] {
+    chunked = fast::chunked_terms(spec, chunk_form, s, fast::ScanOptions{o.chunk, 2});
+  });
+  // The two implementations must compute the same operator: relative difference of the outputs.
+  const double difference = (streamed.num - chunked.num).norm() / streamed.num.norm();
+
+  const auto rate = [&](double seconds) { return static_cast<double>(o.n) / seconds; };
+  out << std::fixed << std::setprecision(0);
+  out << describe(spec) << " float32, n = " << o.n << ", d = " << o.d << ", dv = " << o.dv << ", chunk "
+      << o.chunk << ", median of " << o.repetitions << " after a warm-up\n";
+  out << "  streaming            " << std::setw(12) << rate(streaming) << " tokens/s\n";
+  out << "  chunked, 1 thread    " << std::setw(12) << rate(one) << " tokens/s  (" << std::setprecision(2)
+      << streaming / one << "x streaming)\n"
+      << std::setprecision(0);
+  out << "  chunked, 2 threads   " << std::setw(12) << rate(two) << " tokens/s  (" << std::setprecision(2)
+      << streaming / two << "x streaming)\n";
+  out << "  relative difference of the outputs (Frobenius): " << std::scientific << difference << "\n";
+  out << std::fixed << std::setprecision(1);
+  out << "{\"variant\": \"" << variant_name(o.variant) << "\", \"n\": " << o.n << ", \"d\": " << o.d
+      << ", \"dv\": " << o.dv << ", \"chunk\": " << o.chunk
+      << ", \"streaming_tokens_per_s\": " << rate(streaming)
+      << ", \"scan_1_thread_tokens_per_s\": " << rate(one)
+      << ", \"scan_2_threads_tokens_per_s\": " << rate(two)
+      << ", \"output_relative_difference\": " << std::scientific << std::setprecision(3) << difference
+      << "}\n";
+}
+
+}  // namespace hla::bench
