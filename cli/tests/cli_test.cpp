@@ -43,8 +43,10 @@ class Workspace {
     cli::write_npy(path(name), rows, cols, values);
   }
 
-  // Runs hla eval with the default files unless `args` names others; output goes to out.npy.
+  // Runs hla eval with the default files unless `args` names others; output goes to out.npy,
+  // which is removed first so that a rejected run can be seen to write nothing.
   Run eval(const std::string& args) const {
+    fs::remove(path("out.npy"));
     std::string command = std::string(HLA_BINARY) + " eval " + args;
     for (const char* flag : {"q", "k", "v"}) {
       if (args.find(std::string("--") + flag + " ") == std::string::npos) {
@@ -249,4 +251,31 @@ TEST_CASE("cli/eval writes the operator's output", "[cli]") {
     std::memcpy(&word, data.data() + 8 * t, 8);
     CHECK(word == residues(t, 0).residue());
   }
+}
+
+TEST_CASE("cli/eval with the scan and chunked implementations", "[cli]") {
+  Workspace w;
+  OperatorSpec spec;
+  spec.variant = Variant::hla2;
+  spec.decay = Rational(1, 2);
+  const auto load = [&](const std::string& name) {
+    const cli::NpyMatrix m = cli::read_npy_matrix(w.path(name));
+    Matrix<Rational> out(m.rows, m.cols);
+    for (Index i = 0; i < m.rows * m.cols; ++i) out(i / m.cols, i % m.cols) = Rational(m.values[i]);
+    return out;
+  };
+  const Matrix<Rational> expected =
+      reference::output(spec, Sequence<Rational>{load("q.npy"), load("k.npy"), load("v.npy")});
+  for (const char* impl :
+       {"scan --chunk 2 --threads 3", "chunked --chunk 2 --threads 2", "chunked --chunk 7"}) {
+    const Run r = w.eval(std::string("--variant hla2 --decay 1/2 --impl ") + impl);
+    INFO(impl << ": " << r.err);
+    REQUIRE(r.status == 0);
+    const cli::NpyMatrix out = cli::read_npy_matrix(w.path("out.npy"));
+    for (Index t = 0; t < 3; ++t) CHECK(out(t, 0) == to_double(expected(t, 0)));
+  }
+  check_rejected(w, w.eval("--variant hla3 --impl chunked"), "--impl chunked",
+                 "no chunk-parallel matrix form");
+  check_rejected(w, w.eval("--variant hla2 --impl chunked --form published --decay 1/2"), "--form published",
+                 "Figure 1(C)");
 }
