@@ -75,6 +75,14 @@ class Workspace {
     return bytes.str();
   }
 
+  // A written .npy file's values, exactly.
+  Matrix<Rational> exact(const std::string& name) const {
+    const cli::NpyMatrix m = cli::read_npy_matrix(path(name));
+    Matrix<Rational> out(m.rows, m.cols);
+    for (Index i = 0; i < m.rows * m.cols; ++i) out(i / m.cols, i % m.cols) = Rational(m.values[i]);
+    return out;
+  }
+
   bool output_exists() const { return fs::exists(path("out.npy")); }
 
  private:
@@ -221,13 +229,7 @@ TEST_CASE("cli/eval writes the operator's output", "[cli]") {
   spec.normalize = true;
   spec.eps = Rational(1, 10);
   spec.decay = Rational(3, 4);
-  const auto load = [&](const std::string& name) {
-    const cli::NpyMatrix m = cli::read_npy_matrix(w.path(name));
-    Matrix<Rational> out(m.rows, m.cols);
-    for (Index i = 0; i < m.rows * m.cols; ++i) out(i / m.cols, i % m.cols) = Rational(m.values[i]);
-    return out;
-  };
-  const Sequence<Rational> input{load("q.npy"), load("k.npy"), load("v.npy")};
+  const Sequence<Rational> input{w.exact("q.npy"), w.exact("k.npy"), w.exact("v.npy")};
   const Matrix<Rational> expected = reference::output(spec, input);
   for (const char* impl : {"reference", "streaming", "scan --chunk 2 --threads 2"}) {
     const Run r = w.eval(std::string("--variant hla3 --normalize --eps 0.1 --decay 3/4 --impl ") + impl);
@@ -258,14 +260,8 @@ TEST_CASE("cli/eval with the scan and chunked implementations", "[cli]") {
   OperatorSpec spec;
   spec.variant = Variant::hla2;
   spec.decay = Rational(1, 2);
-  const auto load = [&](const std::string& name) {
-    const cli::NpyMatrix m = cli::read_npy_matrix(w.path(name));
-    Matrix<Rational> out(m.rows, m.cols);
-    for (Index i = 0; i < m.rows * m.cols; ++i) out(i / m.cols, i % m.cols) = Rational(m.values[i]);
-    return out;
-  };
   const Matrix<Rational> expected =
-      reference::output(spec, Sequence<Rational>{load("q.npy"), load("k.npy"), load("v.npy")});
+      reference::output(spec, Sequence<Rational>{w.exact("q.npy"), w.exact("k.npy"), w.exact("v.npy")});
   for (const char* impl :
        {"scan --chunk 2 --threads 3", "chunked --chunk 2 --threads 2", "chunked --chunk 7"}) {
     const Run r = w.eval(std::string("--variant hla2 --decay 1/2 --impl ") + impl);
