@@ -81,6 +81,31 @@ TEMPLATE_TEST_CASE("scan/operators are associative with identity and fold homomo
   }
 }
 
+TEMPLATE_TEST_CASE("scan/the masked moment operator is lawful and reads out masked hla2",
+                   "[scan][laws][exact]", Rational, ModP) {
+  property("F = S C - G segments", [] {
+    OperatorSpec spec = *testing::gen_spec(Variant::hla2).as("spec");
+    spec.masked = true;
+    const Sequence<TestType> s = convert<TestType>(*testing::gen_any_sequence(10, 3).as("sequence"));
+    const Index n = s.length();
+    const auto i = *testing::gen_position(0, n + 1).as("first cut");
+    const auto j = *testing::gen_position(i, n + 1).as("second cut");
+    const fast::Hla2MomentSegments<TestType> seg(
+        s.key_dim(), s.value_dim(), from_rational<TestType>(spec.decay), from_rational<TestType>(spec.ridge));
+    const auto a = fold(seg, s, 0, i), b = fold(seg, s, i, j), z = fold(seg, s, j, n);
+    RC_ASSERT(seg.combine(seg.combine(a, b), z) == seg.combine(a, seg.combine(b, z)));
+    RC_ASSERT(seg.combine(seg.identity(), a) == a);
+    RC_ASSERT(seg.combine(a, seg.identity()) == a);
+    RC_ASSERT(fold(seg, s, 0, j) == seg.combine(a, b));
+    const Terms<TestType> expected = reference::terms(spec, s);
+    for (Index t = 0; t < n; ++t) {
+      const fast::Readout<TestType> r = seg.read(fold(seg, s, 0, t + 1), s.q.row(t).transpose());
+      RC_ASSERT(r.num == RowVector<TestType>(expected.num.row(t)));
+      RC_ASSERT(r.den == expected.den(t));
+    }
+  });
+}
+
 TEMPLATE_TEST_CASE("scan/equals streaming and the reference exactly", "[scan][exact]", Rational, ModP) {
   for (const Variant variant : all_variants) {
     property(

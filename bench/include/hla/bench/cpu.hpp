@@ -12,7 +12,7 @@ struct CpuBenchOptions {
   std::int64_t n = 65536;
   std::int64_t d = 64;
   std::int64_t dv = 64;
-  std::int64_t chunk = 64;
+  std::int64_t chunk = 128;
   int repetitions = 5;
   std::uint64_t seed = 1;
 };

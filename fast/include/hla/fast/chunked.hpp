@@ -28,38 +28,40 @@ void validate_chunked(const OperatorSpec& spec, Form form);
 
 namespace chunked_detail {
 
-// One chunk's tokens and the powers of gamma it needs.
+// The masks and powers of gamma for a chunk of a given length, built once per length.
 template <class T>
-struct Chunk {
-  Matrix<T> q, k, v;
+struct ChunkShape {
   RowVector<T> age;  // g^(end - j): the age of each token at the chunk's end
   Vector<T> offset;  // g^tau, tau = 1..C: the age of the carry-in state at each token
   Matrix<T> decay;   // L_g on the chunk (g^(t-j), j <= t; 0 above)
   Matrix<T> causal;  // L
   Matrix<T> strict;  // L without its diagonal
   T rho;             // g^C
+
+  ChunkShape(Index c, const T& gamma)
+      : age(reference::ages(c, gamma)),
+        offset(c),
+        decay(reference::lower(Matrix<T>(Matrix<T>::Ones(c, c)), gamma)),
+        causal(reference::lower(Matrix<T>(Matrix<T>::Ones(c, c)), T(1))),
+        strict(causal - Matrix<T>::Identity(c, c)),
+        rho(1) {
+    for (Index t = 0; t < c; ++t) offset(t) = rho = rho * gamma;
+  }
 };
 
+// One chunk: views of its tokens (no copies), its shape, and its position in the sequence.
 template <class T>
-Chunk<T> make_chunk(const Sequence<T>& s, Index begin, Index end, const T& gamma) {
-  const Index c = end - begin;
-  Chunk<T> ch{s.q.middleRows(begin, c),
-              s.k.middleRows(begin, c),
-              s.v.middleRows(begin, c),
-              reference::ages(c, gamma),
-              Vector<T>(c),
-              Matrix<T>(),
-              Matrix<T>(),
-              Matrix<T>(),
-              T(1)};
-  T power = T(1);
-  for (Index t = 0; t < c; ++t) ch.offset(t) = power = power * gamma;
-  ch.rho = power;
-  ch.decay = reference::lower(Matrix<T>(Matrix<T>::Ones(c, c)), gamma);
-  ch.causal = reference::lower(Matrix<T>(Matrix<T>::Ones(c, c)), T(1));
-  ch.strict = ch.causal - Matrix<T>::Identity(c, c);
-  return ch;
-}
+struct Chunk {
+  Eigen::Ref<const Matrix<T>> q, k, v;
+  const ChunkShape<T>& shape;
+  Index index;
+  const RowVector<T>& age = shape.age;
+  const Vector<T>& offset = shape.offset;
+  const Matrix<T>& decay = shape.decay;
+  const Matrix<T>& causal = shape.causal;
+  const Matrix<T>& strict = shape.strict;
+  const T& rho = shape.rho;
+};
 
 // Row-scales m by w: diag(w) m.
 template <class T>
@@ -147,6 +149,64 @@ class Hla2Chunks {
   Segments segments_;
 };
 
+// Masked hla2, corrected, in the form that needs fewest products. With u_j = S^K_j q_j (the
+// inclusive key moment at j), the weight g^((t-i)+(t-j)) over i <= j gives
+//   o_t = sum_{j<=t} g^(2(t-j)) (q_t . u_j) v_j,
+// and the chunk scan carries F = S C - G, the i <= j part of S C (Hla2MomentSegments), so the carry
+// is g^(2 tau) q_t^T F. Within a chunk u_j = g^tau S q_j + (W_g K)_j; W_g K is computed once, in the
+// summary pass, and kept for the output pass.
+template <class T>
+class Hla2MaskedChunks {
+ public:
+  using Segments = Hla2MomentSegments<T>;
+  using Summary = typename Segments::Summary;
+
+  Hla2MaskedChunks(const OperatorSpec& spec, Index d, Index dv, Index chunks)
+      : gamma_(from_rational<T>(spec.decay)),
+        ridge_(from_rational<T>(spec.ridge)),
+        segments_(d, dv, gamma_, ridge_),
+        local_metric_queries_(chunks) {}
+
+  const Segments& segments() const { return segments_; }
+  const T& gamma() const { return gamma_; }
+
+  // S = K^T D K, C = Q^T D V, m = Q^T D 1, F = U^T D^2 V, f = U^T D^2 1 with U = W_g K.
+  Summary summary(const chunked_detail::Chunk<T>& ch) const {
+    const Matrix<T> w_decayed = Matrix<T>(ch.q * ch.k.transpose()).cwiseProduct(ch.decay);
+    Matrix<T>& u = local_metric_queries_[ch.index];
+    u = w_decayed.template triangularView<Eigen::Lower>() * ch.k;  // rows q_j^T S_loc,j
+    const Vector<T> age = ch.age.transpose();
+    const Vector<T> age2 = age.cwiseProduct(age);
+    const Matrix<T> qd = age.asDiagonal() * ch.q;
+    const Matrix<T> ud = age2.asDiagonal() * u;
+    return {ch.k.transpose() * (age.asDiagonal() * ch.k),  qd.transpose() * ch.v,
+            qd.transpose() * Vector<T>::Ones(ch.q.rows()), ud.transpose() * ch.v,
+            ud.transpose() * Vector<T>::Ones(ch.q.rows()), ch.rho};
+  }
+
+  Terms<T> outputs(const chunked_detail::Chunk<T>& ch, const Summary& p) const {
+    const Matrix<T> metric_queries =  // rows u_j^T = q_j^T S_j
+        chunked_detail::scale_rows(ch.offset, Matrix<T>(ch.q * p.key_moment)) +
+        local_metric_queries_[ch.index];
+    Matrix<T> weights =
+        Matrix<T>(ch.q * metric_queries.transpose()).cwiseProduct(ch.decay).cwiseProduct(ch.decay);
+    if (ridge_ != T(0)) weights += ridge_ * Matrix<T>(ch.q * ch.q.transpose()).cwiseProduct(ch.decay);
+    const Vector<T> offset2 = ch.offset.cwiseProduct(ch.offset);
+    Matrix<T> num = weights * ch.v + chunked_detail::scale_rows(offset2, Matrix<T>(ch.q * p.masked_value));
+    Vector<T> den = weights.rowwise().sum() + offset2.cwiseProduct(ch.q * p.masked_mass);
+    if (ridge_ != T(0)) {
+      num += ridge_ * chunked_detail::scale_rows(ch.offset, Matrix<T>(ch.q * p.query_value));
+      den += ridge_ * ch.offset.cwiseProduct(ch.q * p.query_mass);
+    }
+    return {num, den};
+  }
+
+ private:
+  T gamma_, ridge_;
+  Segments segments_;
+  mutable std::vector<Matrix<T>> local_metric_queries_;  // W_g K per chunk; each chunk writes its own
+};
+
 // ahla (masked, decay), corrected or as printed in Figure 2(C).
 template <class T>
 class AhlaChunks {
@@ -227,8 +287,12 @@ Terms<T> chunked_terms_with(const Chunks& form, const Sequence<T>& s, const Scan
   const Index chunk = std::min<Index>(options.chunk, std::max<Index>(n, 1));
   const Index chunks = (n + chunk - 1) / chunk;
   const auto& seg = form.segments();
+  const chunked_detail::ChunkShape<T> full(chunk, form.gamma());
+  const chunked_detail::ChunkShape<T> tail(n - (chunks - 1) * chunk, form.gamma());
   const auto chunk_of = [&](Index c) {
-    return chunked_detail::make_chunk(s, c * chunk, std::min(n, (c + 1) * chunk), form.gamma());
+    const Index begin = c * chunk, length = std::min(n, begin + chunk) - begin;
+    return chunked_detail::Chunk<T>{s.q.middleRows(begin, length), s.k.middleRows(begin, length),
+                                    s.v.middleRows(begin, length), length == chunk ? full : tail, c};
   };
   std::vector<Summary> carry(chunks, seg.identity());
 #pragma omp parallel for num_threads(options.threads) schedule(static) if (options.threads > 1)
@@ -261,6 +325,11 @@ Terms<T> chunked_terms(const OperatorSpec& spec, Form form, const Sequence<T>& s
     case Variant::linear:
       return chunked_terms_with(LinearChunks<T>(spec, d, dv), s, options);
     case Variant::hla2:
+      if (spec.masked && corrected) {
+        const Index chunk = std::min<Index>(options.chunk, std::max<Index>(s.length(), 1));
+        return chunked_terms_with(Hla2MaskedChunks<T>(spec, d, dv, (s.length() + chunk - 1) / chunk), s,
+                                  options);
+      }
       return chunked_terms_with(Hla2Chunks<T>(spec, corrected, d, dv), s, options);
     case Variant::ahla:
       return chunked_terms_with(AhlaChunks<T>(spec, corrected, d, dv), s, options);

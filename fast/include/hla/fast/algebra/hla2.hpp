@@ -136,4 +136,57 @@ class Hla2Segments {
   bool masked_, corrected_;
 };
 
+template <class T>
+struct Hla2MomentSummary {
+  Matrix<T> key_moment;    // S^K
+  Matrix<T> query_value;   // C^QV
+  Vector<T> query_mass;    // m^Q
+  Matrix<T> masked_value;  // F = S^K C^QV - G: the pairs with the key no later than the query
+  Vector<T> masked_mass;   // f = S^K m^Q - h
+  T rho;
+
+  friend bool operator==(const Hla2MomentSummary&, const Hla2MomentSummary&) = default;
+};
+
+// Masked hla2 segments carrying F = S C - G in place of G (the read-out needs only q^T F):
+//   F_AB = rho_B^2 F_A + F_B + rho_B S_A C_B,
+// the pairs of A aged twice, those of B, and the new ones with the key in A and the query in B.
+// Equivalent to Hla2Segments (corrected) and cheaper for the chunk-parallel form.
+template <class T>
+class Hla2MomentSegments {
+ public:
+  using Summary = Hla2MomentSummary<T>;
+
+  Hla2MomentSegments(Index d, Index dv, const T& gamma, const T& ridge)
+      : d_(d), dv_(dv), gamma_(gamma), ridge_(ridge) {}
+
+  Summary identity() const {
+    return {Matrix<T>::Zero(d_, d_),  Matrix<T>::Zero(d_, dv_), Vector<T>::Zero(d_),
+            Matrix<T>::Zero(d_, dv_), Vector<T>::Zero(d_),      T(1)};
+  }
+  // A single token: F = (k k^T) q v^T, f = (k k^T) q.
+  Summary token(const Vector<T>& q, const Vector<T>& k, const RowVector<T>& v) const {
+    const T score = k.dot(q);
+    return {k * k.transpose(), q * v, q, score * (k * v), score * k, gamma_};
+  }
+  Summary combine(const Summary& a, const Summary& b) const {
+    const Matrix<T> carried_key = b.rho * a.key_moment;  // rho_B S_A
+    return {carried_key + b.key_moment,
+            b.rho * a.query_value + b.query_value,
+            b.rho * a.query_mass + b.query_mass,
+            b.rho * b.rho * a.masked_value + b.masked_value + carried_key * b.query_value,
+            b.rho * b.rho * a.masked_mass + b.masked_mass + carried_key * b.query_mass,
+            a.rho * b.rho};
+  }
+  // num = q^T F + lambda q^T C, den = q^T f + lambda q^T m (Alg. 1's ridge).
+  Readout<T> read(const Summary& s, const Vector<T>& q) const {
+    return {q.transpose() * s.masked_value + ridge_ * (q.transpose() * s.query_value),
+            q.dot(s.masked_mass) + ridge_ * q.dot(s.query_mass)};
+  }
+
+ private:
+  Index d_, dv_;
+  T gamma_, ridge_;
+};
+
 }  // namespace hla::fast
