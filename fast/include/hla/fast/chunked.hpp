@@ -284,8 +284,7 @@ template <class Chunks, class T>
 Terms<T> chunked_terms_with(const Chunks& form, const Sequence<T>& s, const ScanOptions& options) {
   using Summary = typename Chunks::Summary;
   const Index n = s.length();
-  const Index chunk = std::min<Index>(options.chunk, std::max<Index>(n, 1));
-  const Index chunks = (n + chunk - 1) / chunk;
+  const auto [chunk, chunks] = chunk_layout(n, options);
   const auto& seg = form.segments();
   const chunked_detail::ChunkShape<T> full(chunk, form.gamma());
   const chunked_detail::ChunkShape<T> tail(n - (chunks - 1) * chunk, form.gamma());
@@ -326,9 +325,8 @@ Terms<T> chunked_terms(const OperatorSpec& spec, Form form, const Sequence<T>& s
       return chunked_terms_with(LinearChunks<T>(spec, d, dv), s, options);
     case Variant::hla2:
       if (spec.masked && corrected) {
-        const Index chunk = std::min<Index>(options.chunk, std::max<Index>(s.length(), 1));
-        return chunked_terms_with(Hla2MaskedChunks<T>(spec, d, dv, (s.length() + chunk - 1) / chunk), s,
-                                  options);
+        const Index chunks = chunk_layout(s.length(), options).count;
+        return chunked_terms_with(Hla2MaskedChunks<T>(spec, d, dv, chunks), s, options);
       }
       return chunked_terms_with(Hla2Chunks<T>(spec, corrected, d, dv), s, options);
     case Variant::ahla:

@@ -23,6 +23,16 @@ struct ScanOptions {
 
 void validate(const ScanOptions& options);
 
+// How n tokens split into chunks: `size` tokens each (at most n, at least 1), the last one shorter.
+struct ChunkLayout {
+  Index size;
+  Index count;
+};
+inline ChunkLayout chunk_layout(Index n, const ScanOptions& options) {
+  const Index size = std::min<Index>(options.chunk, std::max<Index>(n, 1));
+  return {size, (n + size - 1) / size};
+}
+
 // Exclusive scan in place (Blelloch 1990): an up-sweep of partial reductions over a balanced
 // tree, then a down-sweep that hands each node its prefix. O(n) combines, O(log n) levels, each
 // level's combines spread over `threads`. Any length: the tree is padded with identities.
@@ -62,8 +72,7 @@ template <class Segments, class T>
 Terms<T> scan_terms_with(const Segments& seg, const Sequence<T>& s, const ScanOptions& options) {
   using Summary = typename Segments::Summary;
   const Index n = s.length();
-  const Index chunk = std::min<Index>(options.chunk, std::max<Index>(n, 1));
-  const Index chunks = (n + chunk - 1) / chunk;
+  const auto [chunk, chunks] = chunk_layout(n, options);
   const int threads = options.threads;
   const Summary identity = seg.identity();
   const auto combine = [&seg](const Summary& a, const Summary& b) { return seg.combine(a, b); };
