@@ -71,16 +71,16 @@ Matrix<T> scale_rows(const Vector<T>& w, const Matrix<T>& m) {
 
 }  // namespace chunked_detail
 
-// hla2 (masked or unmasked, ridge, decay), corrected or as printed in Figure 1(C).
+// hla2 unmasked (ridge, decay), and masked as printed in Figure 1(C): carry and intra term only,
+// without the cross term (F5). The corrected masked form is Hla2MaskedChunks.
 template <class T>
 class Hla2Chunks {
  public:
   using Segments = Hla2Segments<T>;
   using Summary = typename Segments::Summary;
 
-  Hla2Chunks(const OperatorSpec& spec, bool corrected, Index d, Index dv)
+  Hla2Chunks(const OperatorSpec& spec, Index d, Index dv)
       : spec_(spec),
-        corrected_(corrected),
         gamma_(from_rational<T>(spec.decay)),
         ridge_(from_rational<T>(spec.ridge)),
         segments_(d, dv, gamma_, ridge_, spec.masked, true) {}
@@ -116,7 +116,7 @@ class Hla2Chunks {
                             .cwiseProduct(ch.decay);
     if (ridge_ != T(0)) weights += ridge_ * Matrix<T>(ch.q * ch.q.transpose()).cwiseProduct(ch.decay);
     const Matrix<T> metric_queries = ch.q * p.key_moment;  // rows q_t^T S
-    if (corrected_ || !spec_.masked) {  // cross: g^tau q_t^T S sum_{j<=t} g^(t-j) q_j v_j^T
+    if (!spec_.masked) {  // cross: g^tau q_t^T S sum_{j<=t} g^(t-j) q_j v_j^T
       weights += chunked_detail::scale_rows(
           ch.offset, Matrix<T>(Matrix<T>(metric_queries * ch.q.transpose()).cwiseProduct(ch.decay)));
     }
@@ -144,7 +144,6 @@ class Hla2Chunks {
 
  private:
   OperatorSpec spec_;
-  bool corrected_;
   T gamma_, ridge_;
   Segments segments_;
 };
@@ -328,7 +327,7 @@ Terms<T> chunked_terms(const OperatorSpec& spec, Form form, const Sequence<T>& s
         const Index chunks = chunk_layout(s.length(), options).count;
         return chunked_terms_with(Hla2MaskedChunks<T>(spec, d, dv, chunks), s, options);
       }
-      return chunked_terms_with(Hla2Chunks<T>(spec, corrected, d, dv), s, options);
+      return chunked_terms_with(Hla2Chunks<T>(spec, d, dv), s, options);
     case Variant::ahla:
       return chunked_terms_with(AhlaChunks<T>(spec, corrected, d, dv), s, options);
     case Variant::hla3:
