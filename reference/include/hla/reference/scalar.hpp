@@ -52,23 +52,6 @@ decltype(auto) with_scalar(ScalarKind kind, F&& f) {
 template <class T>
 inline constexpr bool is_exact_v = std::is_same_v<T, Rational> || std::is_same_v<T, ModP>;
 
-template <class T>
-inline constexpr bool is_float_v = std::is_floating_point_v<T>;
-
-template <class T>
-constexpr std::string_view scalar_name() {
-  if constexpr (std::is_same_v<T, Rational>)
-    return "exact";
-  else if constexpr (std::is_same_v<T, Mpfr>)
-    return "mpfr";
-  else if constexpr (std::is_same_v<T, double>)
-    return "f64";
-  else if constexpr (std::is_same_v<T, float>)
-    return "f32";
-  else if constexpr (std::is_same_v<T, ModP>)
-    return "modp";
-}
-
 // The image of an exact rational in T: exact for Rational, the field image for ModP
 // (@pre the denominator is not a multiple of p), correctly rounded for the floating types.
 template <class T>
