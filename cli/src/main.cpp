@@ -1,11 +1,15 @@
 // hla: the command line. It only wires the toolkit's stages together.
 
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <sstream>
 
 #include "hla/bench/cpu.hpp"
 #include "hla/cli/eval.hpp"
+#include "hla/cli/npy.hpp"
+#include "hla/proofs/ledger.hpp"
 #include "hla/reports/audit.hpp"
 
 namespace {
@@ -83,6 +87,20 @@ int main(int argc, char** argv) {
   audit->add_option("--seed", audit_options.seed, "seed of the random inputs");
   audit->add_option("--max-n", audit_options.max_n, "largest sequence length")->check(CLI::Range(0, 4096));
 
+  proofs::LedgerOptions ledger_options;
+  std::string ledger_json, ledger_markdown;
+  CLI::App* proofs_cmd =
+      app.add_subcommand("proofs", "the ledger: every checkable claim of the paper, checked");
+  proofs_cmd
+      ->add_option("--cases", ledger_options.cases,
+                   "random exact cases per identity (Z/p: a tenth, at least 20)")
+      ->check(CLI::Range(1, 1'000'000));
+  proofs_cmd->add_option("--seed", ledger_options.seed, "seed of the random cases");
+  proofs_cmd->add_option("--threads", ledger_options.threads, "claims checked at once")
+      ->check(CLI::Range(1, 256));
+  proofs_cmd->add_option("--json", ledger_json, "write the ledger as JSON to this file");
+  proofs_cmd->add_option("--markdown", ledger_markdown, "write the ledger as markdown to this file");
+
   bench::CpuBenchOptions bench_options;
   std::string bench_variant = "hla2";
   CLI::App* bench = app.add_subcommand("bench", "benchmarks");
@@ -116,6 +134,29 @@ int main(int argc, char** argv) {
       bench_options.variant =
           parse_choice("--variant", bench_variant, parse_variant(bench_variant), "linear, hla2, ahla");
       bench::run_cpu_bench(bench_options, std::cout);
+      return 0;
+    }
+    if (app.got_subcommand("proofs")) {
+      for (const std::string& path : {ledger_json, ledger_markdown}) {  // fail before the long run
+        const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+        if (!path.empty() && !parent.empty() && !std::filesystem::is_directory(parent))
+          throw Error(path + ": cannot create the output file (no such directory)");
+      }
+      ledger_options.field_cases = std::max(20, ledger_options.cases / 10);
+      const auto entries = proofs::run_ledger(proofs::all_claims(), ledger_options, std::cerr);
+      proofs::print_table(entries, std::cout);
+      if (!ledger_json.empty()) {
+        std::ostringstream json;
+        proofs::write_json(entries, ledger_options, json);
+        cli::write_atomically(ledger_json, json.str());
+        std::cout << "JSON: " << ledger_json << "\n";
+      }
+      if (!ledger_markdown.empty()) {
+        std::ostringstream markdown;
+        proofs::write_markdown(entries, ledger_options, markdown);
+        cli::write_atomically(ledger_markdown, markdown.str());
+        std::cout << "markdown: " << ledger_markdown << "\n";
+      }
       return 0;
     }
     if (app.got_subcommand("audit")) {

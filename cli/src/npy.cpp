@@ -112,26 +112,6 @@ double decode(const std::string& bytes, std::size_t offset, bool big_endian) {
   return static_cast<double>(std::bit_cast<Float>(bits));
 }
 
-void write_atomically(const std::string& path, const std::string& bytes) {
-  const std::string temporary = path + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) throw hla::Error(path + ": cannot create the output file");
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.flush();
-    if (!out) {
-      std::remove(temporary.c_str());
-      throw hla::Error(path + ": cannot write the output file");
-    }
-  }
-  std::error_code error;
-  std::filesystem::rename(temporary, path, error);
-  if (error) {
-    std::remove(temporary.c_str());
-    throw hla::Error(path + ": cannot write the output file (" + error.message() + ")");
-  }
-}
-
 std::string header_bytes(const std::string& descr, std::int64_t rows, std::int64_t cols) {
   std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" + std::to_string(rows) +
                      ", " + std::to_string(cols) + "), }";
@@ -159,6 +139,26 @@ void write_words(const std::string& path, const std::string& descr, std::int64_t
 }
 
 }  // namespace
+
+void write_atomically(const std::string& path, const std::string& bytes) {
+  const std::string temporary = path + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    if (!out) throw hla::Error(path + ": cannot create the output file");
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.flush();
+    if (!out) {
+      std::remove(temporary.c_str());
+      throw hla::Error(path + ": cannot write the output file");
+    }
+  }
+  std::error_code error;
+  std::filesystem::rename(temporary, path, error);
+  if (error) {
+    std::remove(temporary.c_str());
+    throw hla::Error(path + ": cannot write the output file (" + error.message() + ")");
+  }
+}
 
 NpyMatrix parse_npy_matrix(const std::string& bytes, const std::string& name) {
   if (bytes.size() < magic_size + 4 || bytes.compare(0, magic_size, magic, magic_size) != 0) {

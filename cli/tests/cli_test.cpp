@@ -13,6 +13,7 @@
 
 #include "hla/cli/npy.hpp"
 #include "hla/fast/streaming.hpp"
+#include "hla/proofs/claim.hpp"
 #include "npy_fixtures.hpp"
 
 namespace fs = std::filesystem;
@@ -274,4 +275,34 @@ TEST_CASE("cli/eval with the scan and chunked implementations", "[cli]") {
                  "no chunk-parallel matrix form");
   check_rejected(w, w.eval("--variant hla2 --impl chunked --form published --decay 1/2"), "--form published",
                  "Figure 1(C)");
+}
+
+TEST_CASE("cli/proofs writes the ledger and exits 0 whatever the verdicts", "[cli]") {
+  Workspace w;
+  const Run r = w.run(std::string(HLA_BINARY) + " proofs --cases 3 --seed 7 --json " + w.path("ledger.json") +
+                      " --markdown " + w.path("ledger.md"));
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const std::string json = w.read("ledger.json"), markdown = w.read("ledger.md");
+  std::size_t entries = 0;
+  for (std::size_t at = json.find("{\"id\": "); at != std::string::npos; at = json.find("{\"id\": ", at + 1))
+    ++entries;
+  CHECK(entries == proofs::all_claims().size());
+  CHECK_THAT(json,
+             Catch::Contains("\"verdict\": \"fails\"") && Catch::Contains("\"counterexample\": {\"n\": 2"));
+  CHECK_THAT(markdown, Catch::Contains("### `thm-7.1/num` (p. 14): fails"));
+  // Same seed, same ledger.
+  REQUIRE(
+      w.run(std::string(HLA_BINARY) + " proofs --cases 3 --seed 7 --threads 1 --json " + w.path("again.json"))
+          .status == 0);
+  CHECK(w.read("again.json") == json);
+}
+
+TEST_CASE("cli/proofs on bad arguments", "[cli]") {
+  Workspace w;
+  check_rejected(w, w.run(std::string(HLA_BINARY) + " proofs --cases 0"), "--cases", "0");
+  check_rejected(w,
+                 w.run(std::string(HLA_BINARY) + " proofs --cases 1 --json " + w.path("no/such/dir/x.json")),
+                 "x.json", "cannot create");
+  CHECK_FALSE(fs::exists(w.path("no/such/dir/x.json")));
 }

@@ -26,6 +26,11 @@ class AhlaStream {
     routed_mass_ = gamma_ * routed_mass_ + s * k;
   }
 
+  // Scalars held between tokens (besides gamma): P, m, E, n.
+  Index state_size() const {
+    return key_value_.size() + key_mass_.size() + routed_value_.size() + routed_mass_.size();
+  }
+
   Readout<T> read(const Vector<T>& q) const {  // lines 7-9
     return {q.transpose() * routed_value_, q.dot(routed_mass_)};
   }

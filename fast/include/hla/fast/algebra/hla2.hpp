@@ -59,6 +59,12 @@ class Hla2Stream {
     query_mass_ = gamma_ * query_mass_ + q;
   }
 
+  // Scalars held between tokens (besides gamma and ridge): S, C, m, and G, h when masked.
+  Index state_size() const {
+    const Index moments = key_moment_.size() + query_value_.size() + query_mass_.size();
+    return masked_ ? moments + cross_value_.size() + cross_mass_.size() : moments;
+  }
+
   Readout<T> read(const Vector<T>& q) const {
     return hla2_read(q, ridge_, masked_, key_moment_, query_value_, query_mass_, cross_value_, cross_mass_);
   }

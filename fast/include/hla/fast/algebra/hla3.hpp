@@ -45,6 +45,12 @@ class Hla3PublishedStream {
     h3_ = gamma_ * h3_ + a3;
   }
 
+  // Scalars held between tokens: S^K, S^Q, P, m, and G1-G3, h1-h3 when masked.
+  Index state_size() const {
+    const Index moments = key_moment_.size() + query_moment_.size() + key_value_.size() + key_mass_.size();
+    return masked_ ? moments + 3 * (g1_.size() + h1_.size()) : moments;
+  }
+
   Readout<T> read(const Vector<T>& q) const {  // lines 13-17
     const Vector<T> z = query_moment_ * (key_moment_ * q);
     Readout<T> r{z.transpose() * key_value_, q.dot(key_moment_ * (query_moment_ * key_mass_))};
@@ -91,6 +97,12 @@ class Hla3CorrectedStream {
     const Vector<T> metric_query = key_moment_ * q;  // S^K_t q_t
     corrected_value_ = gamma_cubed_ * corrected_value_ + metric_query * (q.transpose() * key_value_);
     corrected_mass_ = gamma_cubed_ * corrected_mass_ + q.dot(key_mass_) * metric_query;
+  }
+
+  // Scalars held between tokens: S^K, P, m, F, eta.
+  Index state_size() const {
+    return key_moment_.size() + key_value_.size() + key_mass_.size() + corrected_value_.size() +
+           corrected_mass_.size();
   }
 
   Readout<T> read(const Vector<T>& q) const {

@@ -24,6 +24,8 @@ class LinearStream {
     key_mass_ = gamma_ * key_mass_ + k;
   }
 
+  // Scalars held between tokens (besides gamma).
+  Index state_size() const { return key_value_.size() + key_mass_.size(); }
   Readout<T> read(const Vector<T>& q) const { return {q.transpose() * key_value_, q.dot(key_mass_)}; }
 
  private:

@@ -1,0 +1,189 @@
+#pragma once
+
+// Generic pieces of the claims: the named components of every segment summary, the laws of a
+// scan operator (associativity, identity) on segments cut from a case's tokens, and the
+// exclusive-scan-then-include procedure of Thm 4.1 and Alg. 1/4.
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hla/fast/scan.hpp"
+#include "hla/proofs/claim.hpp"
+#include "hla/reference/definition.hpp"
+
+namespace hla::proofs {
+
+template <class T>
+using Named = std::vector<std::pair<std::string, Matrix<T>>>;
+
+template <class T>
+Matrix<T> column(const Vector<T>& v) {
+  return Matrix<T>(v);
+}
+template <class T>
+Matrix<T> scalar(const T& x) {
+  return Matrix<T>::Constant(1, 1, x);
+}
+
+template <class T>
+Named<T> components(const fast::LinearSummary<T>& s) {
+  return {{"P", s.key_value}, {"m", column(s.key_mass)}, {"rho", scalar(s.rho)}};
+}
+template <class T>
+Named<T> components(const fast::Hla2Summary<T>& s) {
+  return {{"S", s.key_moment},  {"C", s.query_value},        {"m", column(s.query_mass)},
+          {"G", s.cross_value}, {"h", column(s.cross_mass)}, {"rho", scalar(s.rho)}};
+}
+template <class T>
+Named<T> components(const fast::AhlaSummary<T>& s) {
+  return {{"R", s.key_query},    {"P", s.key_value},           {"m", column(s.key_mass)},
+          {"E", s.routed_value}, {"n", column(s.routed_mass)}, {"rho", scalar(s.rho)}};
+}
+template <class T>
+Named<T> components(const fast::Hla3Summary<T>& s) {
+  return {{"SK", s.key_moment},      {"SQ", s.query_moment},      {"P", s.key_value},
+          {"m", column(s.key_mass)}, {"F", s.corrected_value},    {"eta", column(s.corrected_mass)},
+          {"X", s.query_value},      {"x", column(s.query_mass)}, {"Y", s.key_query},
+          {"rho", scalar(s.rho)}};
+}
+template <class T>
+Named<T> components(const fast::Hla3PublishedSummary<T>& s) {
+  return {{"SK", s.key_moment},      {"SQ", s.query_moment},        {"P", s.key_value},
+          {"m", column(s.key_mass)}, {"F", s.corrected_value},      {"eta", column(s.corrected_mass)},
+          {"RQP", s.query_product},  {"rQm", column(s.query_mass)}, {"UKQ", s.key_query},
+          {"MKQP", s.map_value},     {"MKQm", s.map_mass}};
+}
+
+// Appends one part per component: lhs from `a`, rhs from `b`.
+template <class T, class Summary>
+void compare(Sides<T>& sides, const std::string& prefix, const Summary& a, const Summary& b) {
+  const Named<T> x = components(a), y = components(b);
+  for (std::size_t i = 0; i < x.size(); ++i) sides.push_back({prefix + x[i].first, x[i].second, y[i].second});
+}
+
+// The summary of tokens [begin, end): their token segments folded left to right.
+template <class Segments, class T>
+typename Segments::Summary fold(const Segments& seg, const Sequence<T>& s, Index begin, Index end) {
+  typename Segments::Summary acc = seg.identity();
+  for (Index t = begin; t < end; ++t)
+    acc = seg.combine(acc, seg.token(s.q.row(t).transpose(), s.k.row(t).transpose(), s.v.row(t)));
+  return acc;
+}
+
+// The summaries of the case's segments.
+template <class Segments, class T>
+std::vector<typename Segments::Summary> segment_summaries(const Segments& seg, const Case<T>& c) {
+  std::vector<typename Segments::Summary> out;
+  Index begin = 0;
+  for (Index length : c.segments) {
+    out.push_back(fold(seg, c.tokens, begin, begin + length));
+    begin += length;
+  }
+  return out;
+}
+
+// (A (+) B) (+) C against A (+) (B (+) C) on the case's three segments.
+template <class Segments, class T>
+Sides<T> associativity(const Segments& seg, const Case<T>& c) {
+  const auto x = segment_summaries(seg, c);
+  Sides<T> sides;
+  compare(sides, "", seg.combine(seg.combine(x[0], x[1]), x[2]), seg.combine(x[0], seg.combine(x[1], x[2])));
+  return sides;
+}
+
+// E (+) A = A = A (+) E on the case's one segment.
+template <class Segments, class T>
+Sides<T> identity_laws(const Segments& seg, const Case<T>& c) {
+  const auto x = segment_summaries(seg, c);
+  Sides<T> sides;
+  compare(sides, "left ", seg.combine(seg.identity(), x[0]), x[0]);
+  compare(sides, "right ", seg.combine(x[0], seg.identity()), x[0]);
+  return sides;
+}
+
+// The token segments of the case.
+template <class Segments, class T>
+std::vector<typename Segments::Summary> token_segments(const Segments& seg, const Sequence<T>& s) {
+  std::vector<typename Segments::Summary> out;
+  for (Index t = 0; t < s.length(); ++t)
+    out.push_back(seg.token(s.q.row(t).transpose(), s.k.row(t).transpose(), s.v.row(t)));
+  return out;
+}
+
+// Thm 4.1's procedure: an exclusive Blelloch scan of the token segments, then I_t = P_t (+) T_t.
+template <class Segments, class T>
+std::vector<typename Segments::Summary> scan_inclusive(const Segments& seg, const Sequence<T>& s) {
+  const auto tokens = token_segments(seg, s);
+  auto prefixes = tokens;
+  fast::exclusive_scan(
+      prefixes, seg.identity(), [&seg](const auto& a, const auto& b) { return seg.combine(a, b); }, 1);
+  for (std::size_t t = 0; t < tokens.size(); ++t) prefixes[t] = seg.combine(prefixes[t], tokens[t]);
+  return prefixes;
+}
+
+// The two-level form (Sec. 4.2, Alg. 4): chunks of `chunk` tokens, an exclusive scan inside each
+// chunk and one across the chunk summaries, then I_t = carry (+) P_t^loc (+) T_t.
+template <class Segments, class T>
+std::vector<typename Segments::Summary> two_level_inclusive(const Segments& seg, const Sequence<T>& s,
+                                                            Index chunk) {
+  using Summary = typename Segments::Summary;
+  const auto tokens = token_segments(seg, s);
+  const auto combine = [&seg](const Summary& a, const Summary& b) { return seg.combine(a, b); };
+  const Index n = s.length();
+  std::vector<Summary> local = tokens, carry;
+  for (Index begin = 0; begin < n; begin += chunk) {
+    const Index end = std::min(n, begin + chunk);
+    std::vector<Summary> part(tokens.begin() + begin, tokens.begin() + end);
+    fast::exclusive_scan(part, seg.identity(), combine, 1);
+    carry.push_back(seg.combine(part.back(), tokens[end - 1]));
+    std::copy(part.begin(), part.end(), local.begin() + begin);
+  }
+  fast::exclusive_scan(carry, seg.identity(), combine, 1);
+  std::vector<Summary> out;
+  for (Index t = 0; t < n; ++t)
+    out.push_back(seg.combine(seg.combine(carry[t / chunk], local[t]), tokens[t]));
+  return out;
+}
+
+// Stacks per-token states component by component (rows t = 1..n of each flattened component).
+template <class T, class Summary>
+Named<T> stacked(const std::vector<Summary>& states) {
+  Named<T> out;
+  for (std::size_t t = 0; t < states.size(); ++t) {
+    const Named<T> x = components(states[t]);
+    if (out.empty()) {
+      for (const auto& [name, m] : x) out.push_back({name, Matrix<T>(states.size(), m.size())});
+    }
+    for (std::size_t i = 0; i < x.size(); ++i)
+      out[i].second.row(t) = Eigen::Map<const RowVector<T>>(x[i].second.data(), x[i].second.size());
+  }
+  return out;
+}
+
+template <class T, class Summary>
+void compare_states(Sides<T>& sides, const std::vector<Summary>& a, const std::vector<Summary>& b) {
+  const Named<T> x = stacked<T>(a), y = stacked<T>(b);
+  for (std::size_t i = 0; i < x.size(); ++i) sides.push_back({x[i].first + "_t", x[i].second, y[i].second});
+}
+
+// The read-outs num_t, den_t of per-token inclusive states.
+template <class Segments, class T>
+Terms<T> read_states(const Segments& seg, const std::vector<typename Segments::Summary>& states,
+                     const Sequence<T>& s) {
+  Terms<T> out{Matrix<T>(s.length(), s.value_dim()), Vector<T>(s.length())};
+  for (Index t = 0; t < s.length(); ++t) {
+    const fast::Readout<T> r = seg.read(states[t], s.q.row(t).transpose());
+    out.num.row(t) = r.num;
+    out.den(t) = r.den;
+  }
+  return out;
+}
+
+// Parts comparing terms: "num" and "den".
+template <class T>
+Sides<T> terms_sides(const Terms<T>& lhs, const Terms<T>& rhs) {
+  return {{"num", lhs.num, rhs.num}, {"den", column(lhs.den), column(rhs.den)}};
+}
+
+}  // namespace hla::proofs

@@ -1,0 +1,124 @@
+#pragma once
+
+// Shared by the claim files: operators of the reference built from a case's parameters, literal
+// prefix sums, and domain presets.
+
+#include <vector>
+
+#include "hla/fast/streaming.hpp"
+#include "hla/proofs/laws.hpp"
+
+namespace hla::proofs::claims {
+
+inline OperatorSpec spec_of(Variant variant, bool masked, const Parameters& p, bool normalize = false) {
+  OperatorSpec spec;
+  spec.variant = variant;
+  spec.masked = masked;
+  spec.normalize = normalize;
+  spec.eps = p.eps;
+  spec.ridge = variant == Variant::hla2 ? p.ridge : Rational(0);
+  spec.decay = p.gamma;
+  return spec;
+}
+
+template <class T>
+T gamma_of(const Case<T>& c) {
+  return from_rational<T>(c.parameters.gamma);
+}
+
+// The reference's num and den.
+template <class T>
+Terms<T> defined(Variant variant, bool masked, const Case<T>& c) {
+  return reference::terms(spec_of(variant, masked, c.parameters), c.tokens);
+}
+// The reference's output (normalized when asked).
+template <class T>
+Matrix<T> defined_output(Variant variant, bool masked, bool normalize, const Case<T>& c) {
+  return reference::output(spec_of(variant, masked, c.parameters, normalize), c.tokens);
+}
+
+template <class T>
+Vector<T> q_(const Case<T>& c, Index t) {
+  return c.tokens.q.row(t).transpose();
+}
+template <class T>
+Vector<T> k_(const Case<T>& c, Index t) {
+  return c.tokens.k.row(t).transpose();
+}
+template <class T>
+RowVector<T> v_(const Case<T>& c, Index t) {
+  return c.tokens.v.row(t);
+}
+
+// W = L . Q K^T, the causally masked scores.
+template <class T>
+Matrix<T> masked_scores(const Case<T>& c) {
+  return reference::lower(Matrix<T>(c.tokens.q * c.tokens.k.transpose()), T(1));
+}
+
+// Rows t = 1..n of per-token matrices, each flattened row-major.
+template <class T>
+Matrix<T> stack(const std::vector<Matrix<T>>& xs) {
+  if (xs.empty()) return Matrix<T>(0, 0);
+  Matrix<T> out(static_cast<Index>(xs.size()), xs[0].size());
+  for (std::size_t t = 0; t < xs.size(); ++t)
+    out.row(static_cast<Index>(t)) = Eigen::Map<const RowVector<T>>(xs[t].data(), xs[t].size());
+  return out;
+}
+
+// Row t of num from per-token row vectors.
+template <class T>
+Matrix<T> rows(const std::vector<RowVector<T>>& xs, Index cols) {
+  Matrix<T> out(static_cast<Index>(xs.size()), cols);
+  for (std::size_t t = 0; t < xs.size(); ++t) out.row(static_cast<Index>(t)) = xs[t];
+  return out;
+}
+
+// num / (den + eps), row by row.
+template <class T>
+Matrix<T> normalized(const Terms<T>& terms, const Case<T>& c) {
+  OperatorSpec spec;
+  spec.normalize = true;
+  spec.eps = c.parameters.eps;
+  return reference::finish(spec, terms);
+}
+
+// An entry: `corrected_by` names the entry that corrects a failing printed claim, `corrects` the
+// printed claim that a derived entry corrects.
+inline Claim make(std::string id, int page, std::string statement,
+                  std::variant<IdentityCheck, CountCheck> check, std::string corrected_by = "",
+                  std::string corrects = "") {
+  return {std::move(id),   page, std::move(statement), std::move(corrected_by), std::move(corrects),
+          std::move(check)};
+}
+
+// Domains. Degrees: hla2 and ahla numerators have degree 5 in the entries (q k k q v and
+// q k q k v), hla3 7; normalized identities compared after division: twice that, plus eps.
+inline Domain second_order(bool decay = false, bool normalize = false) {
+  Domain d;
+  d.decay = decay;
+  d.normalize = normalize;
+  d.degree = normalize ? 11 : 5;
+  d.gamma_degree_per_token = 2;
+  return d;
+}
+inline Domain third_order(bool decay = false, bool normalize = false) {
+  Domain d = second_order(decay, normalize);
+  d.degree = normalize ? 15 : 7;
+  d.gamma_degree_per_token = 3;
+  d.max_n = 7;
+  d.field_max_n = 24;
+  d.field_max_d = 6;
+  return d;
+}
+inline Domain segments(Domain d, int count) {
+  d.segments = count;
+  d.min_n = 1;
+  return d;
+}
+inline Domain chunked(Domain d) {
+  d.chunk = 1;
+  return d;
+}
+
+}  // namespace hla::proofs::claims

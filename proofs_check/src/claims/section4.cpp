@@ -1,0 +1,282 @@
+// Sections 4 and 5: the scan operators of second-order HLA and their laws, Thm 4.1's scan
+// equivalence, the two-level form, Algorithm 1 run as printed, and the remarks of Sec. 5.
+
+#include "common.hpp"
+
+namespace hla::proofs::claims {
+namespace {
+
+template <class T>
+fast::Hla2Segments<T> hla2_segments(const Case<T>& c, bool masked, bool corrected) {
+  return fast::Hla2Segments<T>(c.d(), c.dv(), gamma_of(c), T(0), masked, corrected);
+}
+
+// The serial recurrence of Sec. 3.1's online updates with Sec. 4.3's decay (published:
+// G_t = g G_{t-1} + k_t k_t^T C_{t-1}; corrected, F1: g^2 and g), as per-token states.
+template <class T>
+std::vector<fast::Hla2Summary<T>> serial_states(const Case<T>& c, bool masked, bool corrected) {
+  const T g = gamma_of(c);
+  const T previous = corrected ? g * g : g, incoming = corrected ? g : T(1);
+  fast::Hla2Summary<T> x = hla2_segments(c, masked, corrected).identity();
+  std::vector<fast::Hla2Summary<T>> out;
+  for (Index t = 0; t < c.n(); ++t) {
+    const Vector<T> q = q_(c, t), k = k_(c, t);
+    if (masked) {
+      x.cross_value = previous * x.cross_value + incoming * k * (k.transpose() * x.query_value);
+      x.cross_mass = previous * x.cross_mass + incoming * k * k.dot(x.query_mass);
+    }
+    x.key_moment = g * x.key_moment + k * k.transpose();
+    x.query_value = g * x.query_value + q * v_(c, t);
+    x.query_mass = g * x.query_mass + q;
+    x.rho = x.rho * g;
+    out.push_back(x);
+  }
+  return out;
+}
+
+// Thm 4.1: the exclusive Blelloch scan with local inclusion against the serial recurrence, state
+// by state, and the read-outs.
+template <class T>
+Sides<T> scan_equivalence(const Case<T>& c, bool masked, bool corrected, bool two_level) {
+  const auto seg = hla2_segments(c, masked, corrected);
+  const auto scanned =
+      two_level ? two_level_inclusive(seg, c.tokens, c.chunk) : scan_inclusive(seg, c.tokens);
+  const auto serial = serial_states(c, masked, corrected);
+  Sides<T> sides;
+  compare_states(sides, scanned, serial);
+  for (Part<T>& p : terms_sides(read_states(seg, scanned, c.tokens), read_states(seg, serial, c.tokens)))
+    sides.push_back(std::move(p));
+  return sides;
+}
+
+// Algorithm 1 as printed, on one chunk of width w = n: an exclusive scan of the token segments
+// under Eq. 4.1's operator (Sec. 4.2's decay-aware one when decayed), then lines 4-16.
+// corrected: the operator of F3 and line 6 with F1's weights.
+template <class T>
+Matrix<T> algorithm1(const Case<T>& c, bool normalize, bool corrected) {
+  const T g = gamma_of(c), lambda = from_rational<T>(c.parameters.ridge),
+          eps = from_rational<T>(c.parameters.eps);
+  const auto seg = hla2_segments(c, true, corrected);
+  auto prefixes = token_segments(seg, c.tokens);  // line 1: (dS, dC, dm, 0, 0)
+  fast::exclusive_scan(
+      prefixes, seg.identity(), [&seg](const auto& a, const auto& b) { return seg.combine(a, b); },
+      1);  // line 2
+  Matrix<T> o(c.n(), c.dv());
+  for (Index t = 0; t < c.n(); ++t) {  // line 3
+    const auto& p = prefixes[t];
+    const Vector<T> q = q_(c, t), k = k_(c, t);
+    const Matrix<T> ds = k * k.transpose();
+    const Matrix<T> s = g * p.key_moment + ds;  // line 5
+    const Matrix<T> cv = g * p.query_value + q * v_(c, t);
+    const Vector<T> m = g * p.query_mass + q;
+    const T previous = corrected ? g * g : g, incoming = corrected ? g : T(1);
+    const Matrix<T> gt = previous * p.cross_value + incoming * ds * p.query_value;  // line 6
+    const Vector<T> h = previous * p.cross_mass + incoming * ds * p.query_mass;
+    const Matrix<T> s_eff = s + lambda * Matrix<T>::Identity(c.d(), c.d());  // line 7
+    const RowVector<T> u = q.transpose() * s_eff;                            // line 9
+    RowVector<T> out = u * cv - q.transpose() * gt;                          // lines 10-11
+    if (normalize) {                                                         // lines 13-15
+      const T den = u.dot(m) - q.dot(h) + eps;
+      out = out.unaryExpr([&](const T& x) { return checked_divide(x, den, "Alg. 1 denominator"); });
+    }
+    o.row(t) = out;
+  }
+  return o;
+}
+
+// Multi-query (Sec. 5.2): K and V shared by the heads, whose queries are the column blocks of q.
+// One S^K per layer; C^QV, m^Q, G, h per head.
+template <class T>
+Matrix<T> shared_key_moment_outputs(const Case<T>& c, Index heads) {
+  const Index d = c.tokens.k.cols(), dv = c.dv();
+  Matrix<T> s = Matrix<T>::Zero(d, d), out(c.n(), heads * dv);
+  std::vector<Matrix<T>> cqv(heads, Matrix<T>::Zero(d, dv)), g(heads, Matrix<T>::Zero(d, dv));
+  for (Index t = 0; t < c.n(); ++t) {
+    const Vector<T> k = k_(c, t);
+    for (Index h = 0; h < heads; ++h) {
+      const Vector<T> q = c.tokens.q.row(t).segment(h * d, d).transpose();
+      g[h] = g[h] + k * (k.transpose() * cqv[h]);
+      cqv[h] = cqv[h] + q * v_(c, t);
+    }
+    s = s + k * k.transpose();  // stored once
+    for (Index h = 0; h < heads; ++h) {
+      const Vector<T> q = c.tokens.q.row(t).segment(h * d, d).transpose();
+      out.row(t).segment(h * dv, dv) = q.transpose() * (s * cqv[h] - g[h]);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+}  // namespace hla::proofs::claims
+
+namespace hla::proofs {
+using namespace claims;
+
+std::vector<Claim> section4_claims() {
+  std::vector<Claim> out;
+  const auto laws = [&out](const std::string& id, int page, const std::string& what, Domain domain,
+                           bool masked, bool corrected, const std::string& corrected_by,
+                           const std::string& corrects) {
+    out.push_back(make(
+        id + "/assoc", page, what + " is associative.",
+        identity(
+            segments(domain, 3), Scope::summary_algebra, 0,
+            [=]<class T>(const Case<T>& c) { return associativity(hla2_segments(c, masked, corrected), c); }),
+        corrected_by.empty() ? "" : corrected_by + "/assoc", corrects.empty() ? "" : corrects + "/assoc"));
+    out.push_back(make(
+        id + "/identity", page, what + " has the empty segment (zero summaries, rho = 1) as identity.",
+        identity(
+            segments(domain, 1), Scope::summary_algebra, 0,
+            [=]<class T>(const Case<T>& c) { return identity_laws(hla2_segments(c, masked, corrected), c); }),
+        "", corrects.empty() ? "" : corrects + "/identity"));
+  };
+  laws("sec-4.1", 7, "The unmasked monoid (S, C, m) with componentwise addition", second_order(), false,
+       false, "", "");
+  laws("eq-4.1", 7, "The masked semidirect product of Eq. 4.1", second_order(), true, false, "", "");
+  laws("sec-4.2-decay", 7, "The decay-aware unmasked monoid (rho_B S_A + S_B, ..., rho_A rho_B)",
+       second_order(true), false, false, "", "");
+  laws("eq-4.1-decay", 7,
+       "The decay-aware masked operator of Sec. 4.2 (G_AB = rho_B G_A + G_B + S_B (rho_B C_A))",
+       second_order(true), true, false, "eq-4.1-decay-corrected", "");
+  laws("eq-4.1-decay-corrected", 7, "Corrected (F3): G_AB = rho_B^2 G_A + G_B + rho_B S_B C_A, h likewise,",
+       second_order(true), true, true, "", "eq-4.1-decay");
+
+  const auto theorem = [&out](const std::string& id, const std::string& what, bool decay, bool masked,
+                              bool corrected, bool two_level, const std::string& corrected_by,
+                              const std::string& corrects) {
+    Domain domain = second_order(decay);
+    if (two_level) domain = chunked(domain);
+    out.push_back(make(id, two_level ? 8 : 7, what,
+                       identity(domain, Scope::sizes_tried, 0,
+                                [=]<class T>(const Case<T>& c) {
+                                  return scan_equivalence(c, masked, corrected, two_level);
+                                }),
+                       corrected_by, corrects));
+  };
+  const std::string thm =
+      "Thm 4.1: an exclusive Blelloch scan followed by local inclusion gives, at every t, the state "
+      "of the serial recurrence (Sec. 3.1 updates";
+  theorem("thm-4.1/unmasked", thm + "), unmasked, and hence its outputs.", false, false, false, false, "",
+          "");
+  theorem("thm-4.1/masked", thm + "), masked, and hence its outputs.", false, true, false, false, "", "");
+  theorem("thm-4.1/unmasked-decay", thm + " with Sec. 4.3 decay), unmasked, and hence its outputs.", true,
+          false, false, false, "", "");
+  theorem("thm-4.1/masked-decay", thm + " with Sec. 4.3 decay), masked, and hence its outputs.", true, true,
+          false, false, "thm-4.1-corrected/masked-decay", "");
+  theorem("thm-4.1-corrected/masked-decay",
+          "Corrected (F1, F3): the scan under the corrected operator gives the states of the corrected "
+          "recurrence.",
+          true, true, true, false, "", "thm-4.1/masked-decay");
+  theorem("rem-4.2/two-level",
+          "Inter-chunk scan (Sec. 4.2): carry (+) local prefix (+) T_t gives the serial state, for any chunk "
+          "size.",
+          false, true, false, true, "", "");
+  theorem("rem-4.2/two-level-decay",
+          "The two-level scan with the decay-aware operator gives the serial decayed state.", true, true,
+          false, true, "rem-4.2-corrected/two-level-decay", "");
+  theorem("rem-4.2-corrected/two-level-decay",
+          "Corrected (F1, F3): the two-level scan gives the corrected serial state.", true, true, true, true,
+          "", "rem-4.2/two-level-decay");
+
+  // Algorithm 1, run as printed, against the reference.
+  const auto alg1 = [&out](const std::string& id, const std::string& what, Domain domain, bool corrected,
+                           const std::string& corrected_by, const std::string& corrects) {
+    out.push_back(make(id, 9, what,
+                       identity(domain, domain.decay ? Scope::sizes_tried : Scope::order_pattern, 3,
+                                [=]<class T>(const Case<T>& c) {
+                                  const bool normalize = c.parameters.eps != 0;
+                                  return Sides<T>{{"o", algorithm1(c, normalize, corrected),
+                                                   defined_output(Variant::hla2, true, normalize, c)}};
+                                }),
+                       corrected_by, corrects));
+  };
+  Domain ridge = second_order();
+  ridge.ridge = true;
+  ridge.degree = 6;
+  Domain ridge_normalized = second_order(false, true);
+  ridge_normalized.ridge = true;
+  ridge_normalized.degree = 13;
+  alg1("alg-1", "Algorithm 1 (no decay, no ridge, unnormalized) returns the masked output.", second_order(),
+       false, "", "");
+  alg1("alg-1/normalized", "Algorithm 1 with normalize returns the masked normalized output.",
+       second_order(false, true), false, "", "");
+  alg1("alg-1/ridge", "Algorithm 1 with ridge lambda returns q_t^T (S^K_t + lambda I) C_t - q_t^T G_t.",
+       ridge, false, "", "");
+  alg1("alg-1/ridge-normalized", "Algorithm 1 with ridge and normalize.", ridge_normalized, false, "", "");
+  alg1("alg-1/decay", "Algorithm 1 with decay returns the masked decayed output.", second_order(true), false,
+       "alg-1-corrected/decay", "");
+  alg1("alg-1-corrected/decay",
+       "Algorithm 1 with F3's operator and F1's line 6 returns the masked decayed output.",
+       second_order(true), true, "", "alg-1/decay");
+
+  // Section 5.
+  out.push_back(make(
+      "rem-5.1-ridge", 9,
+      "Adding lambda I gives a stabilized variant that is not the masked bilinear form: it adds "
+      "lambda q_t^T C^QV_t to the numerator and lambda q_t^T m^Q_t to the denominator.",
+      identity(ridge, Scope::order_pattern, 3, []<class T>(const Case<T>& c) {
+        const T lambda = from_rational<T>(c.parameters.ridge);
+        Case<T> plain = c;
+        plain.parameters.ridge = 0;
+        const Terms<T> with = defined(Variant::hla2, true, c), without = defined(Variant::hla2, true, plain);
+        Terms<T> extra{Matrix<T>(c.n(), c.dv()), Vector<T>(c.n())};
+        Matrix<T> cqv = Matrix<T>::Zero(c.d(), c.dv());
+        Vector<T> m = Vector<T>::Zero(c.d());
+        for (Index t = 0; t < c.n(); ++t) {
+          cqv += q_(c, t) * v_(c, t);
+          m += q_(c, t);
+          extra.num.row(t) = lambda * (q_(c, t).transpose() * cqv);
+          extra.den(t) = lambda * q_(c, t).dot(m);
+        }
+        return Sides<T>{{"num", Matrix<T>(with.num - without.num), extra.num},
+                        {"den", column(Vector<T>(with.den - without.den)), column(extra.den)}};
+      })));
+  Domain two_heads = second_order();
+  two_heads.heads = 2;
+  out.push_back(make(
+      "sec-5.2/multi-query", 10,
+      "With K and V shared across heads, one S^K_t per layer serves every head; C, m, G, h stay per head.",
+      identity(two_heads, Scope::order_pattern, 3, []<class T>(const Case<T>& c) {
+        const Index heads = 2, d = c.tokens.k.cols(), dv = c.dv();
+        Matrix<T> rhs(c.n(), heads * dv);
+        for (Index h = 0; h < heads; ++h) {
+          Case<T> head = c;
+          head.tokens.q = c.tokens.q.middleCols(h * d, d);
+          rhs.middleCols(h * dv, dv) = defined(Variant::hla2, true, head).num;
+        }
+        return Sides<T>{{"o", shared_key_moment_outputs(c, heads), rhs}};
+      })));
+  out.push_back(
+      make("sec-5.2/packed", 10,
+           "S^K_t is symmetric, so its upper triangle (d(d+1)/2 entries) determines it without changing "
+           "the algebra.",
+           identity(second_order(), Scope::order_pattern, 3, []<class T>(const Case<T>& c) {
+             const Index d = c.d();
+             Vector<T> packed = Vector<T>::Zero(d * (d + 1) / 2);
+             Matrix<T> full = Matrix<T>::Zero(d, d), cqv = Matrix<T>::Zero(d, c.dv()), g = cqv;
+             std::vector<Matrix<T>> s_t, s_t_transposed;
+             Matrix<T> o(c.n(), c.dv());
+             for (Index t = 0; t < c.n(); ++t) {
+               const Vector<T> k = k_(c, t), q = q_(c, t);
+               full += k * k.transpose();
+               s_t.push_back(full);
+               s_t_transposed.push_back(full.transpose());
+               g += k * (k.transpose() * cqv);
+               cqv += q * v_(c, t);
+               Matrix<T> unpacked(d, d);
+               for (Index a = 0, e = 0; a < d; ++a) {
+                 for (Index b = a; b < d; ++b, ++e) {
+                   packed(e) += k(a) * k(b);
+                   unpacked(a, b) = unpacked(b, a) = packed(e);
+                 }
+               }
+               o.row(t) = q.transpose() * (unpacked * cqv - g);
+             }
+             return Sides<T>{{"S^K_t = (S^K_t)^T", stack(s_t), stack(s_t_transposed)},
+                             {"o from the packed S^K", o, defined(Variant::hla2, true, c).num}};
+           })));
+  return out;
+}
+
+}  // namespace hla::proofs
