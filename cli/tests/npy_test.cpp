@@ -57,3 +57,11 @@ TEST_CASE("npy/rejects what it cannot read with one line naming the file", "[cli
   rejects(npy_bytes("<f8", "[1, 1]", raw<double>({1})), "not a valid .npy header");
   rejects(npy_bytes("<f8", "(1, 1)", "").substr(0, 12), "truncated");
 }
+
+TEST_CASE("npy/an empty array with a huge other dimension is read at once", "[cli][npy]") {
+  // Found by the .npy fuzzer: shape (4000001881025430, 0) used to loop over every row.
+  const NpyMatrix m = parse_npy_matrix(npy_bytes("<f8", "(4000001881025430, 0)", ""), "huge.npy");
+  CHECK(m.rows == 4000001881025430);
+  CHECK(m.cols == 0);
+  CHECK(m.values.empty());
+}
