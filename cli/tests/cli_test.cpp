@@ -306,3 +306,36 @@ TEST_CASE("cli/proofs on bad arguments", "[cli]") {
                  "x.json", "cannot create");
   CHECK_FALSE(fs::exists(w.path("no/such/dir/x.json")));
 }
+
+TEST_CASE("cli/fuzz on bad arguments exits 2", "[cli]") {
+  Workspace w;
+  const auto check_two = [&](const std::string& args, const std::string& subject) {
+    const Run r = w.run(std::string(HLA_BINARY) + " fuzz " + args);
+    INFO(args << ": " << r.err);
+    CHECK(r.status == 2);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK_THAT(r.err, Catch::Contains(subject));
+  };
+  check_two("--operator no-such-operator --seconds 1", "no-such-operator");
+  check_two("--explain " + w.path("missing.bin") + " --operator eq-4.1", "missing.bin");
+  check_two("", "--operator");
+}
+
+TEST_CASE("cli/fuzz explain decodes a saved finding and names the violated law", "[cli]") {
+  Workspace w;
+  for (const auto& entry : fs::recursive_directory_iterator(std::string(HLA_SOURCE_DIR) + "/fuzz/findings")) {
+    if (!entry.is_regular_file()) continue;
+    const std::string op = entry.path().parent_path().filename().string();
+    const std::string command = std::string(HLA_BINARY) + " fuzz --explain " + entry.path().string();
+    const int raw = std::system((command + " > " + w.path("explain.txt") + " 2>&1").c_str());
+    const std::string out = w.read("explain.txt");
+    INFO(command << "\n" << out);
+    CHECK((WIFEXITED(raw) && WEXITSTATUS(raw) == 1));
+    CHECK_THAT(out, Catch::Contains("violation of") && Catch::Contains("by " + op) &&
+                        Catch::Contains("token 1: q = ("));
+  }
+  // An input on which every law holds: exit 0.
+  std::ofstream(w.path("zeros.bin"), std::ios::binary) << std::string(64, '\0');
+  CHECK(w.run(std::string(HLA_BINARY) + " fuzz --explain " + w.path("zeros.bin") + " --operator eq-4.1")
+            .status == 0);
+}

@@ -283,7 +283,8 @@ template <class Chunks, class T>
 Terms<T> chunked_terms_with(const Chunks& form, const Sequence<T>& s, const ScanOptions& options) {
   using Summary = typename Chunks::Summary;
   const Index n = s.length();
-  const auto [chunk, chunks] = chunk_layout(n, options);
+  const ChunkLayout layout = chunk_layout(n, options);
+  const Index chunk = layout.size, chunks = layout.count;
   const auto& seg = form.segments();
   const chunked_detail::ChunkShape<T> full(chunk, form.gamma());
   const chunked_detail::ChunkShape<T> tail(n - (chunks - 1) * chunk, form.gamma());

@@ -72,7 +72,8 @@ template <class Segments, class T>
 Terms<T> scan_terms_with(const Segments& seg, const Sequence<T>& s, const ScanOptions& options) {
   using Summary = typename Segments::Summary;
   const Index n = s.length();
-  const auto [chunk, chunks] = chunk_layout(n, options);
+  const ChunkLayout layout = chunk_layout(n, options);
+  const Index chunk = layout.size, chunks = layout.count;
   const int threads = options.threads;
   const Summary identity = seg.identity();
   const auto combine = [&seg](const Summary& a, const Summary& b) { return seg.combine(a, b); };

@@ -36,6 +36,11 @@ Named<T> components(const fast::Hla2Summary<T>& s) {
           {"G", s.cross_value}, {"h", column(s.cross_mass)}, {"rho", scalar(s.rho)}};
 }
 template <class T>
+Named<T> components(const fast::Hla2MomentSummary<T>& s) {
+  return {{"S", s.key_moment},   {"C", s.query_value},         {"m", column(s.query_mass)},
+          {"F", s.masked_value}, {"f", column(s.masked_mass)}, {"rho", scalar(s.rho)}};
+}
+template <class T>
 Named<T> components(const fast::AhlaSummary<T>& s) {
   return {{"R", s.key_query},    {"P", s.key_value},           {"m", column(s.key_mass)},
           {"E", s.routed_value}, {"n", column(s.routed_mass)}, {"rho", scalar(s.rho)}};

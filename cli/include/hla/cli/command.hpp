@@ -1,0 +1,44 @@
+#pragma once
+
+// The hla command line: every subcommand and option, parsed, and converted into the toolkit's
+// requests. Parsing runs nothing; main() dispatches on the result. Exposed for tests and fuzzing.
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "hla/bench/cpu.hpp"
+#include "hla/cli/eval.hpp"
+#include "hla/cli/fuzz.hpp"
+#include "hla/proofs/ledger.hpp"
+#include "hla/reports/audit.hpp"
+
+namespace hla::cli {
+
+struct CommandLine {
+  CommandLine();
+  CommandLine(const CommandLine&) = delete;
+  CommandLine& operator=(const CommandLine&) = delete;
+
+  // hla eval's options as a request. Throws hla::Error naming the flag whose value is invalid.
+  EvalRequest eval_request() const;
+  // hla bench cpu's options. Throws hla::Error for an unknown variant.
+  bench::CpuBenchOptions bench_request() const;
+
+  CLI::App app{"hla: Higher-order Linear Attention verification and reference toolkit"};
+  CLI::App *eval, *audit, *proofs, *fuzz, *bench, *bench_cpu;
+
+  // eval, as typed; eval_request() converts them
+  std::string variant = "hla2", form, impl, scalar, eps = "0", ridge = "0", decay = "1";
+  bool unmasked = false;
+  EvalRequest request;
+
+  reports::AuditOptions audit_options;
+  proofs::LedgerOptions ledger_options;
+  std::string ledger_json, ledger_markdown;
+  FuzzOptions fuzz_options;
+  bool fuzz_list = false;
+  bench::CpuBenchOptions bench_options;
+  std::string bench_variant = "hla2";
+};
+
+}  // namespace hla::cli

@@ -1,0 +1,95 @@
+#include "hla/cli/command.hpp"
+
+namespace hla::cli {
+namespace {
+
+template <class Enum>
+Enum parse_choice(const std::string& flag, const std::string& text, std::optional<Enum> parsed,
+                  const std::string& choices) {
+  if (!parsed) throw Error(flag + ": '" + text + "' is not one of " + choices);
+  return *parsed;
+}
+
+}  // namespace
+
+CommandLine::CommandLine() {
+  app.require_subcommand(1);
+
+  eval = app.add_subcommand("eval", "evaluate one operator on q, k, v from .npy files");
+  eval->add_option("--variant", variant, "linear | hla2 | ahla | hla3")->required();
+  eval->add_option("--form", form,
+                   "published | corrected (streaming; default: the form equal to the reference)");
+  eval->add_flag("--unmasked", unmasked, "the unmasked prefix form (hla2, hla3)");
+  eval->add_flag("--normalize", request.spec.normalize, "divide by the masked denominator plus eps");
+  eval->add_option("--eps", eps, "eps >= 0 (with --normalize)");
+  eval->add_option("--ridge", ridge, "ridge lambda (hla2)");
+  eval->add_option("--decay", decay, "decay gamma in (0, 1]");
+  eval->add_option("--impl", impl, "reference | streaming | scan | chunked")->required();
+  eval->add_option("--chunk", request.scan.chunk, "scan, chunked: tokens per chunk (default 64)");
+  eval->add_option("--threads", request.scan.threads, "scan, chunked: threads (default 1)");
+  eval->add_option("--scalar", scalar, "exact | mpfr | f64 | f32 | modp")->required();
+  eval->add_option("--q", request.q_path, "queries [n, d], float64 or float32 .npy")->required();
+  eval->add_option("--k", request.k_path, "keys [n, d]")->required();
+  eval->add_option("--v", request.v_path, "values [n, dv]")->required();
+  eval->add_option("--out", request.out_path, "output [n, dv]: float64, or uint64 residues for modp")
+      ->required();
+
+  app.add_subcommand("variants", "list variants, forms and options");
+
+  audit = app.add_subcommand("audit", "exact audit of every implementation against the reference");
+  audit->add_option("--cases", audit_options.cases, "random inputs per operator, form and scalar")
+      ->check(CLI::Range(1, 1'000'000));
+  audit->add_option("--seed", audit_options.seed, "seed of the random inputs");
+  audit->add_option("--max-n", audit_options.max_n, "largest sequence length")->check(CLI::Range(0, 4096));
+
+  proofs = app.add_subcommand("proofs", "the ledger: every checkable claim of the paper, checked");
+  proofs
+      ->add_option("--cases", ledger_options.cases,
+                   "random exact cases per identity (Z/p: a tenth, at least 20)")
+      ->check(CLI::Range(1, 1'000'000));
+  proofs->add_option("--seed", ledger_options.seed, "seed of the random cases");
+  proofs->add_option("--threads", ledger_options.threads, "claims checked at once")
+      ->check(CLI::Range(1, 256));
+  proofs->add_option("--json", ledger_json, "write the ledger as JSON to this file");
+  proofs->add_option("--markdown", ledger_markdown, "write the ledger as markdown to this file");
+
+  fuzz = app.add_subcommand(
+      "fuzz", "fuzz the laws of a scan operator (exit 0: none violated, 1: a violation, 2: error)");
+  fuzz->add_flag("--list", fuzz_list, "name the operators");
+  fuzz->add_option("--operator", fuzz_options.operator_id, "the operator (an id of hla fuzz --list)");
+  fuzz->add_option("--seconds", fuzz_options.seconds, "length of the campaign (default 60)");
+  fuzz->add_option("--jobs", fuzz_options.jobs, "fuzzer processes (default 1)");
+  fuzz->add_option("--corpus", fuzz_options.corpus, "start from and add to this corpus directory");
+  fuzz->add_option("--explain", fuzz_options.explain, "decode a saved input and check it");
+
+  bench = app.add_subcommand("bench", "benchmarks");
+  bench->require_subcommand(1);
+  bench_cpu = bench->add_subcommand("cpu", "tokens/s of streaming and the chunked form on 1 and 2 threads");
+  bench_cpu->add_option("--variant", bench_variant, "linear | hla2 | ahla (masked, float32)");
+  bench_cpu->add_option("--n", bench_options.n, "sequence length");
+  bench_cpu->add_option("--d", bench_options.d, "key dimension");
+  bench_cpu->add_option("--dv", bench_options.dv, "value dimension");
+  bench_cpu->add_option("--chunk", bench_options.chunk, "chunk size");
+  bench_cpu->add_option("--repetitions", bench_options.repetitions, "timed repetitions (median reported)");
+}
+
+EvalRequest CommandLine::eval_request() const {
+  EvalRequest out = request;
+  out.spec.variant = parse_choice("--variant", variant, parse_variant(variant), "linear, hla2, ahla, hla3");
+  out.spec.masked = !unmasked;
+  out.spec.eps = parse_rational(eps, "--eps");
+  out.spec.ridge = parse_rational(ridge, "--ridge");
+  out.spec.decay = parse_rational(decay, "--decay");
+  if (!form.empty()) out.form = parse_choice("--form", form, fast::parse_form(form), "published, corrected");
+  out.impl = parse_choice("--impl", impl, fast::parse_impl(impl), "reference, streaming, scan, chunked");
+  out.scalar = parse_choice("--scalar", scalar, parse_scalar_kind(scalar), "exact, mpfr, f64, f32, modp");
+  return out;
+}
+
+bench::CpuBenchOptions CommandLine::bench_request() const {
+  bench::CpuBenchOptions out = bench_options;
+  out.variant = parse_choice("--variant", bench_variant, parse_variant(bench_variant), "linear, hla2, ahla");
+  return out;
+}
+
+}  // namespace hla::cli
