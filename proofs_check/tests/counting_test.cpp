@@ -60,7 +60,7 @@ TEST_CASE("counting/within_order compares exponents below the stated hull", "[pr
   CHECK(within_order({m({0, 1})}, stated));  // dv <= d dv
   CHECK_FALSE(within_order({m({2, 1})}, stated));
   CHECK_FALSE(within_order({m({0, 2})}, stated));
-  // d^1.5 dv^0.5 is below the segment from d^2 to d dv, and so is d^2 dv^0 = d^2.
-  CHECK(within_order({m({1, 0})}, {m({2, 0}), m({0, 2})}));
+  // d dv <= (d^2 + dv^2) / 2: below the segment from d^2 to dv^2, though below neither end alone.
+  CHECK(within_order({m({1, 1})}, {m({2, 0}), m({0, 2})}));
   CHECK_FALSE(within_order({m({2, 2})}, {m({4, 0}), m({0, 3})}));
 }
