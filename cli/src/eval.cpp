@@ -7,6 +7,9 @@
 #include "hla/fast/scan.hpp"
 #include "hla/fast/streaming.hpp"
 #include "hla/reference/definition.hpp"
+#if defined(HLA_HAVE_CUDA)
+#include "hla/fast/gpu.hpp"
+#endif
 
 namespace hla::cli {
 namespace {
@@ -80,7 +83,21 @@ void write_output(const std::string& path, const Matrix<T>& o) {
 }
 
 template <class T>
+Matrix<T> evaluate_on_gpu(const EvalRequest& req, fast::Form form, const Sequence<T>& s) {
+#if defined(HLA_HAVE_CUDA)
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, ModP>) {
+    const std::vector<Terms<T>> out = fast::gpu::terms(req.spec, form, *req.gpu, {s}, req.scan.chunk);
+    return reference::finish(req.spec, out.front());
+  }
+#endif
+  (void)form;
+  (void)s;
+  throw Error("unreachable: --impl gpu with --scalar " + std::string(scalar_kind_name(req.scalar)));
+}
+
+template <class T>
 Matrix<T> evaluate(const EvalRequest& req, fast::Form form, const Sequence<T>& s) {
+  if (req.gpu) return evaluate_on_gpu(req, form, s);
   switch (req.impl) {
     case fast::Impl::reference:
       return reference::output(req.spec, s);
@@ -94,6 +111,21 @@ Matrix<T> evaluate(const EvalRequest& req, fast::Form form, const Sequence<T>& s
   throw Error("unknown implementation");
 }
 
+// --impl gpu runs where the build has CUDA, a device is present, and the scalar has a GPU form.
+void check_gpu(const EvalRequest& req) {
+#if defined(HLA_HAVE_CUDA)
+  if (req.scalar == ScalarKind::exact || req.scalar == ScalarKind::mpfr) {
+    throw Error("--impl gpu: --scalar " + std::string(scalar_kind_name(req.scalar)) +
+                " has no GPU form; use f64, f32 or modp");
+  }
+  if (const auto reason = fast::gpu::unavailable_reason()) throw Error("--impl gpu: " + *reason);
+  fast::gpu::validate(req.spec, req.form.value_or(fast::default_form(req.spec, req.impl)), *req.gpu);
+#else
+  (void)req;
+  throw Error("--impl gpu: this hla was built without CUDA (nvcc not found)");
+#endif
+}
+
 }  // namespace
 
 void run_eval(const EvalRequest& req) {
@@ -102,6 +134,7 @@ void run_eval(const EvalRequest& req) {
     throw Error(
         "--form: only applies to --impl streaming, scan and chunked; the reference has a single form");
   }
+  if (req.gpu) check_gpu(req);
   const fast::Form form = req.form.value_or(fast::default_form(req.spec, req.impl));
   fast::validate_form(req.spec, req.impl, form);
   fast::validate(req.scan);

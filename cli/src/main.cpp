@@ -27,6 +27,8 @@ implementations (--impl)
   streaming  the recurrence, O(d^2 + d dv) per token
   scan       two-level Blelloch scan of segment summaries, Alg. 1 and 4 (--chunk C, --threads T)
   chunked    chunk-parallel matrix form of Figures 1(C), 2(C): linear, hla2, ahla (--chunk, --threads)
+  gpu        CUDA chunk-parallel scan: chunk summaries, Blelloch scan, chunk outputs (--chunk; f64, f32, modp)
+  gpu-streaming  CUDA streaming kernel, one thread block per sequence (f64, f32, modp)
 
 forms (--form; the default is the one equal to the reference, docs/findings.md)
   published  the paper's formulas as printed

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "hla/fast/form.hpp"
+#include "hla/fast/gpu_types.hpp"
 #include "hla/fast/scan.hpp"
 #include "hla/reference/operator_spec.hpp"
 
@@ -13,6 +14,7 @@ struct EvalRequest {
   OperatorSpec spec;
   std::optional<fast::Form> form;  // streaming and scan; default: the form that equals the reference
   fast::Impl impl = fast::Impl::reference;
+  std::optional<fast::gpu::Method> gpu;  // --impl gpu (the chunk scan) or gpu-streaming: impl is its CPU twin
   fast::ScanOptions scan;
   ScalarKind scalar = ScalarKind::exact;
   std::string q_path, k_path, v_path, out_path;

@@ -106,6 +106,36 @@ Terms<T> scan_terms_with(const Segments& seg, const Sequence<T>& s, const ScanOp
   return out;
 }
 
+// The GPU scan's bracketing, on the CPU (fast/cuda/kernels.cu): each chunk's summary is the left
+// fold of its tokens from the identity, the chunk summaries go through exclusive_scan, and each
+// token's state is the left fold from its chunk's carry-in, I_t = ((carry (+) T_1) (+) ...) (+) T_t.
+// For an associative operator every bracketing gives the same result; for the published
+// non-associative ones (F3, F4) this is the twin that the GPU must equal exactly.
+template <class Segments, class T>
+Terms<T> chunk_fold_terms_with(const Segments& seg, const Sequence<T>& s, Index chunk) {
+  using Summary = typename Segments::Summary;
+  const Index n = s.length();
+  const ChunkLayout layout = chunk_layout(n, ScanOptions{chunk, 1});
+  const auto token = [&](Index t) { return seg.token(s.q.row(t).transpose(), s.k.row(t).transpose(), s.v.row(t)); };
+  std::vector<Summary> carry(layout.count, seg.identity());
+  for (Index c = 0; c < layout.count; ++c) {
+    for (Index t = c * layout.size; t < std::min(n, (c + 1) * layout.size); ++t) carry[c] = seg.combine(carry[c], token(t));
+  }
+  exclusive_scan(
+      carry, seg.identity(), [&seg](const Summary& a, const Summary& b) { return seg.combine(a, b); }, 1);
+  Terms<T> out{Matrix<T>(n, s.value_dim()), Vector<T>(n)};
+  for (Index c = 0; c < layout.count; ++c) {
+    Summary state = carry[c];
+    for (Index t = c * layout.size; t < std::min(n, (c + 1) * layout.size); ++t) {
+      state = seg.combine(state, token(t));
+      const Readout<T> r = seg.read(state, s.q.row(t).transpose());
+      out.num.row(t) = r.num;
+      out.den(t) = r.den;
+    }
+  }
+  return out;
+}
+
 // Throws hla::Error when `form` has no scan operator for `spec` (the published third-order one
 // is printed for gamma = 1 only).
 void validate_scan(const OperatorSpec& spec, Form form);
@@ -137,6 +167,12 @@ Terms<T> scan_terms(const OperatorSpec& spec, Form form, const Sequence<T>& s, c
   validate(options);
   return with_segments<T>(spec, form, s.key_dim(), s.value_dim(),
                           [&](const auto& seg) { return scan_terms_with(seg, s, options); });
+}
+
+template <class T>
+Terms<T> chunk_fold_terms(const OperatorSpec& spec, Form form, const Sequence<T>& s, Index chunk) {
+  return with_segments<T>(spec, form, s.key_dim(), s.value_dim(),
+                          [&](const auto& seg) { return chunk_fold_terms_with(seg, s, chunk); });
 }
 
 template <class T>

@@ -17,6 +17,9 @@ inline void set_program_name(std::string name) {
   program_name() = std::move(name);
 }
 
+// Runs the Catch2 session (the test executables' main; testing/src/catch_session.cpp).
+int run_catch(int argc, char* argv[]);
+
 // Reports nothing: failures are reproduced by seed (RC_PARAMS="seed=..."), so RapidCheck's own
 // "reproduce=" hint, which its Catch2 integration cannot honour, is not printed.
 class SilentListener : public rc::detail::TestListener {

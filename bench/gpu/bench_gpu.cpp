@@ -1,0 +1,139 @@
+// Times the GPU forward (masked, unnormalized) on [batch, heads, n, d] inputs with CUDA events:
+// warm-up, then the median of --reps runs, inputs drawn on the device (never zeros). Prints one
+// CSV line per configuration; bench/gpu/run.py adds the peers and the roofline floors.
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "hla/fast/gpu.hpp"
+
+using namespace hla;
+namespace gpu = hla::fast::gpu;
+
+namespace {
+
+void check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) throw Error(std::string(what) + ": " + cudaGetErrorString(status));
+}
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) out.push_back(item);
+  return out;
+}
+
+struct Options {
+  std::int64_t batch = 8, heads = 16;
+  int d = 64, dv = 64, reps = 5;
+  std::int64_t chunk = 64;
+  std::vector<std::string> variants{"hla2", "ahla"}, precisions{"f32", "bf16"}, methods{"scan", "streaming"};
+  std::vector<std::int64_t> lengths{1024, 4096, 16384, 65536};
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) throw Error(flag + ": needs a value");
+    const std::string value = argv[++i];
+    if (flag == "--batch") o.batch = std::stoll(value);
+    else if (flag == "--heads") o.heads = std::stoll(value);
+    else if (flag == "--d") o.d = std::stoi(value);
+    else if (flag == "--dv") o.dv = std::stoi(value);
+    else if (flag == "--reps") o.reps = std::stoi(value);
+    else if (flag == "--chunk") o.chunk = std::stoll(value);
+    else if (flag == "--variants") o.variants = split(value);
+    else if (flag == "--precisions") o.precisions = split(value);
+    else if (flag == "--methods") o.methods = split(value);
+    else if (flag == "--n") {
+      o.lengths.clear();
+      for (const auto& n : split(value)) o.lengths.push_back(std::stoll(n));
+    } else throw Error("unknown option " + flag);
+  }
+  if (o.reps < 1) throw Error("--reps: must be >= 1");
+  return o;
+}
+
+template <class In>
+double time_forward(const OperatorSpec& spec, gpu::Method method, const gpu::Problem& p, std::int64_t chunk,
+                    int reps, double* spread) {
+  const std::int64_t rows = p.batch * p.heads * p.length;
+  In *q, *k, *v;
+  float *num, *den;
+  check(cudaMalloc(reinterpret_cast<void**>(&q), rows * p.key_dim * sizeof(In)), "cudaMalloc");
+  check(cudaMalloc(reinterpret_cast<void**>(&k), rows * p.key_dim * sizeof(In)), "cudaMalloc");
+  check(cudaMalloc(reinterpret_cast<void**>(&v), rows * p.value_dim * sizeof(In)), "cudaMalloc");
+  check(cudaMalloc(reinterpret_cast<void**>(&num), rows * p.value_dim * sizeof(float)), "cudaMalloc");
+  check(cudaMalloc(reinterpret_cast<void**>(&den), rows * sizeof(float)), "cudaMalloc");
+  const float scale = 1.0f / std::sqrt(static_cast<float>(p.key_dim));
+  gpu::fill_gaussian(q, rows * p.key_dim, 1, scale);
+  gpu::fill_gaussian(k, rows * p.key_dim, 2, scale);
+  gpu::fill_gaussian(v, rows * p.value_dim, 3, 1.0f);
+  const fast::Form form = fast::default_form(spec, method == gpu::Method::scan ? fast::Impl::scan : fast::Impl::streaming);
+  gpu::terms(spec, form, method, p, chunk, q, k, v, num, den);  // warm-up
+  check(cudaDeviceSynchronize(), "warm-up");
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "cudaEventCreate");
+  check(cudaEventCreate(&stop), "cudaEventCreate");
+  std::vector<double> ms;
+  for (int r = 0; r < reps; ++r) {
+    check(cudaEventRecord(start), "cudaEventRecord");
+    gpu::terms(spec, form, method, p, chunk, q, k, v, num, den);
+    check(cudaEventRecord(stop), "cudaEventRecord");
+    check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    float elapsed = 0;
+    check(cudaEventElapsedTime(&elapsed, start, stop), "cudaEventElapsedTime");
+    ms.push_back(elapsed);
+  }
+  for (void* ptr : {static_cast<void*>(q), static_cast<void*>(k), static_cast<void*>(v), static_cast<void*>(num),
+                    static_cast<void*>(den)}) {
+    cudaFree(ptr);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(ms.begin(), ms.end());
+  *spread = ms.back() - ms.front();
+  return ms[ms.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const Options o = parse(argc, argv);
+    if (const auto reason = gpu::unavailable_reason()) throw Error(*reason);
+    std::cout << "variant,precision,method,batch,heads,n,d,dv,chunk,median_ms,spread_ms\n";
+    for (const auto& variant_text : o.variants) {
+      OperatorSpec spec;
+      const auto variant = parse_variant(variant_text);
+      if (!variant) throw Error("--variants: unknown variant " + variant_text);
+      spec.variant = *variant;
+      for (const auto& precision : o.precisions) {
+        for (const auto& method_text : o.methods) {
+          const gpu::Method method = method_text == "scan" ? gpu::Method::scan : gpu::Method::streaming;
+          for (const std::int64_t n : o.lengths) {
+            const gpu::Problem p{o.batch, o.heads, n, o.d, o.dv};
+            double spread = 0;
+            const double ms = precision == "bf16" ? time_forward<gpu::BFloat16>(spec, method, p, o.chunk, o.reps, &spread)
+                                                  : time_forward<float>(spec, method, p, o.chunk, o.reps, &spread);
+            std::cout << variant_text << "," << precision << "," << method_text << "," << o.batch << "," << o.heads
+                      << "," << n << "," << o.d << "," << o.dv << "," << o.chunk << "," << ms << "," << spread
+                      << std::endl;
+          }
+        }
+      }
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "hla_bench_gpu: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""GPU benchmark, one command on a machine with a CUDA GPU and PyTorch:
+
+    python3 bench/gpu/run.py --binary build/hla_bench_gpu --out perf-gpu.md
+
+In one run: hla2 and ahla masked forward (GPU chunk scan and streaming kernel; float32 inputs, and
+bf16 inputs with float32 accumulation) from build/hla_bench_gpu; causal
+torch.nn.functional.scaled_dot_product_attention in bf16 at the same shapes; the device-to-device
+copy bandwidth and the dense matrix rates (bf16, and float32 without TF32); and each hla row's
+roofline floors (bytes over the copy bandwidth, FLOPs of the chunk form over the matrix rate).
+Prints a markdown table and writes it, with the date and the card, to --out.
+"""
+
+import argparse
+import csv
+import datetime
+import io
+import math
+import subprocess
+import sys
+
+import torch
+
+
+def median_ms(fn, reps=5, warmup=2):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    times.sort()
+    return times[len(times) // 2]
+
+
+def copy_bandwidth():
+    """Bytes read plus bytes written per second by a 4 GiB device-to-device copy."""
+    src = torch.randn(1 << 30, device="cuda")
+    dst = torch.empty_like(src)
+    ms = median_ms(lambda: dst.copy_(src))
+    return 2 * src.numel() * 4 / (ms * 1e-3)
+
+
+def matrix_rate(dtype):
+    n = 8192
+    a = torch.randn(n, n, device="cuda", dtype=dtype)
+    b = torch.randn(n, n, device="cuda", dtype=dtype)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ms = median_ms(lambda: a @ b)
+    return 2 * n**3 / (ms * 1e-3)
+
+
+def sdpa_ms(batch, heads, n, d):
+    q, k, v = (torch.randn(batch, heads, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    fn = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return median_ms(fn, reps=3 if n >= 32768 else 5)
+
+
+def chunk_flops(variant, n, d, dv, c):
+    """FLOPs per token of the chunk form (2 per multiply-add), the products docs/perf.md lists."""
+    if variant == "hla2":  # Hla2MaskedChunks: W, U = W_g K, S, C, F, Q S, weights, weights V, Q F; scan
+        per_token = 2 * c * d + 2 * c * d + 2 * d * d + 2 * d * dv + 2 * d * dv + 2 * d * d + 2 * c * d + 2 * c * dv + 2 * d * dv
+        per_token += 4 * d * d * dv / c
+    else:  # ahla: W, W V, W (W V), R, P, E, Q E, Q P, routed (Q P); scan
+        per_token = 2 * c * d + 2 * c * dv + 2 * c * dv + 2 * d * d + 2 * d * dv + 2 * d * dv + 2 * d * dv + 2 * d * dv + 2 * c * dv
+        per_token += 4 * d * d * dv / c
+    return per_token * n
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--binary", default="build/hla_bench_gpu")
+    parser.add_argument("--out", default="perf-gpu.md")
+    parser.add_argument("--n", default="1024,4096,16384,65536")
+    parser.add_argument("--methods", default="scan,streaming")
+    args = parser.parse_args()
+    batch, heads, d, dv, chunk = 8, 16, 64, 64, 64
+    lengths = [int(x) for x in args.n.split(",")]
+
+    card = torch.cuda.get_device_name(0)
+    bandwidth = copy_bandwidth()
+    bf16_rate, f32_rate = matrix_rate(torch.bfloat16), matrix_rate(torch.float32)
+    print(f"{card}: copy {bandwidth / 1e12:.2f} TB/s, bf16 {bf16_rate / 1e12:.0f} TFLOP/s, "
+          f"float32 {f32_rate / 1e12:.1f} TFLOP/s", flush=True)
+    sdpa = {n: sdpa_ms(batch, heads, n, d) for n in lengths}
+    print("sdpa:", sdpa, flush=True)
+
+    command = [args.binary, "--batch", str(batch), "--heads", str(heads), "--d", str(d), "--dv", str(dv),
+               "--chunk", str(chunk), "--n", args.n, "--methods", args.methods, "--reps", "3"]
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit(f"{args.binary} failed: {result.stderr.strip()}")
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    times = {(r["variant"], r["precision"], r["method"], int(r["n"])): float(r["median_ms"]) for r in rows}
+
+    lines = [
+        f"GPU forward, {datetime.date.today().isoformat()}, {card}; masked, unnormalized, B = {batch}, H = {heads}, "
+        f"d = dv = {d}, chunk {chunk}; medians of 3 runs after a warm-up (CUDA events).",
+        f"Measured ceilings in the same run: copy {bandwidth / 1e12:.2f} TB/s (read + write), "
+        f"bf16 matrix product {bf16_rate / 1e12:.0f} TFLOP/s, float32 (no TF32) {f32_rate / 1e12:.1f} TFLOP/s.",
+        f"Command: `python3 bench/gpu/run.py --binary {args.binary}`",
+        "",
+        "| variant | inputs | n | GPU scan ms | GPU streaming ms | SDPA bf16 ms | SDPA / scan | byte floor ms | FLOP floor ms | scan / floor |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for variant in ("hla2", "ahla"):
+        for precision in ("f32", "bf16"):
+            for n in lengths:
+                scan = times.get((variant, precision, "scan", n), math.nan)
+                stream = times.get((variant, precision, "streaming", n), math.nan)
+                in_bytes = 2 if precision == "bf16" else 4
+                tokens = batch * heads * n
+                moved = tokens * ((2 * d + dv) * in_bytes + (dv + 1) * 4)
+                byte_floor = moved / bandwidth * 1e3
+                flop_floor = batch * heads * chunk_flops(variant, n, d, dv, chunk) / (
+                    bf16_rate if precision == "bf16" else f32_rate) * 1e3
+                floor = max(byte_floor, flop_floor)
+                lines.append(
+                    f"| {variant} | {precision} | {n} | {scan:.3f} | {stream:.3f} | {sdpa[n]:.3f} | "
+                    f"{sdpa[n] / scan:.2f} | {byte_floor:.3f} | {flop_floor:.3f} | {scan / floor:.0f} |")
+    table = "\n".join(lines)
+    print(table)
+    with open(args.out, "w") as f:
+        f.write(table + "\n")
+
+
+if __name__ == "__main__":
+    main()

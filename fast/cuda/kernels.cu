@@ -1,0 +1,396 @@
+// The GPU drivers, generic over the variant's algebra (algebra.cuh) and the scalar: the streaming
+// kernel and the three stages of the chunk-parallel scan. One thread block per sequence-head
+// (streaming) or per chunk of one (scan); states live in shared memory.
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+
+#include "algebra.cuh"
+#include "hla/reference/error.hpp"
+#include "launch.hpp"
+
+namespace hla::fast::gpu::detail {
+namespace {
+
+constexpr int threads_per_block = 256;
+
+void check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) throw Error(std::string("CUDA: ") + what + ": " + cudaGetErrorString(status));
+}
+void check_launch(const char* what) {
+  check(cudaGetLastError(), what);
+}
+
+template <class T, class In>
+__device__ inline T load_scalar(const In& x) {
+  return T(x);
+}
+template <>
+__device__ inline float load_scalar<float, BFloat16>(const BFloat16& x) {
+  return __uint_as_float(static_cast<unsigned>(x.bits) << 16);
+}
+
+// Scratch of a combine: more than the absorb's where the algebra says so.
+template <class A>
+constexpr int combine_scratch(int d, int dv) {
+  if constexpr (requires { A::combine_scratch_size(d, dv); }) {
+    return A::combine_scratch_size(d, dv);
+  } else {
+    return A::scratch_size(d, dv);
+  }
+}
+
+// The block's shared memory: a state of `state` scalars, token t's q, k, v, then scratch.
+template <class T>
+struct Shared {
+  T *state, *q, *k, *v, *scratch;
+  __device__ Shared(T* base, int state_size, int d, int dv)
+      : state(base), q(base + state_size), k(q + d), v(k + d), scratch(v + dv) {}
+};
+
+template <class T, class In>
+__device__ void load_token(const Shared<T>& sh, const In* q, const In* k, const In* v, std::int64_t row, int d, int dv) {
+  block::each(d, [&](int i) {
+    sh.q[i] = load_scalar<T>(q[row * d + i]);
+    sh.k[i] = load_scalar<T>(k[row * d + i]);
+  });
+  block::each(dv, [&](int j) { sh.v[j] = load_scalar<T>(v[row * dv + j]); });
+}
+
+template <class T>
+__device__ T* shared_scalars() {
+  extern __shared__ __align__(16) unsigned char shared_bytes[];
+  return reinterpret_cast<T*>(shared_bytes);
+}
+
+// The decoding loop: push token t into the state, read o_t; one block per sequence-head.
+template <class Algebra, class In, class T>
+__global__ void streaming_kernel(Algebra algebra, int state_size, std::int64_t length, const In* q, const In* k,
+                                 const In* v, T* num, T* den) {
+  const int d = algebra.p.d, dv = algebra.p.dv;
+  const Shared<T> sh(shared_scalars<T>(), state_size, d, dv);
+  block::fill(sh.state, state_size, T(0));
+  const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * length;
+  for (std::int64_t t = 0; t < length; ++t) {
+    load_token(sh, q, k, v, first + t, d, dv);
+    __syncthreads();
+    algebra.push(sh.state, sh.scratch, sh.q, sh.k, sh.v);
+    algebra.read(sh.state, sh.scratch, sh.q, num + (first + t) * dv, den + first + t);
+    __syncthreads();
+  }
+}
+
+// Stage 1: each chunk's summary, the left fold of its tokens from the identity. Blocks past the
+// last chunk (padding to a power of two) leave the identity.
+template <class Algebra, class In, class T>
+__global__ void chunk_summary_kernel(Algebra algebra, std::int64_t length, std::int64_t chunk, std::int64_t padded,
+                                     const In* q, const In* k, const In* v, T* summaries) {
+  const int d = algebra.p.d, dv = algebra.p.dv;
+  const int size = Algebra::summary_size(d, dv);
+  const Shared<T> sh(shared_scalars<T>(), size, d, dv);
+  const std::int64_t head = blockIdx.y, c = blockIdx.x;
+  algebra.identity(sh.state);
+  __syncthreads();
+  const std::int64_t begin = c * chunk, end = std::min(length, begin + chunk);
+  for (std::int64_t t = begin; t < end; ++t) {
+    load_token(sh, q, k, v, head * length + t, d, dv);
+    __syncthreads();
+    algebra.absorb(sh.state, sh.scratch, sh.q, sh.k, sh.v);
+  }
+  block::copy(sh.state, summaries + (head * padded + c) * size, size);
+}
+
+// Stage 2: Blelloch's exclusive scan over the padded chunk summaries of each head, the same tree
+// as fast::exclusive_scan. One block per combine; `work` gives each block a result and scratch.
+template <class Algebra, class T>
+__global__ void up_sweep_kernel(Algebra algebra, std::int64_t padded, std::int64_t stride, T* summaries, T* work) {
+  const int size = Algebra::summary_size(algebra.p.d, algebra.p.dv);
+  const int scratch = combine_scratch<Algebra>(algebra.p.d, algebra.p.dv);
+  const std::int64_t head = blockIdx.y, pair = blockIdx.x;
+  T* xs = summaries + head * padded * size;
+  T* out = work + (head * gridDim.x + pair) * (size + scratch);
+  const std::int64_t right = (pair + 1) * 2 * stride - 1;
+  algebra.combine(xs + (right - stride) * size, xs + right * size, out, out + size);
+  __syncthreads();
+  block::copy(out, xs + right * size, size);
+}
+
+template <class Algebra, class T>
+__global__ void set_identity_kernel(Algebra algebra, std::int64_t padded, T* summaries) {
+  const int size = Algebra::summary_size(algebra.p.d, algebra.p.dv);
+  algebra.identity(summaries + (blockIdx.x * padded + padded - 1) * size);
+}
+
+template <class Algebra, class T>
+__global__ void down_sweep_kernel(Algebra algebra, std::int64_t padded, std::int64_t stride, T* summaries, T* work) {
+  const int size = Algebra::summary_size(algebra.p.d, algebra.p.dv);
+  const int scratch = combine_scratch<Algebra>(algebra.p.d, algebra.p.dv);
+  const std::int64_t head = blockIdx.y, pair = blockIdx.x;
+  T* xs = summaries + head * padded * size;
+  T* out = work + (head * gridDim.x + pair) * (size + scratch);
+  const std::int64_t right = (pair + 1) * 2 * stride - 1;
+  T* left_node = xs + (right - stride) * size;
+  T* right_node = xs + right * size;
+  algebra.combine(right_node, left_node, out, out + size);  // the right child adds the left subtree
+  __syncthreads();
+  block::each(size, [&](int i) {
+    left_node[i] = right_node[i];  // the left child inherits the prefix
+    right_node[i] = out[i];
+  });
+}
+
+// Stage 3: each chunk from its carry-in, token by token: I_t = ((carry (+) T_1) (+) ...) (+) T_t.
+template <class Algebra, class In, class T>
+__global__ void chunk_outputs_kernel(Algebra algebra, std::int64_t length, std::int64_t chunk, std::int64_t padded,
+                                     const In* q, const In* k, const In* v, const T* carries, T* num, T* den) {
+  const int d = algebra.p.d, dv = algebra.p.dv;
+  const int size = Algebra::summary_size(d, dv);
+  const Shared<T> sh(shared_scalars<T>(), size, d, dv);
+  const std::int64_t head = blockIdx.y, c = blockIdx.x;
+  block::copy(carries + (head * padded + c) * size, sh.state, size);
+  const std::int64_t begin = c * chunk, end = std::min(length, begin + chunk);
+  for (std::int64_t t = begin; t < end; ++t) {
+    const std::int64_t row = head * length + t;
+    load_token(sh, q, k, v, row, d, dv);
+    __syncthreads();
+    algebra.absorb(sh.state, sh.scratch, sh.q, sh.k, sh.v);
+    algebra.read(sh.state, sh.scratch, sh.q, num + row * dv, den + row);
+    __syncthreads();
+  }
+}
+
+template <class T>
+__global__ void finish_kernel(T eps, std::int64_t rows, int dv, const T* num, const T* den, T* out,
+                              unsigned long long* first_zero) {
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * dv) return;
+  const std::int64_t row = i / dv;
+  const T divisor = den[row] + eps;
+  if constexpr (std::is_same_v<T, ModP>) {
+    if (divisor == T(0)) {
+      atomicMin(first_zero, static_cast<unsigned long long>(row));
+      out[i] = T(0);
+      return;
+    }
+  }
+  out[i] = num[i] / divisor;
+}
+
+// x_i = scale * N(0, 1) from a counter-based hash of (seed, i): the same values for the same
+// seed on every launch configuration.
+__device__ inline std::uint64_t mix(std::uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+template <class In>
+__device__ inline In from_float(float x) {
+  return In(x);
+}
+template <>
+__device__ inline BFloat16 from_float<BFloat16>(float x) {
+  const unsigned bits = __float_as_uint(x);
+  return {static_cast<std::uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16)};  // ties to even
+}
+
+template <class In>
+__global__ void fill_gaussian_kernel(In* data, std::int64_t count, std::uint64_t seed, float scale) {
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= count) return;
+  const std::uint64_t h = mix(seed ^ mix(static_cast<std::uint64_t>(i)));
+  const float u1 = (static_cast<float>(h >> 40) + 1.0f) * 0x1p-24f;  // (0, 1]
+  const float u2 = static_cast<float>((h >> 16) & 0xffffff) * 0x1p-24f;
+  data[i] = from_float<In>(scale * sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2));
+}
+
+std::int64_t shared_bytes_or_throw(std::int64_t scalars, std::int64_t scalar_bytes, const char* what, int d, int dv) {
+  const std::int64_t bytes = scalars * scalar_bytes;
+  const std::int64_t limit = shared_memory_limit();
+  if (bytes > limit) {
+    throw Error(std::string(what) + " with d = " + std::to_string(d) + ", dv = " + std::to_string(dv) + " needs " +
+                std::to_string(bytes) + " bytes of shared memory per block; the device allows " +
+                std::to_string(limit));
+  }
+  return bytes;
+}
+
+template <class Kernel>
+void allow_shared(Kernel kernel, std::int64_t bytes) {
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
+        "cudaFuncSetAttribute");
+}
+
+// Calls f with the algebra `params` names.
+template <class T, class F>
+void with_algebra(const LaunchParams<T>& params, F&& f) {
+  const Params<T> p{params.d, params.dv, params.gamma, params.ridge, params.masked, params.corrected};
+  switch (params.algebra) {
+    case AlgebraId::linear:
+      return f(LinearAlgebra<T>{p});
+    case AlgebraId::hla2:
+      return f(Hla2Algebra<T>{p});
+    case AlgebraId::ahla:
+      return f(AhlaAlgebra<T>{p});
+    case AlgebraId::hla3_published:
+      return f(Hla3PublishedAlgebra<T>{p});
+    case AlgebraId::hla3:
+      return f(Hla3Algebra<T>{p});
+  }
+  throw Error("unknown GPU algebra");
+}
+
+// Scalars a streaming state holds (the segment summary's leading fields, unless the algebra says).
+template <class A>
+constexpr int streaming_state_size(int d, int dv) {
+  if constexpr (requires { A::stream_size(d, dv); }) {
+    return A::stream_size(d, dv);
+  } else {
+    return A::summary_size(d, dv);
+  }
+}
+
+std::int64_t blocks_for(std::int64_t count, const char* what) {
+  if (count > 2147483647LL) throw Error(std::string(what) + ": too many blocks for one launch");
+  return count;
+}
+
+// The three stages of the scan for one algebra.
+template <class Algebra, class In, class T>
+void scan_with(const Algebra& algebra, std::int64_t heads, std::int64_t length, std::int64_t chunk, const In* q,
+               const In* k, const In* v, T* num, T* den, CUstream_st* stream) {
+  const int d = algebra.p.d, dv = algebra.p.dv;
+  const std::int64_t size = Algebra::summary_size(d, dv), scratch = Algebra::scratch_size(d, dv);
+  const std::int64_t scan_scratch = combine_scratch<Algebra>(d, dv);
+  const std::int64_t chunks = (length + chunk - 1) / chunk;
+  std::int64_t padded = 1;
+  while (padded < chunks) padded *= 2;
+  const std::int64_t bytes =
+      shared_bytes_or_throw(size + 2 * d + dv + scratch, sizeof(T), "the GPU scan's chunk summary", d, dv);
+
+  T* summaries = nullptr;
+  T* work = nullptr;
+  const std::int64_t work_blocks = std::max<std::int64_t>(padded / 2, 1) * heads;
+  check(cudaMallocAsync(reinterpret_cast<void**>(&summaries), heads * padded * size * sizeof(T), stream),
+        "cudaMallocAsync (chunk summaries)");
+  check(cudaMallocAsync(reinterpret_cast<void**>(&work), work_blocks * (size + scan_scratch) * sizeof(T), stream),
+        "cudaMallocAsync (scan workspace)");
+  const dim3 chunk_grid(blocks_for(padded, "chunks"), heads);
+
+  auto summary = chunk_summary_kernel<Algebra, In, T>;
+  allow_shared(summary, bytes);
+  summary<<<chunk_grid, threads_per_block, bytes, stream>>>(algebra, length, chunk, padded, q, k, v, summaries);
+  check_launch("chunk summary kernel");
+
+  for (std::int64_t stride = 1; stride < padded; stride *= 2) {
+    const dim3 grid(padded / (2 * stride), heads);
+    up_sweep_kernel<Algebra, T><<<grid, threads_per_block, 0, stream>>>(algebra, padded, stride, summaries, work);
+    check_launch("up-sweep kernel");
+  }
+  set_identity_kernel<Algebra, T><<<heads, threads_per_block, 0, stream>>>(algebra, padded, summaries);
+  check_launch("identity kernel");
+  for (std::int64_t stride = padded / 2; stride >= 1; stride /= 2) {
+    const dim3 grid(padded / (2 * stride), heads);
+    down_sweep_kernel<Algebra, T><<<grid, threads_per_block, 0, stream>>>(algebra, padded, stride, summaries, work);
+    check_launch("down-sweep kernel");
+  }
+
+  auto outputs = chunk_outputs_kernel<Algebra, In, T>;
+  allow_shared(outputs, bytes);
+  outputs<<<dim3(blocks_for(chunks, "chunks"), heads), threads_per_block, bytes, stream>>>(
+      algebra, length, chunk, padded, q, k, v, summaries, num, den);
+  check_launch("chunk outputs kernel");
+  check(cudaFreeAsync(summaries, stream), "cudaFreeAsync");
+  check(cudaFreeAsync(work, stream), "cudaFreeAsync");
+}
+
+}  // namespace
+
+std::int64_t shared_memory_limit() {
+  int device = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  int bytes = 0;
+  check(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "cudaDeviceGetAttribute");
+  return bytes;
+}
+
+template <class In, class T>
+void launch_streaming(const LaunchParams<T>& params, std::int64_t heads, std::int64_t length, const In* q,
+                      const In* k, const In* v, T* num, T* den, CUstream_st* stream) {
+  if (heads == 0 || length == 0) return;
+  with_algebra(params, [&]<class Algebra>(const Algebra& algebra) {
+    const int d = params.d, dv = params.dv;
+    const int state = streaming_state_size<Algebra>(d, dv);
+    const std::int64_t bytes = shared_bytes_or_throw(state + 2 * d + dv + Algebra::scratch_size(d, dv), sizeof(T),
+                                                     "the GPU streaming state", d, dv);
+    auto kernel = streaming_kernel<Algebra, In, T>;
+    allow_shared(kernel, bytes);
+    kernel<<<blocks_for(heads, "streaming"), threads_per_block, bytes, stream>>>(algebra, state, length, q, k, v,
+                                                                                num, den);
+    check_launch("streaming kernel");
+  });
+}
+
+template <class In, class T>
+void launch_scan(const LaunchParams<T>& params, std::int64_t heads, std::int64_t length, std::int64_t chunk,
+                 const In* q, const In* k, const In* v, T* num, T* den, CUstream_st* stream) {
+  if (heads == 0 || length == 0) return;
+  if (params.algebra == AlgebraId::hla3_published) throw Error("the published third-order scan has no GPU form");
+  if (heads > 65535) throw Error("GPU scan: at most 65535 sequence-heads per call");
+  with_algebra(params, [&]<class Algebra>(const Algebra& algebra) {
+    if constexpr (Algebra::has_segments) scan_with(algebra, heads, length, chunk, q, k, v, num, den, stream);
+  });
+}
+
+
+template <class T>
+std::int64_t launch_finish(const T& eps, std::int64_t rows, int dv, const T* num, const T* den, T* out,
+                           CUstream_st* stream) {
+  if (rows == 0) return -1;
+  unsigned long long* first_zero = nullptr;
+  check(cudaMallocAsync(reinterpret_cast<void**>(&first_zero), sizeof(unsigned long long), stream), "cudaMallocAsync");
+  check(cudaMemsetAsync(first_zero, 0xff, sizeof(unsigned long long), stream), "cudaMemsetAsync");
+  const std::int64_t entries = rows * dv;
+  finish_kernel<T><<<blocks_for((entries + threads_per_block - 1) / threads_per_block, "finish"), threads_per_block, 0,
+                     stream>>>(eps, rows, dv, num, den, out, first_zero);
+  check_launch("finish kernel");
+  unsigned long long host = 0;
+  check(cudaMemcpyAsync(&host, first_zero, sizeof host, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync");
+  check(cudaFreeAsync(first_zero, stream), "cudaFreeAsync");
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  return host == ~0ULL ? -1 : static_cast<std::int64_t>(host);
+}
+
+template <class In>
+void launch_fill_gaussian(In* data, std::int64_t count, std::uint64_t seed, float scale, CUstream_st* stream) {
+  if (count == 0) return;
+  fill_gaussian_kernel<In><<<blocks_for((count + threads_per_block - 1) / threads_per_block, "fill"),
+                             threads_per_block, 0, stream>>>(data, count, seed, scale);
+  check_launch("fill kernel");
+}
+template void launch_fill_gaussian<float>(float*, std::int64_t, std::uint64_t, float, CUstream_st*);
+template void launch_fill_gaussian<BFloat16>(BFloat16*, std::int64_t, std::uint64_t, float, CUstream_st*);
+
+#define HLA_GPU_INSTANTIATE(In, T)                                                                                 \
+  template void launch_streaming<In, T>(const LaunchParams<T>&, std::int64_t, std::int64_t, const In*, const In*, \
+                                        const In*, T*, T*, CUstream_st*);                                        \
+  template void launch_scan<In, T>(const LaunchParams<T>&, std::int64_t, std::int64_t, std::int64_t, const In*,   \
+                                   const In*, const In*, T*, T*, CUstream_st*);
+
+HLA_GPU_INSTANTIATE(float, float)
+HLA_GPU_INSTANTIATE(BFloat16, float)
+HLA_GPU_INSTANTIATE(double, double)
+HLA_GPU_INSTANTIATE(ModP, ModP)
+#undef HLA_GPU_INSTANTIATE
+
+template std::int64_t launch_finish<float>(const float&, std::int64_t, int, const float*, const float*, float*,
+                                           CUstream_st*);
+template std::int64_t launch_finish<double>(const double&, std::int64_t, int, const double*, const double*, double*,
+                                            CUstream_st*);
+template std::int64_t launch_finish<ModP>(const ModP&, std::int64_t, int, const ModP*, const ModP*, ModP*,
+                                          CUstream_st*);
+
+}  // namespace hla::fast::gpu::detail

@@ -1,0 +1,46 @@
+#pragma once
+
+// The boundary between the host API (fast/src/gpu.cpp, compiled by the C++ compiler) and the
+// kernels (fast/cuda/kernels.cu, compiled by nvcc): plain types only, so that neither side sees
+// the other's headers (Boost and Eigen stay out of nvcc, CUDA's headers out of the C++ side).
+
+#include <cstdint>
+
+#include "hla/fast/gpu_types.hpp"
+#include "hla/reference/mod_prime.hpp"
+
+namespace hla::fast::gpu::detail {
+
+enum class AlgebraId { linear, hla2, ahla, hla3_published, hla3 };
+
+template <class T>
+struct LaunchParams {
+  AlgebraId algebra;
+  int d, dv;
+  T gamma, ridge;
+  bool masked, corrected;
+};
+
+// heads = batch * heads; every array is contiguous in the documented layout (gpu.hpp).
+template <class In, class T>
+void launch_streaming(const LaunchParams<T>& params, std::int64_t heads, std::int64_t length, const In* q,
+                      const In* k, const In* v, T* num, T* den, CUstream_st* stream);
+
+template <class In, class T>
+void launch_scan(const LaunchParams<T>& params, std::int64_t heads, std::int64_t length, std::int64_t chunk,
+                 const In* q, const In* k, const In* v, T* num, T* den, CUstream_st* stream);
+
+// out = num / (den + eps) row by row; returns the first row (over all heads) whose divisor is
+// zero in exact arithmetic (Z/p), or -1. Synchronizes the stream.
+template <class T>
+std::int64_t launch_finish(const T& eps, std::int64_t rows, int dv, const T* num, const T* den, T* out,
+                           CUstream_st* stream);
+
+template <class In>
+void launch_fill_gaussian(In* data, std::int64_t count, std::uint64_t seed, float scale, CUstream_st* stream);
+
+// Shared memory one block may use (opt-in limit), and the device's description; throws hla::Error
+// when no device is usable.
+std::int64_t shared_memory_limit();
+
+}  // namespace hla::fast::gpu::detail

@@ -1,0 +1,235 @@
+// The host side of the GPU implementations: validation, the operator's parameters in the
+// scalar type, and the device-memory round trip of the convenience interface.
+
+#include "hla/fast/gpu.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <bit>
+#include <cmath>
+
+#include "../cuda/launch.hpp"
+#include "hla/fast/scan.hpp"
+
+namespace hla::fast::gpu {
+namespace {
+
+using detail::AlgebraId;
+using detail::LaunchParams;
+
+void check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) throw Error(std::string("CUDA: ") + what + ": " + cudaGetErrorString(status));
+}
+
+template <class T>
+LaunchParams<T> launch_params(const OperatorSpec& spec, Form form, Method method, int d, int dv) {
+  AlgebraId algebra = AlgebraId::linear;
+  switch (spec.variant) {
+    case Variant::linear:
+      algebra = AlgebraId::linear;
+      break;
+    case Variant::hla2:
+      algebra = AlgebraId::hla2;
+      break;
+    case Variant::ahla:
+      algebra = AlgebraId::ahla;
+      break;
+    case Variant::hla3:
+      // Streaming: Alg. 3 as printed (masked or not), or the corrected stream (F2). Scan: the
+      // corrected segments, which are also the unmasked ones.
+      algebra = method == Method::streaming && form == Form::published ? AlgebraId::hla3_published : AlgebraId::hla3;
+      break;
+  }
+  return {algebra,  d, dv, from_rational<T>(spec.decay), from_rational<T>(spec.ridge), spec.masked,
+          form == Form::corrected};
+}
+
+void validate_problem(const Problem& problem) {
+  if (problem.batch < 0 || problem.heads < 0 || problem.length < 0) {
+    throw Error("GPU: batch, heads and length must be >= 0");
+  }
+  if (problem.key_dim < 1) throw Error("GPU: d = " + std::to_string(problem.key_dim) + "; need d >= 1");
+  if (problem.value_dim < 1) throw Error("GPU: dv = " + std::to_string(problem.value_dim) + "; need dv >= 1");
+}
+
+// An owning device array.
+template <class T>
+class DeviceArray {
+ public:
+  explicit DeviceArray(std::size_t count) : count_(count) {
+    if (count_ > 0) check(cudaMalloc(reinterpret_cast<void**>(&data_), count_ * sizeof(T)), "cudaMalloc");
+  }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  ~DeviceArray() { cudaFree(data_); }
+
+  T* data() { return data_; }
+  void upload(const T* host, std::size_t offset, std::size_t count) {
+    check(cudaMemcpy(data_ + offset, host, count * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy to device");
+  }
+  void download(T* host, std::size_t offset, std::size_t count) const {
+    check(cudaMemcpy(host, data_ + offset, count * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy to host");
+  }
+
+ private:
+  T* data_ = nullptr;
+  std::size_t count_;
+};
+
+// Uploads every head (converted by `convert`), runs terms<In, T>, downloads num and den.
+template <class In, class T, class U, class Convert>
+std::vector<Terms<T>> round_trip(const OperatorSpec& spec, Form form, Method method,
+                                 const std::vector<Sequence<U>>& heads, std::int64_t chunk, Convert convert) {
+  validate(spec, form, method);
+  if (heads.empty()) return {};
+  const Index n = heads.front().length(), d = heads.front().key_dim(), dv = heads.front().value_dim();
+  for (const Sequence<U>& s : heads) {
+    if (s.length() != n || s.key_dim() != d || s.value_dim() != dv || s.k.rows() != n || s.k.cols() != d ||
+        s.v.rows() != n) {
+      throw Error("GPU: every sequence-head must have the same n, d and dv");
+    }
+  }
+  const Problem problem{1, static_cast<std::int64_t>(heads.size()), n, static_cast<int>(d), static_cast<int>(dv)};
+  validate_problem(problem);
+  const std::size_t h = heads.size(), keys = n * d, values = n * dv;
+  DeviceArray<In> q(h * keys), k(h * keys), v(h * values);
+  DeviceArray<T> num(h * values), den(h * n);
+  std::vector<In> staging;
+  const auto upload = [&](DeviceArray<In>& to, const Matrix<U>& from, std::size_t offset) {
+    staging.resize(from.size());
+    for (Index i = 0; i < from.size(); ++i) staging[i] = convert(from.data()[i]);
+    to.upload(staging.data(), offset, staging.size());
+  };
+  for (std::size_t i = 0; i < h; ++i) {
+    upload(q, heads[i].q, i * keys);
+    upload(k, heads[i].k, i * keys);
+    upload(v, heads[i].v, i * values);
+  }
+  terms<In, T>(spec, form, method, problem, chunk, q.data(), k.data(), v.data(), num.data(), den.data());
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  std::vector<Terms<T>> out(h, Terms<T>{Matrix<T>(n, dv), Vector<T>(n)});
+  for (std::size_t i = 0; i < h; ++i) {
+    num.download(out[i].num.data(), i * values, values);
+    den.download(out[i].den.data(), i * n, n);
+  }
+  return out;
+}
+
+}  // namespace
+
+BFloat16 to_bfloat16(float x) {
+  const auto bits = std::bit_cast<std::uint32_t>(x);
+  if (std::isnan(x)) return {static_cast<std::uint16_t>((bits >> 16) | 0x40)};  // stays a (quiet) NaN
+  // Ties to even: add 0x7fff plus the lowest kept bit, then truncate.
+  const std::uint32_t rounding = 0x7fff + ((bits >> 16) & 1);
+  return {static_cast<std::uint16_t>((bits + rounding) >> 16)};
+}
+
+float to_float(BFloat16 x) {
+  return std::bit_cast<float>(static_cast<std::uint32_t>(x.bits) << 16);
+}
+
+std::optional<std::string> unavailable_reason() {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) return std::string("no CUDA device (") + cudaGetErrorString(status) + ")";
+  if (count == 0) return "no CUDA device";
+  cudaDeviceProp properties{};
+  if (cudaGetDeviceProperties(&properties, 0) != cudaSuccess) return "cannot query CUDA device 0";
+  if (properties.major < 9) {
+    return std::string("device 0 (") + properties.name + ") has compute capability " +
+           std::to_string(properties.major) + "." + std::to_string(properties.minor) +
+           "; the kernels are built for sm_90";
+  }
+  return std::nullopt;
+}
+
+void validate(const OperatorSpec& spec, Form form, Method method) {
+  hla::validate(spec);
+  validate_form(spec, method == Method::streaming ? Impl::streaming : Impl::scan, form);
+  if (method == Method::scan) {
+    validate_scan(spec, form);
+    if (spec.variant == Variant::hla3 && spec.masked && form == Form::published) {
+      throw Error(
+          "--impl gpu: the published third-order scan (Eqs. 7.6-7.7) keeps O(d^3 dv) maps per summary; the GPU "
+          "scan has the corrected form (use --impl scan for the published one)");
+    }
+  }
+}
+
+template <class In, class T>
+void terms(const OperatorSpec& spec, Form form, Method method, const Problem& problem, std::int64_t chunk,
+           const In* q, const In* k, const In* v, T* num, T* den, CUstream_st* stream) {
+  validate(spec, form, method);
+  validate_problem(problem);
+  const auto params = launch_params<T>(spec, form, method, problem.key_dim, problem.value_dim);
+  const std::int64_t heads = problem.batch * problem.heads;
+  if (method == Method::streaming) {
+    detail::launch_streaming(params, heads, problem.length, q, k, v, num, den, stream);
+    return;
+  }
+  if (chunk < 1) throw Error("--chunk: must be >= 1, got " + std::to_string(chunk));
+  const std::int64_t size = std::min<std::int64_t>(chunk, std::max<std::int64_t>(problem.length, 1));
+  detail::launch_scan(params, heads, problem.length, size, q, k, v, num, den, stream);
+}
+
+template <class T>
+void finish(const OperatorSpec& spec, const Problem& problem, const T* num, const T* den, T* out,
+            CUstream_st* stream) {
+  validate_problem(problem);
+  const std::int64_t rows = problem.batch * problem.heads * problem.length;
+  if (!spec.normalize) {
+    check(cudaMemcpyAsync(out, num, rows * problem.value_dim * sizeof(T), cudaMemcpyDeviceToDevice, stream),
+          "cudaMemcpyAsync");
+    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    return;
+  }
+  const std::int64_t zero =
+      detail::launch_finish(from_rational<T>(spec.eps), rows, problem.value_dim, num, den, out, stream);
+  if (zero >= 0) {
+    throw Error("token " + std::to_string(zero % problem.length + 1) + " of sequence-head " +
+                std::to_string(zero / problem.length) +
+                ": normalized denominator: division by zero in exact arithmetic");
+  }
+}
+
+std::vector<Terms<float>> terms(const OperatorSpec& spec, Form form, Method method,
+                                const std::vector<Sequence<float>>& heads, std::int64_t chunk) {
+  return round_trip<float, float>(spec, form, method, heads, chunk, [](float x) { return x; });
+}
+std::vector<Terms<double>> terms(const OperatorSpec& spec, Form form, Method method,
+                                 const std::vector<Sequence<double>>& heads, std::int64_t chunk) {
+  return round_trip<double, double>(spec, form, method, heads, chunk, [](double x) { return x; });
+}
+std::vector<Terms<ModP>> terms(const OperatorSpec& spec, Form form, Method method,
+                               const std::vector<Sequence<ModP>>& heads, std::int64_t chunk) {
+  return round_trip<ModP, ModP>(spec, form, method, heads, chunk, [](ModP x) { return x; });
+}
+
+std::vector<Terms<float>> terms_bf16(const OperatorSpec& spec, Form form, Method method,
+                                     const std::vector<Sequence<float>>& heads, std::int64_t chunk) {
+  return round_trip<BFloat16, float>(spec, form, method, heads, chunk, [](float x) { return to_bfloat16(x); });
+}
+
+template <class In>
+void fill_gaussian(In* data, std::int64_t count, std::uint64_t seed, float scale, CUstream_st* stream) {
+  detail::launch_fill_gaussian(data, count, seed, scale, stream);
+}
+template void fill_gaussian<float>(float*, std::int64_t, std::uint64_t, float, CUstream_st*);
+template void fill_gaussian<BFloat16>(BFloat16*, std::int64_t, std::uint64_t, float, CUstream_st*);
+
+#define HLA_GPU_INSTANTIATE(In, T)                                                                              \
+  template void terms<In, T>(const OperatorSpec&, Form, Method, const Problem&, std::int64_t, const In*, const In*, \
+                             const In*, T*, T*, CUstream_st*);
+HLA_GPU_INSTANTIATE(float, float)
+HLA_GPU_INSTANTIATE(BFloat16, float)
+HLA_GPU_INSTANTIATE(double, double)
+HLA_GPU_INSTANTIATE(ModP, ModP)
+#undef HLA_GPU_INSTANTIATE
+
+template void finish<float>(const OperatorSpec&, const Problem&, const float*, const float*, float*, CUstream_st*);
+template void finish<double>(const OperatorSpec&, const Problem&, const double*, const double*, double*,
+                             CUstream_st*);
+template void finish<ModP>(const OperatorSpec&, const Problem&, const ModP*, const ModP*, ModP*, CUstream_st*);
+
+}  // namespace hla::fast::gpu

@@ -1,0 +1,433 @@
+// The GPU implementations against the reference: bit for bit in Z/p (every variant, option and
+// form, small random inputs; and n = 65536, d = dv = 64 against the CPU stream), bit for bit in
+// float64 on small integers, and within stated a-priori bounds in float32 and with bf16 inputs.
+// Without a usable GPU the executable reports "skipped" and exits with 77 (ctest: skipped).
+
+#include <cuda_runtime_api.h>
+
+#include <bit>
+#include <cstdlib>
+#include <iostream>
+#include <limits>
+#include <sstream>
+#include <string_view>
+
+#include "hla/fast/gpu.hpp"
+#include "hla/fast/scan.hpp"
+#include "hla/fast/streaming.hpp"
+#include "hla/reference/definition.hpp"
+#include "hla/reference/random.hpp"
+#include "hla/testing/gauge.hpp"
+#include "hla/testing/generators.hpp"
+#include "hla/testing/property.hpp"
+
+using namespace hla;
+using fast::Form;
+using fast::gpu::Method;
+using testing::Gauge;
+using testing::property;
+
+namespace {
+
+constexpr Method methods[] = {Method::streaming, Method::scan};
+
+std::string_view method_name(Method m) {
+  return m == Method::streaming ? "streaming" : "scan";
+}
+
+fast::Impl cpu_impl(Method m) {
+  return m == Method::streaming ? fast::Impl::streaming : fast::Impl::scan;
+}
+
+bool gpu_has(const OperatorSpec& spec, Form form, Method method) {
+  try {
+    fast::gpu::validate(spec, form, method);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+// What the GPU must equal: the reference for the default form; for a published form that differs
+// from it, the CPU implementation of the same printed formulas with the GPU's bracketing.
+template <class T>
+Terms<T> expected_terms(const OperatorSpec& spec, Form form, Method method, const Sequence<T>& s, Index chunk) {
+  if (form == fast::default_form(spec, cpu_impl(method))) return reference::terms(spec, s);
+  if (method == Method::streaming) return fast::streaming_terms(spec, form, s);
+  return fast::chunk_fold_terms(spec, form, s, chunk);
+}
+
+template <class T>
+std::vector<Sequence<T>> convert_all(const std::vector<Sequence<Rational>>& heads) {
+  std::vector<Sequence<T>> out;
+  for (const auto& s : heads) out.push_back(convert<T>(s));
+  return out;
+}
+
+std::vector<Form> forms_of(const OperatorSpec& spec, Method method) {
+  std::vector<Form> forms{fast::default_form(spec, cpu_impl(method))};
+  if (forms.front() == Form::corrected && gpu_has(spec, Form::published, method)) forms.push_back(Form::published);
+  return forms;
+}
+
+template <class T>
+std::vector<Sequence<Rational>> gen_heads(int max_n, int max_d) {
+  const auto heads = *testing::gen_position(1, 4).as("sequence-heads");
+  const auto n = *testing::gen_position(0, max_n + 1).as("n");
+  const auto d = *testing::gen_position(1, max_d + 1).as("d");
+  const auto dv = *testing::gen_position(1, max_d + 1).as("dv");
+  std::vector<Sequence<Rational>> out;
+  for (Index h = 0; h < heads; ++h) out.push_back(*testing::gen_sequence(n, d, dv, std::is_same_v<T, ModP>).as("head"));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("gpu/every variant, option and form equals its CPU definition in Z/p", "[gpu][exact]") {
+  for (const Variant variant : all_variants) {
+    for (const Method method : methods) {
+      property(std::string(variant_name(variant)) + " " + std::string(method_name(method)) +
+                   ": num and den equal the reference (default form) or the printed formulas (published form)",
+               [variant, method] {
+                 const OperatorSpec spec = *testing::gen_spec(variant).as("spec");
+                 const auto chunk = *testing::gen_position(1, 6).as("chunk");
+                 const auto heads = convert_all<ModP>(gen_heads<ModP>(12, 4));
+                 for (const Form form : forms_of(spec, method)) {
+                   RC_LOG() << "form " << fast::form_name(form) << "\n";
+                   const auto gpu = fast::gpu::terms(spec, form, method, heads, chunk);
+                   for (std::size_t h = 0; h < heads.size(); ++h) {
+                     const Terms<ModP> want = expected_terms(spec, form, method, heads[h], chunk);
+                     RC_ASSERT(gpu[h].num == want.num);
+                     RC_ASSERT(gpu[h].den == want.den);
+                   }
+                 }
+               },
+               40);
+    }
+  }
+}
+
+// Device pointers, batch 2 x heads 3, and the device-side normalization, in Z/p.
+TEST_CASE("gpu/the device-pointer interface reads the [B, H, n, d] layout and finishes on the device",
+          "[gpu][exact]") {
+  for (const Variant variant : all_variants) {
+    for (const Method method : methods) {
+      property(std::string(variant_name(variant)) + " " + std::string(method_name(method)) +
+                   ": o of every (b, h) equals the reference's",
+               [variant, method] {
+                 OperatorSpec spec = *testing::gen_spec(variant).as("spec");
+                 spec.normalize = true;
+                 const auto n = *testing::gen_position(1, 10).as("n");
+                 const fast::gpu::Problem problem{2, 3, n, 3, 2};
+                 std::vector<Sequence<ModP>> heads;
+                 for (int h = 0; h < 6; ++h) {
+                   heads.push_back(convert<ModP>(*testing::gen_sequence(n, 3, 2, false).as("head")));
+                 }
+                 std::vector<Matrix<ModP>> want;
+                 try {
+                   for (const auto& s : heads) want.push_back(reference::output(spec, s));
+                 } catch (const Error&) {
+                   RC_DISCARD("a zero denominator");
+                 }
+                 const std::size_t keys = n * 3, values = n * 2;
+                 ModP *q, *k, *v, *num, *den, *out;
+                 for (ModP** p : {&q, &k}) RC_ASSERT(cudaMalloc(reinterpret_cast<void**>(p), 6 * keys * sizeof(ModP)) == cudaSuccess);
+                 for (ModP** p : {&v, &num, &out}) RC_ASSERT(cudaMalloc(reinterpret_cast<void**>(p), 6 * values * sizeof(ModP)) == cudaSuccess);
+                 RC_ASSERT(cudaMalloc(reinterpret_cast<void**>(&den), 6 * n * sizeof(ModP)) == cudaSuccess);
+                 for (int h = 0; h < 6; ++h) {
+                   cudaMemcpy(q + h * keys, heads[h].q.data(), keys * sizeof(ModP), cudaMemcpyHostToDevice);
+                   cudaMemcpy(k + h * keys, heads[h].k.data(), keys * sizeof(ModP), cudaMemcpyHostToDevice);
+                   cudaMemcpy(v + h * values, heads[h].v.data(), values * sizeof(ModP), cudaMemcpyHostToDevice);
+                 }
+                 const Form form = fast::default_form(spec, cpu_impl(method));
+                 fast::gpu::terms(spec, form, method, problem, 4, q, k, v, num, den);
+                 fast::gpu::finish(spec, problem, num, den, out);
+                 std::vector<ModP> host(6 * values);
+                 RC_ASSERT(cudaMemcpy(host.data(), out, host.size() * sizeof(ModP), cudaMemcpyDeviceToHost) == cudaSuccess);
+                 for (ModP* p : {q, k, v, num, den, out}) cudaFree(p);
+                 for (int h = 0; h < 6; ++h) {
+                   const Matrix<ModP> got = Eigen::Map<const Matrix<ModP>>(host.data() + h * values, n, 2);
+                   RC_ASSERT(got == want[h]);
+                 }
+               },
+               10);
+    }
+  }
+}
+
+TEST_CASE("gpu/a zero normalized denominator in Z/p is an error naming the token", "[gpu][exact]") {
+  OperatorSpec spec;
+  spec.variant = Variant::linear;
+  spec.normalize = true;
+  Sequence<ModP> s{Matrix<ModP>::Zero(3, 2), Matrix<ModP>::Zero(3, 2), Matrix<ModP>::Ones(3, 2)};
+  const auto terms = fast::gpu::terms(spec, Form::published, Method::scan, {s}, 2);
+  const fast::gpu::Problem problem{1, 1, 3, 2, 2};
+  ModP *num, *den, *out;
+  REQUIRE(cudaMalloc(reinterpret_cast<void**>(&num), 6 * sizeof(ModP)) == cudaSuccess);
+  REQUIRE(cudaMalloc(reinterpret_cast<void**>(&den), 3 * sizeof(ModP)) == cudaSuccess);
+  REQUIRE(cudaMalloc(reinterpret_cast<void**>(&out), 6 * sizeof(ModP)) == cudaSuccess);
+  cudaMemcpy(num, terms[0].num.data(), 6 * sizeof(ModP), cudaMemcpyHostToDevice);
+  cudaMemcpy(den, terms[0].den.data(), 3 * sizeof(ModP), cudaMemcpyHostToDevice);
+  REQUIRE_THROWS_WITH(fast::gpu::finish(spec, problem, num, den, out),
+                      Catch::Contains("token 1 of sequence-head 0") && Catch::Contains("division by zero"));
+  for (ModP* p : {num, den, out}) cudaFree(p);
+}
+
+TEST_CASE("gpu/the published third-order scan is refused with a reason", "[gpu]") {
+  OperatorSpec spec;
+  spec.variant = Variant::hla3;
+  REQUIRE_THROWS_WITH(fast::gpu::validate(spec, Form::published, Method::scan), Catch::Contains("O(d^3 dv)"));
+  REQUIRE_NOTHROW(fast::gpu::validate(spec, Form::published, Method::streaming));
+}
+
+// Small integers (|x| <= 3), gamma in {1, 1/2}, integer ridge and eps in {0, 1/4}: every value the
+// kernels form is a dyadic rational. With n <= 48 and d, dv <= 4 (n <= 8 when decayed, so that at
+// most 3 * 8 fraction bits appear) their magnitudes stay far below 2^53 (hla3: at most
+// n^3 (9 d)^3 * 3 < 2^36), so float64 represents every one and the GPU result is exact; normalized
+// outputs are then one correctly rounded division, the exact quotient rounded to nearest.
+TEST_CASE("gpu/float64 on small integers equals the exact result bit for bit", "[gpu][float64]") {
+  for (const Variant variant : all_variants) {
+    for (const Method method : methods) {
+      property(std::string(variant_name(variant)) + " " + std::string(method_name(method)) +
+                   ": o == exact o rounded once",
+               [variant, method] {
+                 OperatorSpec spec = *testing::gen_spec(variant).as("spec");
+                 const bool decayed = *rc::gen::arbitrary<bool>().as("decayed");
+                 spec.decay = decayed ? Rational(1, 2) : Rational(1);
+                 spec.eps = spec.normalize ? *rc::gen::element(Rational(0), Rational(1, 4)).as("eps") : Rational(0);
+                 const auto n = *testing::gen_position(0, decayed ? 9 : 49).as("n");
+                 const auto d = *testing::gen_position(1, 5).as("d");
+                 const auto dv = *testing::gen_position(1, 5).as("dv");
+                 const auto chunk = *testing::gen_position(1, 9).as("chunk");
+                 const Sequence<Rational> s = *testing::gen_sequence(n, d, dv, false).as("inputs");
+                 const Form form = fast::default_form(spec, cpu_impl(method));
+                 const Terms<Rational> exact = reference::terms(spec, s);
+                 for (Index i = 0; i < exact.num.size(); ++i) RC_ASSERT(abs(exact.num.data()[i]) < Rational(1LL << 53));
+                 const Terms<double> gpu = fast::gpu::terms(spec, form, method, {convert<double>(s)}, chunk)[0];
+                 RC_ASSERT(gpu.num == convert<double>(exact.num));
+                 RC_ASSERT(gpu.den == Vector<double>(exact.den.unaryExpr([](const Rational& x) { return to_double(x); })));
+                 if (spec.normalize) {
+                   Matrix<Rational> o;
+                   try {
+                     o = reference::finish(spec, exact);
+                   } catch (const Error&) {
+                     RC_DISCARD("a zero denominator");
+                   }
+                   RC_ASSERT(reference::finish(spec, gpu) == convert<double>(o));
+                 }
+               },
+               40);
+    }
+  }
+}
+
+namespace {
+
+template <class F>
+Rational unit_roundoff() {
+  return power(Rational(1, 2), std::numeric_limits<F>::digits);
+}
+
+int log2_ceil(Index x) {
+  return x <= 1 ? 0 : 64 - std::countl_zero(static_cast<std::uint64_t>(x - 1));
+}
+
+// The GPU's a-priori depths (docs/gpu.md): a push or absorb updates each state entry as
+// a x + (at most five products of at most four factors), so a monomial already in the state takes
+// at most 6 roundings per step; a new product adds its factors' depths, at most d + 1 for each
+// dot-product factor, plus 4. Per field of an order-r state that gives at most (r + 1)(6 t + 3 d + 12)
+// after t steps, read-out included. The scan passes a token through at most C absorbs into its
+// chunk's summary, 2 ceil(log2 B) combines (each like an absorb, with d-term matrix products) and C
+// absorbs from the carry-in: (r + 1)(6 L + 4 d + 16), L = 2 C + 2 ceil(log2 B).
+Rational gpu_depth(const OperatorSpec& spec, Method method, Index t, Index d, Index n, Index chunk) {
+  const int r = order(spec.variant);
+  if (method == Method::streaming) return Rational((r + 1) * (6 * (t + 1) + 3 * d + 12));
+  const Index size = std::min<Index>(chunk, std::max<Index>(n, 1));
+  const Index levels = 2 * size + 2 * log2_ceil((n + size - 1) / size);
+  return Rational((r + 1) * (6 * levels + 4 * d + 16));
+}
+
+// Largest |gpu - exact| / (gamma(K) gauge) over every entry; <= 1 is within the bound.
+double worst_ratio(const OperatorSpec& spec, Method method, const Terms<Rational>& exact, const Terms<float>& gpu,
+                   const Terms<Gauge<Rational>>& gauge, Index d, Index chunk, const Rational& u) {
+  Rational worst = 0;
+  const Index n = exact.den.size();
+  const auto within = [&](const Rational& got, const Rational& want, const Rational& g, const Rational& factor) {
+    const Rational err = abs(got - want);
+    if (err == 0) return;
+    const Rational bound = factor * g;
+    const Rational ratio = bound == 0 ? Rational(1000000) : err / bound;
+    if (ratio > worst) worst = ratio;
+  };
+  for (Index t = 0; t < n; ++t) {
+    const Rational depth = gpu_depth(spec, method, t, d, n, chunk);
+    const Rational factor = depth * u / (1 - depth * u);
+    for (Index c = 0; c < exact.num.cols(); ++c) {
+      within(exact_value(gpu.num(t, c)), exact.num(t, c), gauge.num(t, c).value(), factor);
+    }
+    within(exact_value(gpu.den(t)), exact.den(t), gauge.den(t).value(), factor);
+  }
+  return to_double(worst);
+}
+
+}  // namespace
+
+// Gaussian inputs scaled by 1/sqrt(d), rounded to float (or to bf16 for the bf16 path); the exact
+// result is computed on those rounded inputs, so the measured error is the GPU's float32
+// arithmetic alone (u = 2^-24). gamma in {1, 1/2} keeps every decay factor exact in float.
+TEST_CASE("gpu/float32 and bf16-input results stay within the a-priori bound", "[gpu][float32]") {
+  const std::uint64_t seed = 20261130;
+  INFO("seed " << seed);
+  for (const Variant variant : all_variants) {
+    for (const Method method : methods) {
+      for (const bool bf16 : {false, true}) {
+        for (const Rational& gamma : {Rational(1), Rational(1, 2)}) {
+          OperatorSpec spec;
+          spec.variant = variant;
+          spec.decay = gamma;
+          if (variant == Variant::hla2) spec.ridge = Rational(1, 2);
+          const Index n = 96, d = 8, dv = 8, chunk = 16;
+          Rng rng(seed + static_cast<int>(variant));
+          Sequence<Rational> s = gaussian_sequence(rng, n, d, dv);
+          for (Matrix<Rational>* m : {&s.q, &s.k, &s.v}) {
+            *m = m->unaryExpr([bf16](const Rational& x) {
+              const float f = from_rational<float>(x);
+              return exact_value(bf16 ? fast::gpu::to_float(fast::gpu::to_bfloat16(f)) : f);
+            });
+          }
+          const Form form = fast::default_form(spec, cpu_impl(method));
+          const Terms<Rational> exact = fast::streaming_terms(spec, fast::default_form(spec, fast::Impl::streaming), s);
+          const Sequence<Gauge<Rational>> magnitudes{s.q.cast<Gauge<Rational>>(), s.k.cast<Gauge<Rational>>(),
+                                                     s.v.cast<Gauge<Rational>>()};
+          const Terms<Gauge<Rational>> gauge = method == Method::streaming
+                                                   ? fast::streaming_terms(spec, form, magnitudes)
+                                                   : fast::chunk_fold_terms(spec, form, magnitudes, chunk);
+          const Sequence<float> inputs = convert<float>(s);
+          const Terms<float> gpu = bf16 ? fast::gpu::terms_bf16(spec, form, method, {inputs}, chunk)[0]
+                                        : fast::gpu::terms(spec, form, method, {inputs}, chunk)[0];
+          const double ratio = worst_ratio(spec, method, exact, gpu, gauge, d, chunk, unit_roundoff<float>());
+          INFO(describe(spec) << ", " << method_name(method) << (bf16 ? ", bf16 inputs" : ", float32")
+                              << ": worst |error| / bound = " << ratio);
+          CHECK(ratio <= 1.0);
+          std::cout << "  " << describe(spec) << " " << method_name(method) << (bf16 ? " bf16" : " f32")
+                    << ": worst error / bound = " << ratio << "\n";
+        }
+      }
+    }
+  }
+}
+
+namespace {
+
+// Uniform residues: a random point of Z/p, where Schwartz-Zippel bounds the chance that two
+// different polynomials agree by their degree over p.
+Sequence<ModP> random_field_sequence(std::uint64_t seed, Index n, Index d, Index dv) {
+  Rng rng(seed);
+  const auto fill = [&](Index rows, Index cols) {
+    Matrix<ModP> m(rows, cols);
+    for (Index i = 0; i < m.size(); ++i) m.data()[i] = ModP::from_residue(rng.next() % ModP::modulus);
+    return m;
+  };
+  Sequence<ModP> s;
+  s.q = fill(n, d);
+  s.k = fill(n, d);
+  s.v = fill(n, dv);
+  return s;
+}
+
+// "" when equal, else the first differing entry (the matrices are too large to print).
+std::string first_difference(const Terms<ModP>& got, const Terms<ModP>& want) {
+  for (Index t = 0; t < want.num.rows(); ++t) {
+    for (Index c = 0; c < want.num.cols(); ++c) {
+      if (got.num(t, c) != want.num(t, c)) {
+        std::ostringstream out;
+        out << "num(" << t << ", " << c << "): " << got.num(t, c) << " != " << want.num(t, c);
+        return out.str();
+      }
+    }
+    if (got.den(t) != want.den(t)) {
+      std::ostringstream out;
+      out << "den(" << t << "): " << got.den(t) << " != " << want.den(t);
+      return out.str();
+    }
+  }
+  return "";
+}
+
+Index large_length() {
+  const char* text = std::getenv("HLA_GPU_LARGE_N");  // a shorter run while developing
+  return text ? std::atol(text) : 65536;
+}
+
+// GPU streaming and GPU scan (chunk 64) against the CPU stream, which the test suite and
+// `hla audit` prove equal to the reference, at n = 65536, d = dv = 64.
+void check_large(OperatorSpec spec, Form form, bool scan_too) {
+  const Index n = large_length(), d = 64, dv = 64;
+  const std::uint64_t seed = 7 + static_cast<int>(spec.variant);
+  INFO(describe(spec) << ", form " << fast::form_name(form) << ", n = " << n << ", d = dv = 64, seed " << seed);
+  const Sequence<ModP> s = random_field_sequence(seed, n, d, dv);
+  const Terms<ModP> cpu = fast::streaming_terms(spec, form, s);
+  const Terms<ModP> streamed = fast::gpu::terms(spec, form, Method::streaming, {s}, 64)[0];
+  CHECK(first_difference(streamed, cpu) == "");
+  if (scan_too) {
+    const Terms<ModP> scanned = fast::gpu::terms(spec, form, Method::scan, {s}, 64)[0];
+    CHECK(first_difference(scanned, cpu) == "");
+  }
+}
+
+OperatorSpec make_spec(Variant variant, bool masked, const Rational& decay, const Rational& ridge = 0) {
+  OperatorSpec spec;
+  spec.variant = variant;
+  spec.masked = masked;
+  spec.decay = decay;
+  spec.ridge = ridge;
+  return spec;
+}
+
+}  // namespace
+
+// n = 65536 and d = dv = 64 (HLA_GPU_LARGE_N overrides n).
+TEST_CASE("gpu/large/linear decayed equals the CPU stream in Z/p", "[gpu][large]") {
+  check_large(make_spec(Variant::linear, true, Rational(7, 8)), Form::published, true);
+}
+TEST_CASE("gpu/large/hla2 masked with ridge and decay equals the CPU stream in Z/p", "[gpu][large]") {
+  check_large(make_spec(Variant::hla2, true, Rational(7, 8), Rational(1, 3)), Form::corrected, true);
+}
+TEST_CASE("gpu/large/hla2 unmasked with decay equals the CPU stream in Z/p", "[gpu][large]") {
+  check_large(make_spec(Variant::hla2, false, Rational(7, 8), Rational(2)), Form::published, true);
+}
+TEST_CASE("gpu/large/hla2 masked decayed as printed (Sec. 4.3) equals the CPU's printed stream in Z/p",
+          "[gpu][large]") {
+  check_large(make_spec(Variant::hla2, true, Rational(7, 8)), Form::published, false);
+}
+TEST_CASE("gpu/large/ahla decayed equals the CPU stream in Z/p", "[gpu][large]") {
+  check_large(make_spec(Variant::ahla, true, Rational(7, 8)), Form::published, false);
+  OperatorSpec spec = make_spec(Variant::ahla, true, Rational(7, 8));
+  const Index n = large_length();
+  const Sequence<ModP> s = random_field_sequence(99, n, 64, 64);
+  INFO("ahla scan, corrected form, seed 99, n = " << n);
+  const Terms<ModP> cpu = fast::streaming_terms(spec, Form::published, s);
+  const Terms<ModP> scanned = fast::gpu::terms(spec, Form::corrected, Method::scan, {s}, 64)[0];
+  CHECK(first_difference(scanned, cpu) == "");
+}
+TEST_CASE("gpu/large/hla3 masked decayed (corrected) equals the CPU stream in Z/p", "[gpu][large]") {
+  check_large(make_spec(Variant::hla3, true, Rational(7, 8)), Form::corrected, true);
+}
+TEST_CASE("gpu/large/hla3 unmasked decayed equals the CPU stream in Z/p", "[gpu][large]") {
+  check_large(make_spec(Variant::hla3, false, Rational(7, 8)), Form::published, true);
+}
+TEST_CASE("gpu/large/hla3 masked as printed (Alg. 3) equals the CPU's printed stream in Z/p", "[gpu][large]") {
+  check_large(make_spec(Variant::hla3, true, Rational(1)), Form::published, false);
+}
+
+int main(int argc, char* argv[]) {
+  bool listing = false;
+  for (int i = 1; i < argc; ++i) listing = listing || std::string_view(argv[i]).starts_with("--list");
+  if (!listing) {
+    if (const auto reason = fast::gpu::unavailable_reason()) {
+      std::cout << "skipped: " << *reason << "\n";
+      return 77;
+    }
+  }
+  return testing::run_catch(argc, argv);
+}

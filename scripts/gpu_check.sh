@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Runs everything that needs the GPU, on a machine with one (build here with CUDA, carry the
+# binaries): the gpu-labelled tests (the n = 65536 cases in parallel), compute-sanitizer memcheck
+# and racecheck on the test binary, a `hla eval --impl gpu` smoke run, and the benchmark.
+#   scripts/gpu_check.sh BIN_DIR LOG_DIR      (BIN_DIR holds gpu_tests, hla, hla_bench_gpu)
+set -uo pipefail
+bin=${1:?binary directory}
+logs=${2:?log directory}
+mkdir -p "$logs"
+status=0
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$logs/device.txt"
+
+echo "== gpu tests (all but [large])"
+"$bin/gpu_tests" "~[large]" -r compact 2>&1 | tee "$logs/gpu_tests.log" || status=1
+
+echo "== gpu tests [large] (n = 65536, d = dv = 64), one process each"
+large=$(mktemp -d)
+"$bin/gpu_tests" --list-test-names-only "[large]" | grep -v '^$' >"$large/names.txt"
+while read -r name; do
+  ("$bin/gpu_tests" "$name" -r compact >"$large/$(echo "$name" | md5sum | cut -c1-8).log" 2>&1 &&
+    echo "passed: $name" || echo "FAILED: $name") &
+done <"$large/names.txt"
+wait
+cat "$large"/*.log >"$logs/gpu_tests_large.log"
+grep -q "failed" "$logs/gpu_tests_large.log" && status=1
+
+# racecheck is slow on shared-memory kernels: the exact tests only, two random cases per property.
+echo "== compute-sanitizer memcheck (all but [large], 3 cases per property), racecheck ([exact], 2 cases)"
+for tool in memcheck racecheck; do
+  if [ $tool = memcheck ]; then cases=3 spec="~[large]"; else cases=2 spec="[exact]"; fi
+  RC_PARAMS="max_success=$cases" compute-sanitizer --tool "$tool" --error-exitcode 9 "$bin/gpu_tests" "$spec" \
+    -r compact >"$logs/sanitizer_$tool.log" 2>&1
+  code=$?
+  echo "$tool: exit $code"
+  grep -v "^========= *$" "$logs/sanitizer_$tool.log" | head -c 2000000 >"$logs/sanitizer_$tool.txt"
+  rm "$logs/sanitizer_$tool.log"
+  tail -3 "$logs/sanitizer_$tool.txt"
+  [ $code -eq 0 ] || status=1
+done
+exit $status
