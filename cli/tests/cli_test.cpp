@@ -13,6 +13,9 @@
 
 #include "hla/cli/npy.hpp"
 #include "hla/fast/streaming.hpp"
+#if defined(HLA_HAVE_CUDA)
+#include "hla/fast/gpu.hpp"
+#endif
 #include "hla/proofs/claim.hpp"
 #include "npy_fixtures.hpp"
 
@@ -275,6 +278,31 @@ TEST_CASE("cli/eval with the scan and chunked implementations", "[cli]") {
                  "no chunk-parallel matrix form");
   check_rejected(w, w.eval("--variant hla2 --impl chunked --form published --decay 1/2"), "--form published",
                  "Figure 1(C)");
+}
+
+// Where the GPU can run, --impl gpu and gpu-streaming equal the reference in Z/p; elsewhere (no
+// device, or no CUDA in the build) they are refused in one line, with the reason, writing nothing.
+TEST_CASE("cli/eval on the GPU or a one-line reason why not", "[cli]") {
+  Workspace w;
+#if defined(HLA_HAVE_CUDA)
+  const std::optional<std::string> unavailable = fast::gpu::unavailable_reason();
+#else
+  const std::optional<std::string> unavailable = "built without CUDA";
+#endif
+  for (const char* impl : {"gpu --chunk 2", "gpu-streaming"}) {
+    const Run r = w.eval(std::string("--variant hla3 --decay 1/2 --scalar modp --impl ") + impl);
+    if (unavailable) {
+      INFO(*unavailable);
+      check_rejected(w, r, "--impl gpu", "");
+      continue;
+    }
+    REQUIRE(r.status == 0);
+    const std::string got = w.read("out.npy");
+    REQUIRE(w.eval("--variant hla3 --decay 1/2 --scalar modp --impl reference").status == 0);
+    CHECK(w.read("out.npy") == got);
+  }
+  check_rejected(w, w.eval("--variant hla2 --impl gpu --scalar exact"), "--impl gpu",
+                 unavailable ? "" : "no GPU form");
 }
 
 TEST_CASE("cli/proofs writes the ledger and exits 0 whatever the verdicts", "[cli]") {

@@ -83,7 +83,7 @@ std::vector<Sequence<Rational>> gen_heads(int max_n, int max_d) {
 
 }  // namespace
 
-TEST_CASE("gpu/every variant, option and form equals its CPU definition in Z/p", "[gpu][exact]") {
+TEST_CASE("gpu/every variant option and form equals its CPU definition in Z/p", "[gpu][exact]") {
   for (const Variant variant : all_variants) {
     for (const Method method : methods) {
       property(std::string(variant_name(variant)) + " " + std::string(method_name(method)) +
@@ -108,7 +108,7 @@ TEST_CASE("gpu/every variant, option and form equals its CPU definition in Z/p",
 }
 
 // Device pointers, batch 2 x heads 3, and the device-side normalization, in Z/p.
-TEST_CASE("gpu/the device-pointer interface reads the [B, H, n, d] layout and finishes on the device",
+TEST_CASE("gpu/the device-pointer interface reads the batch-head layout and finishes on the device",
           "[gpu][exact]") {
   for (const Variant variant : all_variants) {
     for (const Method method : methods) {
