@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
+#include <type_traits>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -36,6 +38,7 @@ struct Options {
   std::int64_t chunk = 64;
   std::vector<std::string> variants{"hla2", "ahla"}, precisions{"f32", "bf16"}, methods{"scan", "streaming"};
   std::vector<std::int64_t> lengths{1024, 4096, 16384, 65536};
+  std::string dump;  // write q, k, v (as float32) and num of the last run of each configuration here
 };
 
 Options parse(int argc, char** argv) {
@@ -50,6 +53,7 @@ Options parse(int argc, char** argv) {
     else if (flag == "--dv") o.dv = std::stoi(value);
     else if (flag == "--reps") o.reps = std::stoi(value);
     else if (flag == "--chunk") o.chunk = std::stoll(value);
+    else if (flag == "--dump") o.dump = value;
     else if (flag == "--variants") o.variants = split(value);
     else if (flag == "--precisions") o.precisions = split(value);
     else if (flag == "--methods") o.methods = split(value);
@@ -62,9 +66,28 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
+// Raw little-endian float32, row-major, no header: the peer reads it with numpy.fromfile.
 template <class In>
-double time_forward(const OperatorSpec& spec, gpu::Method method, const gpu::Problem& p, std::int64_t chunk,
-                    int reps, double* spread) {
+void dump_array(const std::string& path, const In* device, std::int64_t count) {
+  std::vector<In> host(count);
+  check(cudaMemcpy(host.data(), device, count * sizeof(In), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  std::vector<float> values(count);
+  for (std::int64_t i = 0; i < count; ++i) {
+    if constexpr (std::is_same_v<In, gpu::BFloat16>) {
+      values[i] = gpu::to_float(host[i]);
+    } else {
+      values[i] = host[i];
+    }
+  }
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(values.data()), count * sizeof(float));
+  if (!out) throw Error(path + ": cannot write");
+}
+
+// fast: the tensor-core path (gpu::fast_forward; bf16 inputs only), else gpu::terms with `method`.
+template <class In>
+double time_forward(const OperatorSpec& spec, gpu::Method method, bool fast, const gpu::Problem& p,
+                    std::int64_t chunk, int reps, double* spread, const std::string& dump) {
   const std::int64_t rows = p.batch * p.heads * p.length;
   In *q, *k, *v;
   float *num, *den;
@@ -78,7 +101,14 @@ double time_forward(const OperatorSpec& spec, gpu::Method method, const gpu::Pro
   gpu::fill_gaussian(k, rows * p.key_dim, 2, scale);
   gpu::fill_gaussian(v, rows * p.value_dim, 3, 1.0f);
   const fast::Form form = fast::default_form(spec, method == gpu::Method::scan ? fast::Impl::scan : fast::Impl::streaming);
-  gpu::terms(spec, form, method, p, chunk, q, k, v, num, den);  // warm-up
+  const auto run = [&] {
+    if constexpr (std::is_same_v<In, gpu::BFloat16>) {
+      if (fast) return gpu::fast_forward(spec.variant, p, q, k, v, num);
+    }
+    if (fast) throw Error("the fast path takes bf16 inputs only");
+    gpu::terms(spec, form, method, p, chunk, q, k, v, num, den);
+  };
+  run();  // warm-up
   check(cudaDeviceSynchronize(), "warm-up");
   cudaEvent_t start, stop;
   check(cudaEventCreate(&start), "cudaEventCreate");
@@ -86,12 +116,18 @@ double time_forward(const OperatorSpec& spec, gpu::Method method, const gpu::Pro
   std::vector<double> ms;
   for (int r = 0; r < reps; ++r) {
     check(cudaEventRecord(start), "cudaEventRecord");
-    gpu::terms(spec, form, method, p, chunk, q, k, v, num, den);
+    run();
     check(cudaEventRecord(stop), "cudaEventRecord");
     check(cudaEventSynchronize(stop), "cudaEventSynchronize");
     float elapsed = 0;
     check(cudaEventElapsedTime(&elapsed, start, stop), "cudaEventElapsedTime");
     ms.push_back(elapsed);
+  }
+  if (!dump.empty()) {
+    dump_array(dump + "/q.f32", q, rows * p.key_dim);
+    dump_array(dump + "/k.f32", k, rows * p.key_dim);
+    dump_array(dump + "/v.f32", v, rows * p.value_dim);
+    dump_array(dump + "/num.f32", num, rows * p.value_dim);
   }
   for (void* ptr : {static_cast<void*>(q), static_cast<void*>(k), static_cast<void*>(v), static_cast<void*>(num),
                     static_cast<void*>(den)}) {
@@ -118,12 +154,14 @@ int main(int argc, char** argv) {
       spec.variant = *variant;
       for (const auto& precision : o.precisions) {
         for (const auto& method_text : o.methods) {
+          if (method_text == "fast" && precision != "bf16") continue;  // bf16 inputs only
+          const bool fast = method_text == "fast";
           const gpu::Method method = method_text == "scan" ? gpu::Method::scan : gpu::Method::streaming;
           for (const std::int64_t n : o.lengths) {
             const gpu::Problem p{o.batch, o.heads, n, o.d, o.dv};
             double spread = 0;
-            const double ms = precision == "bf16" ? time_forward<gpu::BFloat16>(spec, method, p, o.chunk, o.reps, &spread)
-                                                  : time_forward<float>(spec, method, p, o.chunk, o.reps, &spread);
+            const double ms = precision == "bf16" ? time_forward<gpu::BFloat16>(spec, method, fast, p, o.chunk, o.reps, &spread, o.dump)
+                                                  : time_forward<float>(spec, method, fast, p, o.chunk, o.reps, &spread, o.dump);
             std::cout << variant_text << "," << precision << "," << method_text << "," << o.batch << "," << o.heads
                       << "," << n << "," << o.d << "," << o.dv << "," << o.chunk << "," << ms << "," << spread
                       << std::endl;

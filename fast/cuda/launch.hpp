@@ -39,6 +39,10 @@ std::int64_t launch_finish(const T& eps, std::int64_t rows, int dv, const T* num
 template <class In>
 void launch_fill_gaussian(In* data, std::int64_t count, std::uint64_t seed, float scale, CUstream_st* stream);
 
+// The tensor-core path (tensor_core.cu): masked, unnormalized, gamma = 1, d = dv = 64, n % 64 == 0.
+void launch_fast(bool ahla, std::int64_t heads, std::int64_t length, const BFloat16* q, const BFloat16* k,
+                 const BFloat16* v, float* out, CUstream_st* stream);
+
 // Shared memory one block may use (opt-in limit), and the device's description; throws hla::Error
 // when no device is usable.
 std::int64_t shared_memory_limit();

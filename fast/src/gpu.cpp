@@ -211,6 +211,52 @@ std::vector<Terms<float>> terms_bf16(const OperatorSpec& spec, Form form, Method
   return round_trip<BFloat16, float>(spec, form, method, heads, chunk, [](float x) { return to_bfloat16(x); });
 }
 
+void fast_forward(Variant variant, const Problem& problem, const BFloat16* q, const BFloat16* k, const BFloat16* v,
+                  float* num, CUstream_st* stream) {
+  validate_problem(problem);
+  if (variant != Variant::hla2 && variant != Variant::ahla) {
+    throw Error("fast path: hla2 and ahla only, not " + std::string(variant_name(variant)));
+  }
+  if (problem.key_dim != 64 || problem.value_dim != 64) {
+    throw Error("fast path: d = dv = 64 only, got d = " + std::to_string(problem.key_dim) +
+                ", dv = " + std::to_string(problem.value_dim));
+  }
+  if (problem.length % 64 != 0) {
+    throw Error("fast path: n must be a multiple of 64, got " + std::to_string(problem.length));
+  }
+  detail::launch_fast(variant == Variant::ahla, problem.batch * problem.heads, problem.length, q, k, v, num, stream);
+}
+
+std::vector<Matrix<float>> fast_forward(Variant variant, const std::vector<Sequence<float>>& heads) {
+  if (heads.empty()) return {};
+  const Index n = heads.front().length();
+  const Problem problem{1, static_cast<std::int64_t>(heads.size()), n, static_cast<int>(heads.front().key_dim()),
+                        static_cast<int>(heads.front().value_dim())};
+  validate_problem(problem);
+  const std::size_t h = heads.size(), keys = n * problem.key_dim, values = n * problem.value_dim;
+  DeviceArray<BFloat16> q(h * keys), k(h * keys), v(h * values);
+  DeviceArray<float> num(h * values);
+  std::vector<BFloat16> staging;
+  const auto upload = [&](DeviceArray<BFloat16>& to, const Matrix<float>& from, std::size_t offset) {
+    if (static_cast<std::size_t>(from.size()) != (&to == &v ? values : keys)) {
+      throw Error("fast path: every sequence-head must have the same n, d and dv");
+    }
+    staging.resize(from.size());
+    for (Index i = 0; i < from.size(); ++i) staging[i] = to_bfloat16(from.data()[i]);
+    to.upload(staging.data(), offset, staging.size());
+  };
+  for (std::size_t i = 0; i < h; ++i) {
+    upload(q, heads[i].q, i * keys);
+    upload(k, heads[i].k, i * keys);
+    upload(v, heads[i].v, i * values);
+  }
+  fast_forward(variant, problem, q.data(), k.data(), v.data(), num.data());
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  std::vector<Matrix<float>> out(h, Matrix<float>(n, problem.value_dim));
+  for (std::size_t i = 0; i < h; ++i) num.download(out[i].data(), i * values, values);
+  return out;
+}
+
 template <class In>
 void fill_gaussian(In* data, std::int64_t count, std::uint64_t seed, float scale, CUstream_st* stream) {
   detail::launch_fill_gaussian(data, count, seed, scale, stream);

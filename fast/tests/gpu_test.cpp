@@ -431,3 +431,90 @@ int main(int argc, char* argv[]) {
   }
   return testing::run_catch(argc, argv);
 }
+
+// ---------------------------------------------------------------------------------------------
+// The fast path (tensor cores). Its products take bf16 operands: every monomial of the output
+// passes through at most three bf16 roundings (hla2: A or S, then U, then W or F; ahla: A or P,
+// then X, then A X or E), so its relative perturbation is at most gamma_bf16(3), u = 2^-8. The
+// float32 sums add at most (r + 1)(n / 64 + 528) roundings (each product's 64- or 128-term dot
+// products, and the state's sum over chunks), taken at u = 2^-22 since the matrix units need not
+// round to nearest. The CPU stream in float64 stands in for the exact result, with its own bound
+// (docs/operators.md); the gauge is that stream's on |q|, |k|, |v| in float64, inflated by 1e-9.
+
+template <>
+Gauge<double> hla::from_rational<Gauge<double>>(const Rational& x) {
+  return Gauge<double>(to_double(x));
+}
+
+namespace {
+
+double gamma_of(double k, double u) {
+  return k * u / (1 - k * u);
+}
+
+}  // namespace
+
+TEST_CASE("gpu/fast/hla2 and ahla on the matrix units stay within the bf16 bound", "[gpu][fast]") {
+  const std::uint64_t seed = 20261130;
+  const Index n = 512, d = 64, heads = 2;
+  for (const Variant variant : {Variant::hla2, Variant::ahla}) {
+    OperatorSpec spec;
+    spec.variant = variant;
+    std::vector<Sequence<float>> inputs;
+    Rng rng(seed + static_cast<int>(variant));
+    for (Index h = 0; h < heads; ++h) {
+      const Sequence<Rational> s = gaussian_sequence(rng, n, d, d);
+      const auto to_bf16 = [](const Rational& x) {
+        return fast::gpu::to_float(fast::gpu::to_bfloat16(from_rational<float>(x)));
+      };
+      inputs.push_back({s.q.unaryExpr(to_bf16), s.k.unaryExpr(to_bf16), s.v.unaryExpr(to_bf16)});
+    }
+    const std::vector<Matrix<float>> got = fast::gpu::fast_forward(variant, inputs);
+    const std::vector<Terms<float>> generic =
+        fast::gpu::terms_bf16(spec, fast::default_form(spec, fast::Impl::scan), Method::scan, inputs, 64);
+    const int r = order(variant);
+    const double fast_factor = (1 + gamma_of(3, 0x1p-8)) * (1 + gamma_of((r + 1) * (n / 64 + 528.0), 0x1p-22)) - 1;
+    const double generic_factor = gamma_of(to_double(gpu_depth(spec, Method::scan, 0, d, n, 64)), 0x1p-24);
+    double worst = 0, normwise = 0, generic_difference = 0, generic_ratio = 0;
+    for (Index h = 0; h < heads; ++h) {
+      const Sequence<double> s{inputs[h].q.cast<double>(), inputs[h].k.cast<double>(), inputs[h].v.cast<double>()};
+      const Form form = fast::default_form(spec, fast::Impl::streaming);
+      const Terms<double> reference = fast::streaming_terms(spec, form, s);
+      const Sequence<Gauge<double>> magnitudes{s.q.cast<Gauge<double>>(), s.k.cast<Gauge<double>>(),
+                                               s.v.cast<Gauge<double>>()};
+      const Terms<Gauge<double>> gauge = fast::streaming_terms(spec, form, magnitudes);
+      for (Index t = 0; t < n; ++t) {
+        const double f64_factor = gamma_of((r + 1) * (2.0 * (t + 1) + 2 * d + 4), 0x1p-53);
+        for (Index c = 0; c < d; ++c) {
+          const double bound = (fast_factor + f64_factor) * gauge.num(t, c).value() * (1 + 1e-9);
+          const double error = std::abs(double(got[h](t, c)) - reference.num(t, c));
+          if (error > 0) worst = std::max(worst, bound > 0 ? error / bound : 1e300);
+        }
+      }
+      normwise = std::max(normwise, (got[h].cast<double>() - reference.num).norm() / reference.num.norm());
+      // Both within their componentwise bounds of the exact result, so within the sum of the two of each other.
+      const double difference = (got[h] - generic[h].num).cast<double>().norm();
+      const double gauge_norm = gauge.num.unaryExpr([](const Gauge<double>& g) { return g.value(); }).norm();
+      generic_difference = std::max(generic_difference, difference / generic[h].num.cast<double>().norm());
+      generic_ratio = std::max(generic_ratio, difference / ((fast_factor + generic_factor) * gauge_norm));
+    }
+    INFO(variant_name(variant) << ", n = " << n << ", d = dv = 64, seed " << seed << ": worst error / bound " << worst
+                               << ", normwise relative error " << normwise << ", against the generic GPU scan "
+                               << generic_difference);
+    std::cout << "  fast " << variant_name(variant) << ": worst error / bound = " << worst
+              << ", normwise relative error = " << normwise << ", relative difference to the generic scan = "
+              << generic_difference << "\n";
+    CHECK(worst <= 1.0);
+    CHECK(generic_ratio <= 1.0);
+  }
+}
+
+TEST_CASE("gpu/fast/the fast path refuses what it does not cover", "[gpu][fast]") {
+  const fast::gpu::Problem wrong_d{1, 1, 64, 32, 64}, wrong_n{1, 1, 100, 64, 64}, fine{1, 1, 64, 64, 64};
+  CHECK_THROWS_WITH(fast::gpu::fast_forward(Variant::hla2, wrong_d, nullptr, nullptr, nullptr, nullptr),
+                    Catch::Contains("d = dv = 64"));
+  CHECK_THROWS_WITH(fast::gpu::fast_forward(Variant::ahla, wrong_n, nullptr, nullptr, nullptr, nullptr),
+                    Catch::Contains("multiple of 64"));
+  CHECK_THROWS_WITH(fast::gpu::fast_forward(Variant::hla3, fine, nullptr, nullptr, nullptr, nullptr),
+                    Catch::Contains("hla2 and ahla only"));
+}

@@ -47,6 +47,14 @@ template <class T>
 void finish(const OperatorSpec& spec, const Problem& problem, const T* num, const T* den, T* out,
             CUstream_st* stream = nullptr);
 
+// The fast path on the matrix units: masked, unnormalized hla2 or ahla with gamma = 1, bf16
+// inputs, float32 accumulation and state, d = dv = 64 and n a multiple of 64 (chunks of 64 tokens).
+// Writes num only (the output of the unnormalized operator). Throws hla::Error for anything else.
+void fast_forward(Variant variant, const Problem& problem, const BFloat16* q, const BFloat16* k, const BFloat16* v,
+                  float* num, CUstream_st* stream = nullptr);
+// Host convenience: each head's inputs rounded to bf16, num of each head back.
+std::vector<Matrix<float>> fast_forward(Variant variant, const std::vector<Sequence<float>>& heads);
+
 // data[i] = scale * a standard normal sample, from a hash of (seed, i); for benchmarks (never
 // time on zeros). In: float or BFloat16 (rounded to nearest even).
 template <class In>
