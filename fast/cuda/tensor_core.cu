@@ -13,9 +13,11 @@
 // sums stay in float32. docs/gpu.md gives the error bound.
 
 #include <cuda_bf16.h>
+#include <cuda_pipeline.h>
 #include <mma.h>
 
 #include <string>
+#include <utility>
 
 #include "hla/reference/error.hpp"
 #include "launch.hpp"
@@ -30,9 +32,9 @@ constexpr int tile = 16;
 constexpr int width = 64;     // C = d = dv
 constexpr int ld_half = 72;   // bf16 row stride in shared memory (padding against bank conflicts)
 constexpr int ld_float = 68;  // float row stride
-constexpr int warps = 8;
+constexpr int warps = 16;  // one output tile of each 64 x 64 product per warp
 constexpr int threads = warps * 32;
-constexpr int half_tiles = 8;   // bf16 tiles: Q, K, V, state copies, A, U/X, W
+constexpr int half_tiles = 11;  // bf16 tiles: Q, K, V twice (the next chunk loads meanwhile), state copies, A, U/X, W
 constexpr int float_tiles = 3;  // S/P, F/E, scratch
 constexpr int shared_bytes = half_tiles * width * ld_half * 2 + float_tiles * width * ld_float * 4;
 
@@ -56,15 +58,11 @@ __device__ void multiply_add(Accumulator& acc, const Bf* a, const Bf* b, int tm,
   }
 }
 
-// The 16 output tiles of a 64 x 64 product, two per warp.
+// The 16 output tiles of a 64 x 64 product, one per warp.
 template <class F>
 __device__ void for_my_tiles(F&& f) {
-  const int warp = threadIdx.x / 32;
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int t = warp + i * warps;
-    f(t / 4, t % 4);
-  }
+  const int t = threadIdx.x / 32;
+  f(t / 4, t % 4);
 }
 
 __device__ void store(float* to, const Accumulator& acc, int tm, int tn) {
@@ -86,20 +84,21 @@ __device__ void zero(Bf* x) {
   for (int i = threadIdx.x; i < width * ld_half; i += threads) x[i] = __float2bfloat16(0.0f);
 }
 
-// One chunk of q, k, v (64 rows of 64 bf16 = 128 bytes) into padded shared rows, 16 bytes a load.
-__device__ void load_chunk(const Bf* from, Bf* to) {
+// Starts copying one chunk's rows (64 of 64 bf16 = 128 bytes) into padded shared rows, 16 bytes a
+// copy, asynchronously (cp.async); __pipeline_wait_prior waits for them.
+__device__ void start_loading(const Bf* from, Bf* to) {
   for (int i = threadIdx.x; i < width * 8; i += threads) {
     const int r = i / 8, part = i % 8;
-    *reinterpret_cast<uint4*>(to + r * ld_half + part * 8) = *reinterpret_cast<const uint4*>(from + r * width + part * 8);
+    __pipeline_memcpy_async(to + r * ld_half + part * 8, from + r * width + part * 8, 16);
   }
 }
 
 struct Tiles {
-  Bf *q, *k, *v, *state1, *state2, *a, *u, *w;  // bf16
-  float *state1_sum, *state2_sum, *scratch;     // float32
+  Bf *q, *k, *v, *next_q, *next_k, *next_v, *state1, *state2, *a, *u, *w;  // bf16
+  float *state1_sum, *state2_sum, *scratch;                                 // float32
   __device__ explicit Tiles(unsigned char* base) {
     Bf* half = reinterpret_cast<Bf*>(base);
-    Bf** slots[] = {&q, &k, &v, &state1, &state2, &a, &u, &w};
+    Bf** slots[] = {&q, &k, &v, &next_q, &next_k, &next_v, &state1, &state2, &a, &u, &w};
     for (int i = 0; i < half_tiles; ++i) *slots[i] = half + i * width * ld_half;
     float* single = reinterpret_cast<float*>(half + half_tiles * width * ld_half);
     state1_sum = single;
@@ -112,17 +111,28 @@ template <bool Ahla>
 __global__ void __launch_bounds__(threads, 1)
     fast_kernel(const Bf* q, const Bf* k, const Bf* v, float* out, std::int64_t length) {
   extern __shared__ __align__(128) unsigned char shared[];
-  const Tiles s(shared);
-  const std::int64_t head = blockIdx.x;
+  Tiles s(shared);
+  const std::int64_t head = blockIdx.x, chunks = length / width;
   zero(s.state1_sum);
   zero(s.state2_sum);
   zero(s.state1);
   zero(s.state2);
-  for (std::int64_t c = 0; c < length / width; ++c) {
+  const auto start_chunk = [&](std::int64_t c, Bf* to_q, Bf* to_k, Bf* to_v) {
     const std::int64_t row = head * length + c * width;
-    load_chunk(q + row * width, s.q);
-    load_chunk(k + row * width, s.k);
-    load_chunk(v + row * width, s.v);
+    start_loading(q + row * width, to_q);
+    start_loading(k + row * width, to_k);
+    start_loading(v + row * width, to_v);
+    __pipeline_commit();
+  };
+  start_chunk(0, s.q, s.k, s.v);
+  for (std::int64_t c = 0; c < chunks; ++c) {
+    const std::int64_t row = head * length + c * width;
+    if (c + 1 < chunks) {  // chunk c + 1 loads while chunk c is computed
+      start_chunk(c + 1, s.next_q, s.next_k, s.next_v);
+      __pipeline_wait_prior(1);
+    } else {
+      __pipeline_wait_prior(0);
+    }
     __syncthreads();
     for_my_tiles([&](int tm, int tn) {  // A = Q K^T
       Accumulator acc;
@@ -174,6 +184,9 @@ __global__ void __launch_bounds__(threads, 1)
     round_to_half(s.state1_sum, s.state1, false);
     round_to_half(s.state2_sum, s.state2, false);
     __syncthreads();
+    std::swap(s.q, s.next_q);
+    std::swap(s.k, s.next_k);
+    std::swap(s.v, s.next_v);
   }
 }
 
