@@ -132,7 +132,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--binary", default="build/hla_bench_gpu")
     parser.add_argument("--out", default="perf-gpu.md")
-    parser.add_argument("--n", default="1024,4096,16384,65536")
+    parser.add_argument("--n", default="1024,2048,4096,16384,65536")
     parser.add_argument("--methods", default="scan,streaming,fast")
     args = parser.parse_args()
     batch, heads, d, dv, chunk = 8, 16, 64, 64, 64
