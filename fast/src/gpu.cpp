@@ -76,6 +76,18 @@ class DeviceArray {
   std::size_t count_;
 };
 
+// @pre heads is not empty
+template <class U>
+void check_same_shapes(const std::vector<Sequence<U>>& heads, const char* what) {
+  const Sequence<U>& first = heads.front();
+  for (const Sequence<U>& s : heads) {
+    if (s.q.rows() != first.length() || s.k.rows() != first.length() || s.v.rows() != first.length() ||
+        s.q.cols() != first.key_dim() || s.k.cols() != first.key_dim() || s.v.cols() != first.value_dim()) {
+      throw Error(std::string(what) + ": every sequence-head must have the same n, d and dv");
+    }
+  }
+}
+
 // Uploads every head (converted by `convert`), runs terms<In, T>, downloads num and den.
 template <class In, class T, class U, class Convert>
 std::vector<Terms<T>> round_trip(const OperatorSpec& spec, Form form, Method method,
@@ -83,12 +95,7 @@ std::vector<Terms<T>> round_trip(const OperatorSpec& spec, Form form, Method met
   validate(spec, form, method);
   if (heads.empty()) return {};
   const Index n = heads.front().length(), d = heads.front().key_dim(), dv = heads.front().value_dim();
-  for (const Sequence<U>& s : heads) {
-    if (s.length() != n || s.key_dim() != d || s.value_dim() != dv || s.k.rows() != n || s.k.cols() != d ||
-        s.v.rows() != n) {
-      throw Error("GPU: every sequence-head must have the same n, d and dv");
-    }
-  }
+  check_same_shapes(heads, "GPU");
   const Problem problem{1, static_cast<std::int64_t>(heads.size()), n, static_cast<int>(d), static_cast<int>(dv)};
   validate_problem(problem);
   const std::size_t h = heads.size(), keys = n * d, values = n * dv;
@@ -229,18 +236,15 @@ void fast_forward(Variant variant, const Problem& problem, const BFloat16* q, co
 
 std::vector<Matrix<float>> fast_forward(Variant variant, const std::vector<Sequence<float>>& heads) {
   if (heads.empty()) return {};
-  const Index n = heads.front().length();
-  const Problem problem{1, static_cast<std::int64_t>(heads.size()), n, static_cast<int>(heads.front().key_dim()),
-                        static_cast<int>(heads.front().value_dim())};
+  const Index n = heads.front().length(), d = heads.front().key_dim(), dv = heads.front().value_dim();
+  check_same_shapes(heads, "fast path");
+  const Problem problem{1, static_cast<std::int64_t>(heads.size()), n, static_cast<int>(d), static_cast<int>(dv)};
   validate_problem(problem);
-  const std::size_t h = heads.size(), keys = n * problem.key_dim, values = n * problem.value_dim;
+  const std::size_t h = heads.size(), keys = n * d, values = n * dv;
   DeviceArray<BFloat16> q(h * keys), k(h * keys), v(h * values);
   DeviceArray<float> num(h * values);
   std::vector<BFloat16> staging;
   const auto upload = [&](DeviceArray<BFloat16>& to, const Matrix<float>& from, std::size_t offset) {
-    if (static_cast<std::size_t>(from.size()) != (&to == &v ? values : keys)) {
-      throw Error("fast path: every sequence-head must have the same n, d and dv");
-    }
     staging.resize(from.size());
     for (Index i = 0; i < from.size(); ++i) staging[i] = to_bfloat16(from.data()[i]);
     to.upload(staging.data(), offset, staging.size());
@@ -252,7 +256,7 @@ std::vector<Matrix<float>> fast_forward(Variant variant, const std::vector<Seque
   }
   fast_forward(variant, problem, q.data(), k.data(), v.data(), num.data());
   check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-  std::vector<Matrix<float>> out(h, Matrix<float>(n, problem.value_dim));
+  std::vector<Matrix<float>> out(h, Matrix<float>(n, dv));
   for (std::size_t i = 0; i < h; ++i) num.download(out[i].data(), i * values, values);
   return out;
 }
