@@ -105,6 +105,18 @@ int main(int argc, char** argv) {
       }
       return 0;
     }
+    if (app.got_subcommand("report")) {
+      const reports::ReportOptions options = command.report_request();
+      reports::prepare_report_dir(command.report_out);  // fail early; no stale report.md remains
+      std::vector<reports::Candidate> candidates = reports::cpu_candidates();
+      for (reports::Candidate& c : reports::gpu_candidates()) candidates.push_back(std::move(c));
+      reports::Report report = reports::run_report(options, candidates, std::cerr);
+      report.gpu_note = reports::gpu_candidates().empty() ? reports::gpu_candidates_absent_reason() : "";
+      const auto files =
+          reports::write_report(report, command.report_out, reports::default_plot_script(), std::cerr);
+      std::cout << files.report_md << "\n";
+      return 0;
+    }
     if (app.got_subcommand("audit")) {
       const auto rows = reports::run_audit(command.audit_options, std::cerr);
       std::cout << "Exact audit: streaming and scan against the n x n reference, "
