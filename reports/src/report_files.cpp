@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -189,6 +190,18 @@ std::string to_markdown(const Report& report) {
       << percent(unbounded[0], normalized_outputs[0]) << "% in float64, "
       << percent(unbounded[1], normalized_outputs[1])
       << "% with float32 arithmetic (counted over every length, seed and cell).\n";
+  // How errors grow with n, per implementation: the median slope over the unnormalized operators.
+  std::map<std::string, std::vector<double>> slopes;
+  for (const auto& [key, s] : summary) {
+    if (key.first.find("normalized") == std::string::npos && !std::isnan(s.slope))
+      slopes[key.second.substr(0, key.second.find(' '))].push_back(s.slope);
+  }
+  out << "- Growth with n (median log-log slope of the worst normwise error, unnormalized operators):";
+  for (auto& [implementation, values] : slopes) {
+    std::sort(values.begin(), values.end());
+    out << " " << implementation << " " << number(values[values.size() / 2]) << ";";
+  }
+  out << " 0.5 is the sqrt(n) of a random walk of roundings, 0 a growth like log n or none.\n";
   if (!report.gpu_note.empty()) out << "- GPU rows: absent: " << report.gpu_note << ".\n";
   out << "\n## How it is measured\n\n"
       << "- Reference: streaming, proven equal to the n x n definition in exact arithmetic (ctest, `hla "
