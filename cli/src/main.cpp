@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
     }
     if (app.got_subcommand("report")) {
       const reports::ReportOptions options = command.report_request();
-      reports::prepare_report_dir(command.report_out);  // fail early; no stale report.md remains
+      reports::prepare_report_dir(command.report_out);  // fail early; no stale report remains
       std::vector<reports::Candidate> candidates = reports::cpu_candidates();
       for (reports::Candidate& c : reports::gpu_candidates()) candidates.push_back(std::move(c));
       reports::Report report = reports::run_report(options, candidates, std::cerr);

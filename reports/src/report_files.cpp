@@ -277,7 +277,7 @@ void prepare_report_dir(const std::string& dir) {
   if (!fs::is_directory(target)) throw Error(dir + ": exists and is not a directory");
   if (!fs::is_empty(target) && !fs::exists(target / "data.json") && !fs::exists(target / "report.md"))
     throw Error(dir + ": exists and does not hold a report; not overwriting it");
-  fs::remove(target / "report.md");
+  fs::remove_all(target);  // a previous report: gone, so that only a finished run leaves one
 }
 
 ReportFiles write_report(const Report& report, const std::string& dir, const std::string& plot_script,

@@ -21,6 +21,15 @@ ls -a "$work" | grep -q partial && fail "a partial directory is left behind"
 "$hla" report --max-n 64 --seeds 1 --operator linear --operator hla2/normalized --out "$work/s" > /dev/null 2>&1
 for f in report.md data.csv data.json; do cmp -s "$work/r/$f" "$work/s/$f" || fail "$f differs between runs"; done
 
+# An interrupted run leaves no report, not even the previous one.
+"$hla" report --max-n 4096 --operator hla3 --out "$work/r" > /dev/null 2>&1 &
+pid=$!
+sleep 1
+kill -TERM "$pid"
+wait "$pid" && fail "the run finished within a second; cannot test the interruption"
+for f in report.md data.csv data.json; do [ -e "$work/r/$f" ] && fail "an interrupted run left $f"; done
+ls -a "$work" | grep -q '^\.partial' && echo "note: a hidden partial directory remains (no report.md in it)"
+
 bad() {  # bad ARGS...: one line on stderr, non-zero exit, no report.md
   rm -rf "$work/b"
   "$hla" report --out "$work/b" "$@" > /dev/null 2> "$work/err" && fail "exit 0 for: $*"

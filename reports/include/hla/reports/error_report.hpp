@@ -105,7 +105,7 @@ ReportFiles write_report(const Report& report, const std::string& dir, const std
                          std::ostream& progress);
 
 // Checks that `dir` can hold a report (its parent exists; it is absent, empty or a report) and
-// removes a previous report.md from it, so that an interrupted run leaves no finished-looking report.
+// removes a previous report, so that an interrupted run leaves nothing that looks finished.
 void prepare_report_dir(const std::string& dir);
 
 // reports/plot.py and docs/ in the source tree.
