@@ -15,6 +15,9 @@
 // Then |computed - exact| <= gamma(K) * gauge, gamma(K) = K u / (1 - K u), for every output.
 // Constants (gamma, eps, ridge, masks, 0 and 1) are tracked by value while the arithmetic on them
 // stays exact in a `Bits`-bit significand, so attenuations gamma^l that are exact cost nothing.
+// Each constant is tracked twice: as computed, and as testing::Gauge computes it (subtraction
+// adds magnitudes, so a mask 1 - 1 is 0 but its gauge 2); an operation counts nothing only when it
+// is exact in both, so the same counts bound the rounding of the gauge's own run in floating point.
 
 #include <algorithm>
 #include <bit>
@@ -36,6 +39,7 @@ class Depth {
   Depth(double c) {
     if (representable(c)) {
       constant_ = c;
+      gauge_ = std::abs(c);
     } else {  // rounded when stored: one rounding
       max_ = 1;
       leaves_ = 1;
@@ -51,16 +55,14 @@ class Depth {
   // Roundings that any monomial of this value may carry.
   std::int64_t count() const { return leaves_ <= 0 ? 0 : std::int64_t(max_) + leaves_ - 1; }
   bool is_constant() const { return leaves_ < 0; }
-  bool is_zero() const { return is_constant() && constant_ == 0; }
+  bool is_zero() const { return is_constant() && constant_ == 0 && gauge_ == 0; }
 
   friend Depth operator+(const Depth& a, const Depth& b) {
     if (a.is_zero()) return b;
     if (b.is_zero()) return a;
     if (a.is_constant() && b.is_constant()) {
-      const double s = a.constant_ + b.constant_;
-      const double bp = s - a.constant_;  // TwoSum: the rounding error of s, exactly
-      const double error = (a.constant_ - (s - bp)) + (b.constant_ - bp);
-      if (error == 0 && representable(s)) return constant(s);
+      const double s = a.constant_ + b.constant_, g = a.gauge_ + b.gauge_;
+      if (exact_sum(a.constant_, b.constant_, s) && exact_sum(a.gauge_, b.gauge_, g)) return constant(s, g);
     }
     Depth out;
     out.max_ = std::max(a.summand_max(), b.summand_max());
@@ -70,14 +72,16 @@ class Depth {
   friend Depth operator-(const Depth& a, const Depth& b) { return a + (-b); }
   Depth operator-() const {
     Depth out = *this;
-    out.constant_ = -constant_;
+    out.constant_ = -constant_;  // the gauge of -x is that of x
     return out;
   }
   friend Depth operator*(const Depth& a, const Depth& b) {
     if (a.is_zero() || b.is_zero()) return Depth();
     if (a.is_constant() && b.is_constant()) {
-      const double p = a.constant_ * b.constant_;
-      if (std::fma(a.constant_, b.constant_, -p) == 0 && representable(p)) return constant(p);
+      const double p = a.constant_ * b.constant_, g = a.gauge_ * b.gauge_;
+      if (std::fma(a.constant_, b.constant_, -p) == 0 && representable(p) &&
+          std::fma(a.gauge_, b.gauge_, -g) == 0 && representable(g))
+        return constant(p, g);
     }
     if (a.exact_scale()) return b;  // x 2^e: no rounding, the structure of b is kept
     if (b.exact_scale()) return a;
@@ -91,18 +95,24 @@ class Depth {
   Depth& operator*=(const Depth& b) { return *this = *this * b; }
   // Structural equality, for summaries' defaulted ==; never used to decide arithmetic.
   friend bool operator==(const Depth& a, const Depth& b) {
-    return a.constant_ == b.constant_ && a.max_ == b.max_ && a.leaves_ == b.leaves_;
+    return a.constant_ == b.constant_ && a.gauge_ == b.gauge_ && a.max_ == b.max_ && a.leaves_ == b.leaves_;
   }
 
  private:
   double constant_ = 0;       // the value, while is_constant()
+  double gauge_ = 0;          // its value in the gauge's arithmetic (>= |constant_|)
   std::int32_t max_ = 0;      // the largest count among the summands
   std::int32_t leaves_ = -1;  // the number of summands; -1: an exact constant
 
-  static Depth constant(double c) {
+  static Depth constant(double c, double g) {
     Depth x;
     x.constant_ = c;
+    x.gauge_ = g;
     return x;
+  }
+  static bool exact_sum(double a, double b, double s) {
+    const double bp = s - a;  // TwoSum: the rounding error of s, exactly
+    return (a - (s - bp)) + (b - bp) == 0 && representable(s);
   }
   // Exact in a Bits-bit significand and in the normal range (subnormals lose bits: not exact).
   static bool representable(double c) {
