@@ -42,6 +42,21 @@ CommandLine::CommandLine() {
   audit->add_option("--seed", audit_options.seed, "seed of the random inputs");
   audit->add_option("--max-n", audit_options.max_n, "largest sequence length")->check(CLI::Range(0, 4096));
 
+  report = app.add_subcommand("report",
+                              "rounding errors of every implementation and precision (docs/error_report.md)");
+  report->add_flag("--quick", report_quick, "n up to 4096 instead of 65536");
+  report->add_option("--out", report_out,
+                     "directory of report.md, data.csv, data.json, plots/ (default build/report)");
+  report->add_option("--seed", report_options.seed, "seed of the random inputs");
+  report->add_option("--seeds", report_options.seeds, "inputs per cell (default 2)")
+      ->check(CLI::Range(1, 100));
+  report->add_option("--threads", report_options.threads, "cases run at once (default: all cores)")
+      ->check(CLI::Range(1, 256));
+  report->add_option("--ledger", report_ledger, "the ledger that report.md links (default build/ledger.md)");
+  report->add_option("--operator", report_options.operators,
+                     "only these operators (e.g. hla2/normalized; repeatable)");
+  report->add_option("--max-n", report_max_n, "longest sequence: 64, 256, 1024, 4096, 16384 or 65536");
+
   proofs = app.add_subcommand("proofs", "the ledger: every checkable claim of the paper, checked");
   proofs
       ->add_option("--cases", ledger_options.cases,
@@ -89,6 +104,17 @@ EvalRequest CommandLine::eval_request() const {
                             "reference, streaming, scan, chunked, gpu, gpu-streaming");
   }
   out.scalar = parse_choice("--scalar", scalar, parse_scalar_kind(scalar), "exact, mpfr, f64, f32, modp");
+  return out;
+}
+
+reports::ReportOptions CommandLine::report_request() const {
+  reports::ReportOptions out = report_options;
+  const Index max_n = report_max_n != 0 ? report_max_n : Index(report_quick ? 1 << 12 : 1 << 16);
+  out.max_log2_n = 0;
+  while ((Index(1) << out.max_log2_n) < max_n) ++out.max_log2_n;
+  if (max_n < 64 || max_n > 65536 || (Index(1) << out.max_log2_n) != max_n || out.max_log2_n % 2 != 0)
+    throw Error("--max-n: " + std::to_string(max_n) + " is not one of 64, 256, 1024, 4096, 16384, 65536");
+  if (report_out.empty()) throw Error("--out: an empty directory name");
   return out;
 }
 

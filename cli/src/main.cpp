@@ -107,6 +107,22 @@ int main(int argc, char** argv) {
       }
       return 0;
     }
+    if (app.got_subcommand("report")) {
+      reports::ReportOptions options = command.report_request();
+      // Links from report.md to the ledger and docs/, relative to its directory (resolved here,
+      // not in the parser, which the CLI fuzzer links without the report's files).
+      options.ledger_link = reports::relative_link(command.report_ledger, command.report_out);
+      options.docs_link = reports::relative_link(reports::docs_dir(), command.report_out);
+      reports::prepare_report_dir(command.report_out);  // fail early; no stale report remains
+      std::vector<reports::Candidate> candidates = reports::cpu_candidates();
+      for (reports::Candidate& c : reports::gpu_candidates()) candidates.push_back(std::move(c));
+      reports::Report report = reports::run_report(options, candidates, std::cerr);
+      report.gpu_note = reports::gpu_candidates().empty() ? reports::gpu_candidates_absent_reason() : "";
+      const auto files =
+          reports::write_report(report, command.report_out, reports::default_plot_script(), std::cerr);
+      std::cout << files.report_md << "\n";
+      return 0;
+    }
     if (app.got_subcommand("audit")) {
       const auto rows = reports::run_audit(command.audit_options, std::cerr);
       std::cout << "Exact audit: streaming and scan against the n x n reference, "

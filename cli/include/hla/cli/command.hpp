@@ -11,6 +11,7 @@
 #include "hla/cli/fuzz.hpp"
 #include "hla/proofs/ledger.hpp"
 #include "hla/reports/audit.hpp"
+#include "hla/reports/error_report.hpp"
 
 namespace hla::cli {
 
@@ -33,6 +34,13 @@ struct CommandLine {
   EvalRequest request;
 
   reports::AuditOptions audit_options;
+  // hla report's options. Throws hla::Error naming the flag whose value is invalid.
+  reports::ReportOptions report_request() const;
+  CLI::App* report = nullptr;
+  reports::ReportOptions report_options;
+  std::string report_out = "build/report", report_ledger = "build/ledger.md";
+  bool report_quick = false;
+  Index report_max_n = 0;  // 0: 2^16, or 2^12 with --quick
   proofs::LedgerOptions ledger_options;
   std::string ledger_json, ledger_markdown;
   FuzzOptions fuzz_options;

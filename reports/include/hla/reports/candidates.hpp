@@ -1,0 +1,77 @@
+#pragma once
+
+// The implementations that the error report measures, as a table: each row names an
+// implementation and a precision and knows how to run it, its gauge and its a-priori rounding
+// depth on one input. CPU rows are built here; GPU rows come from gpu_candidates().
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "hla/reference/operator_spec.hpp"
+#include "hla/reference/sequence.hpp"
+
+namespace hla::reports {
+
+// How inputs reach an implementation: rounded to its storage format first. The reference is then
+// computed on the rounded inputs, so the report measures the error of the arithmetic alone.
+enum class InputFormat { f64, f32, bf16 };
+std::string_view input_format_name(InputFormat format);
+// Round to nearest, ties to even, into the format (bf16: on the float32 bit pattern, after
+// rounding to float32; finite inputs only).
+double round_input(InputFormat format, double x);
+
+// One implementation in one precision, run on one input.
+struct CandidateRun {
+  Terms<double> terms;    // num and den as computed, widened exactly to double
+  Matrix<double> output;  // reference::finish in the working precision, widened
+  // The gauge: the same algorithm on |q|, |k|, |v| with subtraction turned into addition
+  // (testing::Gauge), computed in double; gauge_upper_bound() makes it a bound of the exact one.
+  Terms<double> gauge;
+};
+
+// A-priori rounding depths K of every entry of num and den (rounding_depth.hpp):
+// |num_hat - num| <= gamma(K) gauge with gamma(K) = K u / (1 - K u). They depend on the
+// operator, the shapes and the chunk size only, never on the data.
+using Depths = Terms<std::int64_t>;
+
+// gamma(K) = K u / (1 - K u) for u = 2^-bits, rounded upwards; infinity when K u >= 1/2.
+double gamma_bound(std::int64_t k, int bits);
+
+// The gauge computed in double is at least (1 - gamma_53(K)) times the exact gauge, since all its
+// monomials are non-negative; the result, divided by that factor, bounds the exact gauge.
+Terms<double> gauge_upper_bound(const Terms<double>& computed, const Depths& depth);
+
+struct Candidate {
+  std::string implementation;  // "streaming", "scan", "chunked"; GPU rows e.g. "gpu-scan"
+  std::string precision;       // "float64", "float32", "bf16-in/f32", "tf32"
+  InputFormat inputs;
+  int unit_roundoff_bits;  // u = 2^-bits of the arithmetic
+  bool uses_chunk;         // runs once per chunk size
+  bool causal_prefix;      // its outputs on a prefix equal its outputs on the whole sequence
+  std::function<bool(const OperatorSpec&)> covers;
+  // @pre covers(spec); inputs exactly representable in `inputs`; chunk >= 1 when uses_chunk
+  std::function<CandidateRun(const OperatorSpec&, const Sequence<double>&, Index chunk)> run;
+  // The depths for inputs of n tokens (@pre as for run).
+  std::function<Depths(const OperatorSpec&, Index n, Index d, Index dv, Index chunk)> depth;
+};
+
+// The a-priori error of the reference itself (streaming in 261-bit MPFR) on these inputs:
+// gamma_261(K) times its gauge, per entry of num and den, given streaming's depths.
+Terms<double> reference_error_bound(const OperatorSpec& spec, const Sequence<double>& inputs,
+                                    const Depths& streaming_depth);
+Depths streaming_depth(const OperatorSpec& spec, Index n, Index d, Index dv);
+
+// streaming, CPU scan and the chunk-parallel form, each in float64, float32 and on bf16 inputs
+// with float32 arithmetic, in the form equal to the reference (fast::default_form).
+std::vector<Candidate> cpu_candidates();
+
+// The GPU rows: empty in a build without CUDA or on a machine without a GPU. A GPU candidate
+// supplies its own a-priori depth (its kernels' reduction orders are its own).
+std::vector<Candidate> gpu_candidates();
+
+// Why gpu_candidates() is empty, for the report; empty when it is not.
+std::string gpu_candidates_absent_reason();
+
+}  // namespace hla::reports

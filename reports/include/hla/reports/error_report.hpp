@@ -1,0 +1,122 @@
+#pragma once
+
+// hla report: the rounding error of every implementation in every precision against a
+// high-precision reference, on realistic inputs, with the metrics of numerical analysis
+// (docs/report.md describes each).
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "hla/reference/operator_spec.hpp"
+#include "hla/reports/candidates.hpp"
+
+namespace hla::reports {
+
+// Input families (docs/report.md): Gaussian q, k, v / sqrt(d); unit-norm keys; keys with a common
+// drift, so that the key moment grows like n; antithetic token pairs, so that the normalized
+// denominators nearly cancel (normalized variants only).
+enum class Family { gaussian, unit_keys, drift, cancel };
+std::string_view family_name(Family family);
+
+struct ReportOptions {
+  std::uint64_t seed = 1;
+  int max_log2_n = 16;  // n = 2^6, 2^8, ..., 2^max_log2_n
+  int min_log2_n = 6;
+  int log2_n_step = 2;
+  int seeds = 2;  // inputs per cell; the worst is reported with its seed
+  Index d = 4, dv = 4;
+  std::vector<Index> chunks{16, 64};
+  int threads = 0;                     // 0: the hardware's
+  std::vector<std::string> operators;  // names of report_specs() to run; empty: all
+  // Where report.md links the ledger and docs/ (relative to the report's directory).
+  std::string ledger_link = "../ledger.md", docs_link = "../../docs";
+};
+
+// One operator with its options, as the report names it ("hla2/normalized").
+struct ReportSpec {
+  std::string name;
+  OperatorSpec spec;
+};
+std::vector<ReportSpec> report_specs();
+std::vector<Rational> report_decays();  // 1, 15/16, 1/2: exact in every precision
+
+// Which families run at which decay: Gaussian at every decay; unit keys and near-cancelling
+// denominators (normalized operators only) at 1 and 15/16; the growing key moment at 1 only,
+// since a decay bounds it.
+bool family_applies(Family family, const OperatorSpec& spec, const Rational& decay);
+
+// One case: an operator, a decay, an input family and a seed index; its inputs are derived from
+// the report seed and this identity only, so results do not depend on the thread count.
+struct ReportCase {
+  std::size_t spec_index;
+  Rational decay;
+  Family family;
+  int seed_index;
+  std::uint64_t input_seed;
+};
+
+// Inputs of one case at length n, before rounding to the candidates' formats.
+Sequence<double> case_inputs(const ReportCase& c, Index n, Index d, Index dv);
+
+// One row of data.csv: a cell (operator, decay, family, candidate, n, chunk), worst over seeds.
+struct ReportRow {
+  std::string spec, decay, family, implementation, precision;
+  int unit_roundoff_bits = 0;
+  Index n = 0, chunk = 0;       // chunk 0: not chunked
+  double normwise_u = 0;        // max over seeds of ||o_hat - o||_F / ||o||_F / u
+  double componentwise_u = 0;   // max over seeds and entries of num, den of |err| / gauge / u
+  double bound_normwise_u = 0;  // the a-priori bound, normwise: ||bound||_F / ||o||_F / u (worst seed)
+  double test_ratio = 0;        // max over seeds and outputs of |err| / bound (<= 1 when the bound holds)
+  double min_den_ratio = 0;  // normalized: min over seeds, t of |den_t + eps| / (gauge_den_t + eps); else 0
+  long unbounded = 0;        // outputs whose denominator bound does not exclude zero (no ratio taken),
+  long outputs = 0;          // out of this many (summed over seeds)
+  std::uint64_t worst_seed = 0;  // input seed of the largest normwise error
+};
+
+struct Report {
+  ReportOptions options;
+  std::vector<ReportRow> rows;
+  std::vector<std::string> candidate_names;  // "streaming float64", ...
+  std::string gpu_note;                      // why GPU rows are absent, or empty
+};
+
+// Runs every case on every candidate; progress lines go to `progress`.
+Report run_report(const ReportOptions& options, const std::vector<Candidate>& candidates,
+                  std::ostream& progress);
+
+// The metrics of one case on one candidate at one n and chunk, against a reference computed in
+// MPFR (261 bits) by streaming; exposed for the tests.
+struct CellMetrics {
+  double normwise_u = 0, componentwise_u = 0, bound_normwise_u = 0, test_ratio = 0, min_den_ratio = 0;
+  long unbounded = 0, outputs = 0;
+};
+CellMetrics measure(const OperatorSpec& spec, const Candidate& candidate, const Sequence<double>& inputs,
+                    const Terms<Mpfr>& reference, Index chunk);
+
+// The files: data.csv, data.json, report.md (which links `ledger_links`), plots/*.png through
+// the plotting script. Written into a fresh directory beside `dir` and renamed into place at the
+// end, so that an interrupted run leaves no finished-looking report.
+struct ReportFiles {
+  std::string report_md;  // path of report.md
+};
+ReportFiles write_report(const Report& report, const std::string& dir, const std::string& plot_script,
+                         std::ostream& progress);
+
+// Checks that `dir` can hold a report (its parent exists; it is absent, empty or a report) and
+// removes a previous report, so that an interrupted run leaves nothing that looks finished.
+void prepare_report_dir(const std::string& dir);
+
+// reports/plot.py and docs/ in the source tree.
+std::string default_plot_script();
+std::string docs_dir();
+
+// `target` as a relative link from directory `dir` (both as given on the command line).
+std::string relative_link(const std::string& target, const std::string& dir);
+
+std::string to_csv(const Report& report);
+std::string to_json(const Report& report);
+std::string to_markdown(const Report& report);
+
+}  // namespace hla::reports

@@ -1,0 +1,462 @@
+#include "hla/reports/error_report.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <ostream>
+#include <sstream>
+#include <thread>
+
+#include "hla/fast/streaming.hpp"
+#include "hla/reference/random.hpp"
+
+namespace hla::reports {
+// The reference's number type: 261-bit MPFR (as hla::Mpfr) with its limbs inside the object,
+// which spares an allocation per temporary.
+using ReferenceFloat = boost::multiprecision::number<
+    boost::multiprecision::mpfr_float_backend<78, boost::multiprecision::allocate_stack>,
+    boost::multiprecision::et_off>;
+}  // namespace hla::reports
+
+// The operators' constants (gamma, eps, ridge) are dyadic here: exact in double, hence in 261 bits.
+template <>
+hla::reports::ReferenceFloat hla::from_rational<hla::reports::ReferenceFloat>(const Rational& x) {
+  const double value = to_double(x);
+  if (Rational(value) != x) throw Error("report: the constant " + format_rational(x) + " is not a double");
+  return hla::reports::ReferenceFloat(value);
+}
+
+namespace hla::reports {
+
+std::string_view family_name(Family family) {
+  switch (family) {
+    case Family::gaussian:
+      return "gaussian";
+    case Family::unit_keys:
+      return "unit-keys";
+    case Family::drift:
+      return "drift";
+    case Family::cancel:
+      return "cancel";
+  }
+  return "?";
+}
+
+std::vector<ReportSpec> report_specs() {
+  const auto make = [](Variant v, bool masked, bool normalize, Rational ridge) {
+    OperatorSpec s;
+    s.variant = v;
+    s.masked = masked;
+    s.normalize = normalize;
+    s.eps = normalize ? Rational(1, 1024) : Rational(0);
+    s.ridge = ridge;
+    return s;
+  };
+  return {
+      {"linear", make(Variant::linear, true, false, 0)},
+      {"linear/normalized", make(Variant::linear, true, true, 0)},
+      {"hla2", make(Variant::hla2, true, false, 0)},
+      {"hla2/unmasked", make(Variant::hla2, false, false, 0)},
+      {"hla2/normalized", make(Variant::hla2, true, true, 0)},
+      {"hla2/ridge", make(Variant::hla2, true, false, Rational(1, 2))},
+      {"ahla", make(Variant::ahla, true, false, 0)},
+      {"ahla/normalized", make(Variant::ahla, true, true, 0)},
+      {"hla3", make(Variant::hla3, true, false, 0)},
+      {"hla3/unmasked", make(Variant::hla3, false, false, 0)},
+      {"hla3/normalized", make(Variant::hla3, true, true, 0)},
+  };
+}
+
+std::vector<Rational> report_decays() {
+  return {Rational(1), Rational(15, 16), Rational(1, 2)};
+}
+
+namespace {
+
+std::uint64_t mix(std::uint64_t h, std::string_view text) {  // FNV-1a, then splitmix
+  for (const char c : text) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001B3ull;
+  return Rng(h).next();
+}
+
+}  // namespace
+
+Sequence<double> case_inputs(const ReportCase& c, Index n, Index d, Index dv) {
+  Rng rng(c.input_seed);
+  const double scale = 1 / std::sqrt(static_cast<double>(d));
+  const auto gaussian_row = [&](Index width, double factor) {
+    RowVector<double> row(width);
+    for (Index i = 0; i < width; ++i) row(i) = rng.gaussian() * factor;
+    return row;
+  };
+  // The drift direction, drawn first so that every prefix sees the same one.
+  RowVector<double> drift = gaussian_row(d, 1);
+  drift /= drift.norm();
+  Sequence<double> s{Matrix<double>(n, d), Matrix<double>(n, d), Matrix<double>(n, dv)};
+  for (Index t = 0; t < n; ++t) {
+    s.q.row(t) = gaussian_row(d, scale);
+    s.k.row(t) = gaussian_row(d, scale);
+    s.v.row(t) = gaussian_row(dv, scale);
+    switch (c.family) {
+      case Family::gaussian:
+        break;
+      case Family::unit_keys:
+        s.k.row(t) /= s.k.row(t).norm();
+        break;
+      case Family::drift:  // k_t = mu + noise: the key moment grows like t mu mu^T
+        s.k.row(t) += drift;
+        break;
+      case Family::cancel:  // each odd token nearly undoes the one before it
+        if (t % 2 == 1) {
+          s.q.row(t) = -s.q.row(t - 1) + s.q.row(t) / 256;
+          s.k.row(t) = -s.k.row(t - 1) + s.k.row(t) / 256;
+        }
+        break;
+    }
+  }
+  return s;
+}
+
+bool family_applies(Family family, const OperatorSpec& spec, const Rational& decay) {
+  switch (family) {
+    case Family::gaussian:
+      return true;
+    case Family::unit_keys:
+      return decay != Rational(1, 2);
+    case Family::drift:  // the key moment grows like n only without decay
+      return decay == 1;
+    case Family::cancel:
+      return spec.normalize && decay != Rational(1, 2);
+  }
+  return false;
+}
+
+namespace {
+
+double relative_u(double error, double reference, int bits) {
+  return reference == 0 ? (error == 0 ? 0 : INFINITY) : std::ldexp(error / reference, bits);
+}
+
+Sequence<double> rounded(const Sequence<double>& s, InputFormat format) {
+  const auto r = [format](double x) { return round_input(format, x); };
+  return {s.q.unaryExpr(r), s.k.unaryExpr(r), s.v.unaryExpr(r)};
+}
+
+Sequence<double> prefix(const Sequence<double>& s, Index n) {
+  return {s.q.topRows(n), s.k.topRows(n), s.v.topRows(n)};
+}
+
+// The reference on exactly representable inputs: streaming (proven equal to the n x n definition
+// in exact arithmetic by the test suite and hla audit) in 261-bit MPFR.
+Terms<ReferenceFloat> mpfr_reference(const OperatorSpec& spec, const Sequence<double>& s) {
+  using R = ReferenceFloat;
+  const Sequence<R> exact{s.q.cast<R>(), s.k.cast<R>(), s.v.cast<R>()};
+  return fast::streaming_terms(spec, fast::default_form(spec, fast::Impl::streaming), exact);
+}
+
+// The reference as double-double pairs (hi + lo, |lo| <= ulp(hi) / 2): an error |x - hi - lo| is
+// then computed to within a relative 2^-52 of itself, in double.
+struct DoubleDouble {
+  Matrix<double> hi, lo;
+  explicit DoubleDouble(Index rows, Index cols) : hi(rows, cols), lo(rows, cols) {}
+  template <class R>
+  void set(Index r, Index c, const R& x) {
+    hi(r, c) = static_cast<double>(x);  // to nearest
+    lo(r, c) = static_cast<double>(R(x - R(hi(r, c))));
+  }
+  double error(Index r, Index c, double computed) const { return std::abs((computed - hi(r, c)) - lo(r, c)); }
+};
+
+struct Exact {
+  DoubleDouble num, den, out;  // den is n x 1; out = num / (den + eps) when normalized, else num
+  Vector<double> divisor;      // |den + eps|
+  template <class R>
+  Exact(const OperatorSpec& spec, const Terms<R>& t)
+      : num(t.num.rows(), t.num.cols()),
+        den(t.num.rows(), 1),
+        out(t.num.rows(), t.num.cols()),
+        divisor(t.num.rows()) {
+    const R eps = from_rational<R>(spec.eps);
+    for (Index r = 0; r < t.num.rows(); ++r) {
+      den.set(r, 0, t.den(r));
+      const R d = t.den(r) + eps;
+      divisor(r) = std::abs(static_cast<double>(d));
+      for (Index c = 0; c < t.num.cols(); ++c) {
+        num.set(r, c, t.num(r, c));
+        out.set(r, c, spec.normalize ? R(t.num(r, c) / d) : t.num(r, c));
+      }
+    }
+  }
+};
+
+// Metrics over the first n tokens. `run` and `depth` hold at least n rows.
+CellMetrics metrics(const OperatorSpec& spec, int bits, const CandidateRun& run, const Depths& depth,
+                    const Exact& reference, const Terms<double>& reference_error, Index n) {
+  const Index dv = run.terms.num.cols();
+  const double u = std::ldexp(1.0, -bits);
+  const Terms<double> gauge = gauge_upper_bound({run.gauge.num.topRows(n), run.gauge.den.head(n)},
+                                                {depth.num.topRows(n), depth.den.head(n)});
+  const double eps = to_double(spec.eps);
+  CellMetrics m;
+  m.min_den_ratio = spec.normalize ? INFINITY : 0;
+  double error_sq = 0, reference_sq = 0, bound_sq = 0;
+  for (Index t = 0; t < n; ++t) {
+    // num and den against their gauges
+    const double den_error = reference.den.error(t, 0, run.terms.den(t));
+    m.componentwise_u = std::max(m.componentwise_u, relative_u(den_error, gauge.den(t), bits));
+    // den_hat + eps: one more rounding, and eps one more summand
+    const double den_bound =
+        gamma_bound(depth.den(t) + 1, bits) * (gauge.den(t) + eps) + reference_error.den(t);
+    const double d_abs = reference.divisor(t);
+    if (spec.normalize) m.min_den_ratio = std::min(m.min_den_ratio, d_abs / (gauge.den(t) + eps));
+    for (Index c = 0; c < dv; ++c) {
+      const double num_error = reference.num.error(t, c, run.terms.num(t, c));
+      m.componentwise_u = std::max(m.componentwise_u, relative_u(num_error, gauge.num(t, c), bits));
+      const double num_bound =
+          gamma_bound(depth.num(t, c), bits) * gauge.num(t, c) + reference_error.num(t, c);
+      // The output and its a-priori bound.
+      const double o = std::abs(reference.out.hi(t, c));
+      const double error = reference.out.error(t, c, run.output(t, c));
+      error_sq += error * error;
+      reference_sq += o * o;
+      double bound = num_bound;
+      if (spec.normalize) {
+        // o_hat = fl(num_hat / fl(den_hat + eps)) with |num_hat - num| <= N, |den_hat + eps - D| <= E:
+        // |o_hat - o| <= u |o| + (1 + u) (N + |o| E) / (|D| - E) when E < |D| (docs/error_report.md).
+        if (den_bound >= d_abs) {
+          ++m.unbounded;
+          continue;
+        }
+        bound = (u * o + (1 + u) * (num_bound + o * den_bound) / (d_abs - den_bound)) * (1 + 0x1p-50);
+      }
+      bound_sq += bound * bound;
+      m.test_ratio = std::max(m.test_ratio, bound == 0 ? (error == 0 ? 0 : INFINITY) : error / bound);
+    }
+  }
+  m.outputs = n * dv;
+  m.normwise_u = relative_u(std::sqrt(error_sq), std::sqrt(reference_sq), bits);
+  m.bound_normwise_u =
+      m.unbounded > 0 ? INFINITY : relative_u(std::sqrt(bound_sq), std::sqrt(reference_sq), bits);
+  if (!spec.normalize) m.min_den_ratio = 0;
+  return m;
+}
+
+struct CellKey {
+  std::size_t spec, decay;
+  Family family;
+  std::size_t candidate;
+  Index n, chunk;
+  friend auto operator<=>(const CellKey&, const CellKey&) = default;
+};
+
+struct CaseResult {
+  std::vector<std::pair<CellKey, CellMetrics>> cells;
+};
+
+std::string format_duration(double seconds) {
+  const long s = std::lround(seconds);
+  std::ostringstream out;
+  if (s >= 60) out << s / 60 << "m";
+  out << (s % 60 < 10 && s >= 60 ? "0" : "") << s % 60 << "s";
+  return out.str();
+}
+
+// Depths depend on the operator, shapes and chunk only: computed once, shared between threads.
+class DepthCache {
+ public:
+  template <class Compute>
+  const Depths& get(const std::string& implementation, int bits, std::size_t spec_key, Index n, Index chunk,
+                    const Compute& compute) {
+    const auto key = std::make_tuple(implementation, bits, spec_key, n, chunk);
+    {
+      std::lock_guard lock(mutex_);
+      if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+    }
+    Depths computed = compute();
+    std::lock_guard lock(mutex_);
+    return cache_.try_emplace(key, std::move(computed)).first->second;  // std::map: stable references
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::tuple<std::string, int, std::size_t, Index, Index>, Depths> cache_;
+};
+
+}  // namespace
+
+CellMetrics measure(const OperatorSpec& spec, const Candidate& candidate, const Sequence<double>& inputs,
+                    const Terms<Mpfr>& reference, Index chunk) {
+  const Index n = inputs.length();
+  const CandidateRun run = candidate.run(spec, inputs, chunk);
+  const Depths depth = candidate.depth(spec, n, inputs.key_dim(), inputs.value_dim(), chunk);
+  const Depths reference_depth = streaming_depth(spec, n, inputs.key_dim(), inputs.value_dim());
+  return metrics(spec, candidate.unit_roundoff_bits, run, depth, Exact(spec, reference),
+                 reference_error_bound(spec, inputs, reference_depth), n);
+}
+
+Report run_report(const ReportOptions& options, const std::vector<Candidate>& candidates,
+                  std::ostream& progress) {
+  if (options.min_log2_n < 1 || options.max_log2_n < options.min_log2_n || options.max_log2_n > 20)
+    throw Error("report: lengths 2^" + std::to_string(options.min_log2_n) + " to 2^" +
+                std::to_string(options.max_log2_n) + " are not in 2^1 .. 2^20");
+  if (options.log2_n_step < 1 || (options.max_log2_n - options.min_log2_n) % options.log2_n_step != 0)
+    throw Error("report: the longest length must be 2^min times a power of 2^step");
+  if (options.seeds < 1) throw Error("report: --seeds must be at least 1");
+  for (const Index c : options.chunks)
+    if (c < 1) throw Error("report: chunk sizes must be at least 1");
+  const std::vector<ReportSpec> specs = report_specs();
+  for (const std::string& name : options.operators) {
+    if (std::none_of(specs.begin(), specs.end(), [&](const ReportSpec& s) { return s.name == name; }))
+      throw Error("report: no operator named '" + name + "' (see docs/error_report.md)");
+  }
+  const std::vector<Rational> decays = report_decays();
+  std::vector<Index> lengths;
+  for (int e = options.min_log2_n; e <= options.max_log2_n; e += options.log2_n_step)
+    lengths.push_back(Index(1) << e);
+  const Index longest = lengths.back();
+
+  std::vector<ReportCase> cases;
+  for (std::size_t s = 0; s < specs.size(); ++s) {
+    if (!options.operators.empty() && std::find(options.operators.begin(), options.operators.end(),
+                                                specs[s].name) == options.operators.end())
+      continue;
+    for (const Rational& decay : decays) {
+      for (const Family family : {Family::gaussian, Family::unit_keys, Family::drift, Family::cancel}) {
+        if (!family_applies(family, specs[s].spec, decay)) continue;
+        for (int i = 0; i < options.seeds; ++i) {
+          const std::string identity = specs[s].name + "|" + format_rational(decay) + "|" +
+                                       std::string(family_name(family)) + "|" + std::to_string(i);
+          cases.push_back({s, decay, family, i, mix(options.seed * 0x9E3779B97F4A7C15ull + 1, identity)});
+        }
+      }
+    }
+  }
+  // Third-order cases first, so that the longest work starts early (the order of the results is fixed).
+  std::vector<std::size_t> order(cases.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return hla::order(specs[cases[a].spec_index].spec.variant) >
+           hla::order(specs[cases[b].spec_index].spec.variant);
+  });
+
+  DepthCache depths;
+  std::vector<CaseResult> results(cases.size());
+  std::atomic<std::size_t> next{0}, done{0};
+  std::mutex progress_mutex;
+  const auto start = std::chrono::steady_clock::now();
+  auto last_line = start - std::chrono::hours(1);
+  progress << "report: " << cases.size() << " cases (operators x decays x input families x " << options.seeds
+           << " seeds), n = 2^" << options.min_log2_n << " .. 2^" << options.max_log2_n << ", "
+           << candidates.size() << " candidates\n";
+
+  const auto work = [&] {
+    for (std::size_t slot; (slot = next++) < cases.size();) {
+      const std::size_t i = order[slot];
+      const ReportCase& c = cases[i];
+      OperatorSpec spec = specs[c.spec_index].spec;
+      spec.decay = c.decay;
+      const std::size_t decay_index = std::find(decays.begin(), decays.end(), c.decay) - decays.begin();
+      const std::size_t spec_key = c.spec_index * decays.size() + decay_index;
+      const Sequence<double> base = case_inputs(c, longest, options.d, options.dv);
+      for (const InputFormat format : {InputFormat::f64, InputFormat::f32, InputFormat::bf16}) {
+        const Sequence<double> inputs = rounded(base, format);
+        std::optional<Exact> reference;
+        std::optional<Terms<double>> reference_error;
+        for (std::size_t k = 0; k < candidates.size(); ++k) {
+          const Candidate& candidate = candidates[k];
+          if (candidate.inputs != format || !candidate.covers(spec)) continue;
+          if (!reference) {
+            reference.emplace(spec, mpfr_reference(spec, inputs));
+            const Depths& streaming = depths.get("streaming", 24, spec_key, longest, 0, [&] {
+              return streaming_depth(spec, longest, options.d, options.dv);
+            });
+            reference_error = reference_error_bound(spec, inputs, streaming);
+          }
+          const auto depth_of = [&](Index n, Index chunk) -> const Depths& {
+            return depths.get(candidate.implementation, candidate.unit_roundoff_bits, spec_key, n, chunk,
+                              [&] { return candidate.depth(spec, n, options.d, options.dv, chunk); });
+          };
+          const CellKey cell{c.spec_index, decay_index, c.family, k, 0, 0};
+          if (candidate.causal_prefix) {
+            const CandidateRun run = candidate.run(spec, inputs, 0);
+            const Depths& depth = depth_of(longest, 0);
+            for (const Index n : lengths) {
+              CellKey key = cell;
+              key.n = n;
+              results[i].cells.push_back({key, metrics(spec, candidate.unit_roundoff_bits, run, depth,
+                                                       *reference, *reference_error, n)});
+            }
+            continue;
+          }
+          for (const Index n : lengths) {
+            const Sequence<double> head = prefix(inputs, n);
+            for (const Index chunk : options.chunks) {
+              const CandidateRun run = candidate.run(spec, head, chunk);
+              const Depths& depth = depth_of(n, chunk);
+              CellKey key = cell;
+              key.n = n;
+              key.chunk = chunk;
+              results[i].cells.push_back({key, metrics(spec, candidate.unit_roundoff_bits, run, depth,
+                                                       *reference, *reference_error, n)});
+            }
+          }
+        }
+      }
+      const std::size_t finished = ++done;
+      std::lock_guard lock(progress_mutex);
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_line > std::chrono::seconds(5) || finished == cases.size()) {
+        last_line = now;
+        const double elapsed = std::chrono::duration<double>(now - start).count();
+        progress << "report: cases " << finished << "/" << cases.size() << ", elapsed "
+                 << format_duration(elapsed);
+        if (finished < cases.size())  // the costliest cases run first: an overestimate
+          progress << ", left ~" << format_duration(elapsed / finished * (cases.size() - finished));
+        progress << "\n" << std::flush;
+      }
+    }
+  };
+  const int threads =
+      options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) pool.emplace_back(work);
+  for (std::thread& t : pool) t.join();
+
+  // Worst over seeds, per cell, in case order: independent of the thread count.
+  std::map<CellKey, std::pair<CellMetrics, std::uint64_t>> worst;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    for (const auto& [key, m] : results[i].cells) {
+      auto [it, inserted] = worst.try_emplace(key, m, cases[i].input_seed);
+      if (inserted) continue;
+      CellMetrics& w = it->second.first;
+      if (m.normwise_u > w.normwise_u) {
+        w.normwise_u = m.normwise_u;
+        w.bound_normwise_u = m.bound_normwise_u;
+        it->second.second = cases[i].input_seed;
+      }
+      w.componentwise_u = std::max(w.componentwise_u, m.componentwise_u);
+      w.test_ratio = std::max(w.test_ratio, m.test_ratio);
+      w.min_den_ratio = std::min(w.min_den_ratio, m.min_den_ratio);
+      w.unbounded += m.unbounded;
+      w.outputs += m.outputs;
+    }
+  }
+  Report report;
+  report.options = options;
+  for (const Candidate& c : candidates)
+    report.candidate_names.push_back(c.implementation + " " + c.precision);
+  for (const auto& [key, value] : worst) {
+    const Candidate& c = candidates[key.candidate];
+    const CellMetrics& m = value.first;
+    report.rows.push_back({specs[key.spec].name, format_rational(decays[key.decay]),
+                           std::string(family_name(key.family)), c.implementation, c.precision,
+                           c.unit_roundoff_bits, key.n, key.chunk, m.normwise_u, m.componentwise_u,
+                           m.bound_normwise_u, m.test_ratio, m.min_den_ratio, m.unbounded, m.outputs,
+                           value.second});
+  }
+  return report;
+}
+
+}  // namespace hla::reports

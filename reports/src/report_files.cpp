@@ -1,0 +1,312 @@
+// The report's files: data.csv and data.json (every cell), report.md (tables, plots, links), and
+// the PNG plots drawn by reports/plot.py (matplotlib). Timings never enter these files, so the
+// same seed gives the same bytes.
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <ostream>
+#include <set>
+#include <sstream>
+
+#include "hla/reports/error_report.hpp"
+
+namespace hla::reports {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string number(double x) {
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  if (std::isnan(x)) return "nan";
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.4g", x);
+  return buffer;
+}
+
+std::string json_number(double x) {
+  return std::isfinite(x) ? number(x) : "null";
+}
+
+// "hla2/normalized" -> "hla2-normalized": a file name.
+std::string file_stem(std::string name) {
+  for (char& c : name)
+    if (c == '/') c = '-';
+  return name;
+}
+
+// Per operator and candidate: the worst of every cell, and the log-log slope of the largest
+// normwise error against n (least squares over the lengths with a non-zero error).
+struct Summary {
+  double normwise_u = 0, componentwise_u = 0, test_ratio = 0, slope = NAN;
+  long unbounded = 0, outputs = 0;
+  std::uint64_t worst_seed = 0;
+  std::string worst_where;
+};
+
+std::map<std::pair<std::string, std::string>, Summary> summarize(const Report& report,
+                                                                 std::vector<std::string>& spec_order) {
+  std::map<std::pair<std::string, std::string>, Summary> out;
+  std::map<std::pair<std::string, std::string>, std::map<Index, double>> by_n;
+  for (const ReportRow& r : report.rows) {
+    if (std::find(spec_order.begin(), spec_order.end(), r.spec) == spec_order.end())
+      spec_order.push_back(r.spec);
+    const auto key = std::make_pair(r.spec, r.implementation + " " + r.precision);
+    Summary& s = out[key];
+    if (r.normwise_u > s.normwise_u || s.worst_where.empty()) {
+      s.normwise_u = std::max(s.normwise_u, r.normwise_u);
+      s.worst_seed = r.worst_seed;
+      s.worst_where = "gamma=" + r.decay + " " + r.family + " n=" + std::to_string(r.n) +
+                      (r.chunk > 0 ? " C=" + std::to_string(r.chunk) : "");
+    }
+    s.componentwise_u = std::max(s.componentwise_u, r.componentwise_u);
+    s.test_ratio = std::max(s.test_ratio, r.test_ratio);
+    s.unbounded += r.unbounded;
+    s.outputs += r.outputs;
+    double& e = by_n[key][r.n];
+    e = std::max(e, r.normwise_u);
+  }
+  for (auto& [key, s] : out) {
+    double sx = 0, sy = 0, sxx = 0, sxy = 0;
+    int m = 0;
+    for (const auto& [n, e] : by_n[key]) {
+      if (!(e > 0) || !std::isfinite(e)) continue;
+      const double x = std::log2(static_cast<double>(n)), y = std::log2(e);
+      sx += x, sy += y, sxx += x * x, sxy += x * y, ++m;
+    }
+    if (m >= 2) s.slope = (m * sxy - sx * sy) / (m * sxx - sx * sx);
+  }
+  return out;
+}
+
+void write_file(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.flush();
+  if (!out) throw Error(path.string() + ": cannot write the file");
+}
+
+// The python with Debian's matplotlib: /usr/bin/python3 when present (a python3 earlier on PATH
+// may lack it), else python3 from PATH.
+std::string python() {
+  return fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+}
+
+std::string quoted(const std::string& s) {
+  std::string out = "'";
+  for (const char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+}  // namespace
+
+std::string to_csv(const Report& report) {
+  std::ostringstream out;
+  out << "spec,decay,family,implementation,precision,u_bits,n,chunk,normwise_u,componentwise_u,"
+         "bound_normwise_u,test_ratio,min_den_ratio,unbounded,outputs,worst_seed\n";
+  for (const ReportRow& r : report.rows) {
+    out << r.spec << "," << r.decay << "," << r.family << "," << r.implementation << "," << r.precision << ","
+        << r.unit_roundoff_bits << "," << r.n << "," << r.chunk << "," << number(r.normwise_u) << ","
+        << number(r.componentwise_u) << "," << number(r.bound_normwise_u) << "," << number(r.test_ratio)
+        << "," << number(r.min_den_ratio) << "," << r.unbounded << "," << r.outputs << "," << r.worst_seed
+        << "\n";
+  }
+  return out.str();
+}
+
+std::string to_json(const Report& report) {
+  const ReportOptions& o = report.options;
+  std::ostringstream out;
+  out << "{\n  \"seed\": " << o.seed << ",\n  \"d\": " << o.d << ",\n  \"dv\": " << o.dv
+      << ",\n  \"seeds_per_cell\": " << o.seeds << ",\n  \"n\": [";
+  for (int e = o.min_log2_n; e <= o.max_log2_n; e += o.log2_n_step)
+    out << (e > o.min_log2_n ? ", " : "") << (Index(1) << e);
+  out << "],\n  \"chunks\": [";
+  for (std::size_t i = 0; i < o.chunks.size(); ++i) out << (i ? ", " : "") << o.chunks[i];
+  out << "],\n  \"candidates\": [";
+  for (std::size_t i = 0; i < report.candidate_names.size(); ++i)
+    out << (i ? ", " : "") << "\"" << report.candidate_names[i] << "\"";
+  out << "],\n  \"gpu_note\": \"" << report.gpu_note << "\",\n  \"rows\": [\n";
+  for (std::size_t i = 0; i < report.rows.size(); ++i) {
+    const ReportRow& r = report.rows[i];
+    out << "    {\"spec\": \"" << r.spec << "\", \"decay\": \"" << r.decay << "\", \"family\": \"" << r.family
+        << "\", \"implementation\": \"" << r.implementation << "\", \"precision\": \"" << r.precision
+        << "\", \"u_bits\": " << r.unit_roundoff_bits << ", \"n\": " << r.n << ", \"chunk\": " << r.chunk
+        << ", \"normwise_u\": " << json_number(r.normwise_u)
+        << ", \"componentwise_u\": " << json_number(r.componentwise_u)
+        << ", \"bound_normwise_u\": " << json_number(r.bound_normwise_u)
+        << ", \"test_ratio\": " << json_number(r.test_ratio)
+        << ", \"min_den_ratio\": " << json_number(r.min_den_ratio) << ", \"unbounded\": " << r.unbounded
+        << ", \"outputs\": " << r.outputs << ", \"worst_seed\": " << r.worst_seed << "}"
+        << (i + 1 < report.rows.size() ? "," : "") << "\n";
+  }
+  out << "  ]\n}\n";
+  return out.str();
+}
+
+std::string to_markdown(const Report& report) {
+  const ReportOptions& o = report.options;
+  std::vector<std::string> specs;
+  const auto summary = summarize(report, specs);
+  double worst_f64 = 0, worst_other = 0;
+  long unbounded[2] = {0, 0}, normalized_outputs[2] = {0, 0};  // float64, float32 arithmetic
+  for (const ReportRow& r : report.rows) {
+    const int i = r.unit_roundoff_bits == 53 ? 0 : 1;
+    double& worst = i == 0 ? worst_f64 : worst_other;
+    worst = std::max(worst, r.test_ratio);
+    unbounded[i] += r.unbounded;
+    if (r.spec.find("normalized") != std::string::npos) normalized_outputs[i] += r.outputs;
+  }
+  const auto percent = [](long part, long whole) {
+    return whole == 0 ? std::string("0") : number(100.0 * part / whole);
+  };
+  std::ostringstream out;
+  out << "# Rounding errors of every implementation\n\n"
+      << "`hla report --seed " << o.seed << "`: d = " << o.d << ", dv = " << o.dv << ", n = 2^"
+      << o.min_log2_n << ", 2^" << o.min_log2_n + o.log2_n_step << ", .., 2^" << o.max_log2_n
+      << ", chunk sizes";
+  for (const Index c : o.chunks) out << " " << c;
+  out << ", " << o.seeds << " seeds per cell, decays 1, 15/16, 1/2. "
+      << "The same seed gives the same files. Every cell, with its worst seed: [data.csv](data.csv), "
+         "[data.json](data.json). Method, metrics and the derivation of the bounds: "
+      << "[docs/error_report.md](" << o.docs_link << "/error_report.md).\n\n"
+      << "The ledger of the paper's claims: [ledger.md](" << o.ledger_link << ") (kept in the repository as "
+      << "[docs/ledger.md](" << o.docs_link
+      << "/ledger.md)); the exact audit of every implementation "
+         "against the reference: `hla audit`.\n\n";
+  out << "## Verdict\n\n"
+      << "- Largest float64 test ratio (error / a-priori bound): **" << number(worst_f64) << "** ("
+      << (worst_f64 <= 1 ? "every float64 error is within its bound" : "A FLOAT64 ERROR EXCEEDS ITS BOUND")
+      << ").\n"
+      << "- Largest float32 / bf16-input test ratio: **" << number(worst_other) << "** ("
+      << (worst_other <= 1 ? "within the bound" : "ABOVE THE BOUND") << ").\n"
+      << "- Normalized outputs whose denominator bound does not exclude zero, so that no ratio is taken: "
+      << percent(unbounded[0], normalized_outputs[0]) << "% in float64, "
+      << percent(unbounded[1], normalized_outputs[1])
+      << "% with float32 arithmetic (counted over every length, seed and cell).\n";
+  // How errors grow with n, per implementation: the median slope over the unnormalized operators.
+  std::map<std::string, std::vector<double>> slopes;
+  for (const auto& [key, s] : summary) {
+    if (key.first.find("normalized") == std::string::npos && !std::isnan(s.slope))
+      slopes[key.second.substr(0, key.second.find(' '))].push_back(s.slope);
+  }
+  out << "- Growth with n (median log-log slope of the worst normwise error, unnormalized operators):";
+  for (auto& [implementation, values] : slopes) {
+    std::sort(values.begin(), values.end());
+    out << " " << implementation << " " << number(values[values.size() / 2]) << ";";
+  }
+  out << " 0.5 is the sqrt(n) of a random walk of roundings, 0 a growth like log n or none.\n";
+  if (!report.gpu_note.empty()) out << "- GPU rows: absent: " << report.gpu_note << ".\n";
+  out << "\n## How it is measured\n\n"
+      << "- Reference: streaming, proven equal to the n x n definition in exact arithmetic (ctest, `hla "
+         "audit`), "
+         "run in 261-bit MPFR on the same inputs; its own a-priori error (gamma_261(K) x gauge) is added to "
+         "every bound.\n"
+      << "- Inputs (per seed): `gaussian` q, k, v ~ N(0, 1/d) (every decay); `unit-keys` keys scaled to unit "
+         "norm (gamma 1, 15/16); `drift` keys mu + N(0, 1/d) with |mu| = 1, so that the key moment grows "
+         "like "
+         "n mu mu^T (gamma 1); `cancel` (normalized operators only; gamma 1, 15/16) every odd token is minus "
+         "the "
+         "one before plus 2^-8 noise, so that den_t + eps nearly cancels (eps = 2^-10); the column "
+         "min_den_ratio = min |den+eps|/gauge in data.csv shows how far. The inputs at length n are the "
+         "first n "
+         "tokens of the longest.\n"
+      << "- Precisions: `float64` (u = 2^-53), `float32` (u = 2^-24) on inputs rounded to the format; "
+         "`bf16-in/f32`: inputs rounded to bf16 (nearest, ties to even), arithmetic in float32 (u = 2^-24), "
+         "the reference computed on the rounded inputs: it measures the accumulation error, not the input "
+         "rounding.\n"
+      << "- normwise/u: ||o_hat - o||_F / ||o||_F in units of u. componentwise/u: max over the entries of "
+         "num "
+         "and den of |error| / gauge in units of u, the gauge being the same algorithm run on |q|, |k|, |v| "
+         "with "
+         "subtractions turned into additions (the BLAS-style sum of absolute products). slope: least-squares "
+         "slope of log2(worst normwise error) against log2(n). test ratio: max over outputs of |error| / "
+         "a-priori bound, the bound being gamma(K) x gauge with K each output's rounding depth (normalized: "
+         "propagated through the division); at most 1 when the bound holds.\n\n";
+  out << "## Summary per operator and implementation\n\n"
+      << "Worst over decays, input families, lengths, chunk sizes and seeds.\n\n"
+      << "| operator | implementation | precision | normwise/u | componentwise/u | slope | test ratio | "
+         "worst case "
+         "| worst seed |\n|---|---|---|---|---|---|---|---|---|\n";
+  for (const std::string& spec : specs) {
+    for (const std::string& candidate : report.candidate_names) {
+      const auto it = summary.find({spec, candidate});
+      if (it == summary.end()) continue;
+      const Summary& s = it->second;
+      const auto space = candidate.find(' ');
+      out << "| " << spec << " | " << candidate.substr(0, space) << " | " << candidate.substr(space + 1)
+          << " | " << number(s.normwise_u) << " | " << number(s.componentwise_u) << " | "
+          << (std::isnan(s.slope) ? std::string("-") : number(s.slope)) << " | " << number(s.test_ratio)
+          << (s.unbounded > 0 ? " (" + percent(s.unbounded, s.outputs) + "% unbounded)" : std::string())
+          << " | " << s.worst_where << " | " << s.worst_seed << " |\n";
+    }
+  }
+  out << "\n## Error against n\n\n"
+      << "Worst normwise relative error over decays, families, chunk sizes and seeds (solid), and the "
+         "a-priori bound in the same norm (dashed), log-log.\n\n";
+  for (const std::string& spec : specs)
+    out << "### " << spec << "\n\n![" << spec << "](plots/" << file_stem(spec) << ".png)\n\n";
+  return out.str();
+}
+
+std::string default_plot_script() {
+  return HLA_PLOT_SCRIPT;
+}
+
+std::string docs_dir() {
+  return HLA_DOCS_DIR;
+}
+
+std::string relative_link(const std::string& target, const std::string& dir) {
+  return fs::weakly_canonical(fs::absolute(target))
+      .lexically_relative(fs::weakly_canonical(fs::absolute(dir)))
+      .string();
+}
+
+void prepare_report_dir(const std::string& dir) {
+  const fs::path target = fs::absolute(dir).lexically_normal();
+  if (!fs::is_directory(target.parent_path()))
+    throw Error(dir + ": cannot create the report directory (no such parent directory)");
+  if (!fs::exists(target)) return;
+  if (!fs::is_directory(target)) throw Error(dir + ": exists and is not a directory");
+  if (!fs::is_empty(target) && !fs::exists(target / "data.json") && !fs::exists(target / "report.md"))
+    throw Error(dir + ": exists and does not hold a report; not overwriting it");
+  fs::remove_all(target);  // a previous report: gone, so that only a finished run leaves one
+}
+
+ReportFiles write_report(const Report& report, const std::string& dir, const std::string& plot_script,
+                         std::ostream& progress) {
+  const fs::path target = fs::absolute(dir).lexically_normal();
+  const fs::path parent = target.parent_path();
+  prepare_report_dir(dir);
+  // Everything is written into a hidden sibling and renamed into place at the end.
+  const fs::path partial =
+      parent / (".partial-" + target.filename().string() + "-" + std::to_string(::getpid()));
+  fs::remove_all(partial);
+  fs::create_directories(partial / "plots");
+  try {
+    write_file(partial / "data.csv", to_csv(report));
+    write_file(partial / "data.json", to_json(report));
+    progress << "report: drawing the plots\n" << std::flush;
+    const std::string command = python() + " " + quoted(plot_script) + " " +
+                                quoted((partial / "data.csv").string()) + " " +
+                                quoted((partial / "plots").string());
+    if (std::system(command.c_str()) != 0) throw Error("report: the plotting script failed: " + command);
+    write_file(partial / "report.md", to_markdown(report));  // last: its presence means finished
+    if (fs::exists(target)) fs::remove_all(target);
+    fs::rename(partial, target);
+  } catch (...) {
+    std::error_code ignored;
+    fs::remove_all(partial, ignored);
+    throw;
+  }
+  return {(fs::path(dir) / "report.md").string()};
+}
+
+}  // namespace hla::reports

@@ -1,0 +1,201 @@
+// hla report: its numbers recomputed independently from the exact n x n reference, its a-priori
+// bounds checked (a float64 error above its bound fails), its depths compared with the closed
+// form of docs/operators.md, and its files compared between runs.
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+
+#include "hla/fast/chunked.hpp"
+#include "hla/fast/scan.hpp"
+#include "hla/fast/streaming.hpp"
+#include "hla/reference/random.hpp"
+#include "hla/reports/error_report.hpp"
+#include "hla/reports/rounding_depth.hpp"
+#include "hla/testing/gauge.hpp"
+
+using namespace hla;
+using namespace hla::reports;
+
+namespace {
+
+std::uint64_t test_seed() {
+  const char* env = std::getenv("HLA_REPORT_SEED");
+  const std::uint64_t seed = env != nullptr ? std::strtoull(env, nullptr, 10) : 20261130;
+  std::cout << "report test seed " << seed << " (HLA_REPORT_SEED=" << seed << " reruns it)\n";
+  return seed;
+}
+
+const Candidate& candidate(const std::string& implementation, const std::string& precision) {
+  static const std::vector<Candidate> all = cpu_candidates();
+  for (const Candidate& c : all)
+    if (c.implementation == implementation && c.precision == precision) return c;
+  throw Error("no candidate " + implementation + " " + precision);
+}
+
+Sequence<double> inputs_for(const Candidate& c, Family family, std::uint64_t seed, Index n, Index d,
+                            Index dv) {
+  Sequence<double> s = case_inputs(ReportCase{0, 1, family, 0, seed}, n, d, dv);
+  const auto r = [&](double x) { return round_input(c.inputs, x); };
+  return {s.q.unaryExpr(r), s.k.unaryExpr(r), s.v.unaryExpr(r)};
+}
+
+Sequence<Rational> exact_inputs(const Sequence<double>& s) {
+  const auto e = [](double x) { return Rational(x); };
+  return {s.q.unaryExpr(e), s.k.unaryExpr(e), s.v.unaryExpr(e)};
+}
+
+}  // namespace
+
+TEST_CASE("report/a cell's metrics equal those recomputed from the exact n x n reference", "[report]") {
+  // The report measures against streaming in MPFR; here the same cell is recomputed in exact
+  // rationals from the n x n definition (reference::terms), with the errors taken exactly.
+  const std::uint64_t seed = test_seed();
+  const Index n = 48, d = 3, dv = 2;
+  for (const ReportSpec& rs : report_specs()) {
+    for (const std::string implementation : {"streaming", "scan", "chunked"}) {
+      OperatorSpec spec = rs.spec;
+      spec.decay = Rational(15, 16);
+      const Candidate& c = candidate(implementation, "float32");
+      if (!c.covers(spec)) continue;
+      const Family family = spec.normalize ? Family::cancel : Family::gaussian;
+      const Sequence<double> s = inputs_for(c, family, seed, n, d, dv);
+      const Terms<Rational> exact = reference::terms(spec, exact_inputs(s));
+      const Terms<Mpfr> mpfr{exact.num.unaryExpr([](const Rational& x) { return from_rational<Mpfr>(x); }),
+                             exact.den.unaryExpr([](const Rational& x) { return from_rational<Mpfr>(x); })};
+      const CellMetrics m = measure(spec, c, s, mpfr, 8);
+      INFO(rs.name << " " << implementation << " seed " << seed);
+
+      const CandidateRun run = c.run(spec, s, 8);
+      const Matrix<Rational> o = reference::finish(spec, exact);
+      Rational error_sq = 0, o_sq = 0;
+      for (Index t = 0; t < n; ++t) {
+        for (Index j = 0; j < dv; ++j) {
+          const Rational e = Rational(run.output(t, j)) - o(t, j);
+          error_sq += e * e;
+          o_sq += o(t, j) * o(t, j);
+        }
+      }
+      const double normwise_u = std::sqrt(to_double(Rational(error_sq / o_sq))) * std::ldexp(1.0, 24);
+      CHECK(m.normwise_u == Approx(normwise_u).epsilon(1e-9));
+      // The componentwise error, against the exact gauge (Gauge<Rational>) this time.
+      const Depths depth = c.depth(spec, n, d, dv, 8);
+      const Terms<double> gauge = gauge_upper_bound(run.gauge, depth);
+      double componentwise_u = 0;
+      for (Index t = 0; t < n; ++t) {
+        componentwise_u =
+            std::max(componentwise_u,
+                     to_double(Rational(abs(Rational(run.terms.den(t)) - exact.den(t)))) / gauge.den(t));
+        for (Index j = 0; j < dv; ++j) {
+          componentwise_u = std::max(
+              componentwise_u,
+              to_double(Rational(abs(Rational(run.terms.num(t, j)) - exact.num(t, j)))) / gauge.num(t, j));
+        }
+      }
+      CHECK(m.componentwise_u == Approx(std::ldexp(componentwise_u, 24)).epsilon(1e-9));
+      CHECK(m.test_ratio <= 1);
+    }
+  }
+}
+
+TEST_CASE("report/the gauge computed in double bounds the exact gauge", "[report]") {
+  // Gauge<Rational> runs the same algorithm exactly; the report's gauge, computed in double and
+  // divided by 1 - gamma_53(K), must not fall below it, for every implementation.
+  const std::uint64_t seed = test_seed();
+  using G = testing::Gauge<Rational>;
+  const Index n = 24, d = 3, dv = 2, chunk = 5;
+  for (const ReportSpec& rs : report_specs()) {
+    OperatorSpec spec = rs.spec;
+    spec.decay = Rational(15, 16);
+    for (const std::string implementation : {"streaming", "scan", "chunked"}) {
+      const Candidate& c = candidate(implementation, "float64");
+      if (!c.covers(spec)) continue;
+      const Sequence<double> s = inputs_for(c, Family::gaussian, seed, n, d, dv);
+      const Sequence<Rational> e = exact_inputs(s);
+      const Sequence<G> magnitudes{e.q.cast<G>(), e.k.cast<G>(), e.v.cast<G>()};
+      const fast::Form form = fast::default_form(spec, fast::parse_impl(implementation).value());
+      const fast::ScanOptions options{chunk, 1};
+      const Terms<G> exact = implementation == "streaming" ? fast::streaming_terms(spec, form, magnitudes)
+                             : implementation == "scan"
+                                 ? fast::scan_terms(spec, form, magnitudes, options)
+                                 : fast::chunked_terms(spec, form, magnitudes, options);
+      const Terms<double> bound =
+          gauge_upper_bound(c.run(spec, s, chunk).gauge, c.depth(spec, n, d, dv, chunk));
+      INFO(rs.name << " " << implementation << " seed " << seed);
+      for (Index t = 0; t < n; ++t) {
+        CHECK(Rational(bound.den(t)) >= exact.den(t).value());
+        for (Index j = 0; j < dv; ++j) CHECK(Rational(bound.num(t, j)) >= exact.num(t, j).value());
+      }
+    }
+  }
+}
+
+TEST_CASE("report/streaming depths stay below the closed form of docs/operators.md", "[report]") {
+  // K_t = (order + 1)(2t + 2d + 4) (1-based t) bounds every streaming output's rounding count.
+  const Index n = 40, d = 3, dv = 2;
+  for (const ReportSpec& rs : report_specs()) {
+    for (const Rational& gamma : report_decays()) {
+      OperatorSpec spec = rs.spec;
+      spec.decay = gamma;
+      const Depths depth = candidate("streaming", "float32").depth(spec, n, d, dv, 0);
+      INFO(rs.name << " gamma " << format_rational(gamma));
+      for (Index t = 0; t < n; ++t) {
+        const std::int64_t closed = (order(spec.variant) + 1) * (2 * (t + 1) + 2 * d + 4);
+        CHECK(depth.den(t) <= closed);
+        for (Index j = 0; j < dv; ++j) CHECK(depth.num(t, j) <= closed);
+      }
+    }
+  }
+}
+
+TEST_CASE("report/rounding depth counts products and sums in any order", "[report][depth]") {
+  using D = Depth<24>;
+  const D x = D::input(), y = D::input();
+  CHECK((x * y).count() == 1);
+  CHECK((x * y + x * y + x * y).count() == 3);                   // three summands: depth 1 + 2
+  CHECK(((x * y) * (x * y)).count() == 3);                       // 1 + 1 + 1
+  CHECK((D(0.5) * (x * y + x)).count() == (x * y + x).count());  // a power of two rounds nothing
+  CHECK((D(0.75) * x).count() == 1);                             // any other constant rounds once
+  CHECK(!(D(1) - D(1)).is_zero());          // 0, but its gauge (as testing::Gauge computes it) is 2
+  CHECK((D(0) * x).is_zero());              // a true zero drops out
+  CHECK((D(0.75) * D(0.75)).count() == 0);  // exact constants stay exact
+  // 3 5 7 11 13 17 19 = 4849845 < 2^24: exact, so only the product with x rounds
+  CHECK((D(3.0) * D(5.0) * D(7.0) * D(11.0) * D(13.0) * D(17.0) * D(19.0) * x).count() == 1);
+}
+
+TEST_CASE("report/bf16 rounding is to nearest, ties to even", "[report]") {
+  CHECK(round_input(InputFormat::bf16, 1.0) == 1.0);
+  CHECK(round_input(InputFormat::bf16, 1.0 + 0x1p-8) == 1.0);               // tie: to even (down)
+  CHECK(round_input(InputFormat::bf16, 1.0 + 3 * 0x1p-8) == 1.0 + 0x1p-6);  // tie: to even (up)
+  CHECK(round_input(InputFormat::bf16, 1.0 + 0x1p-8 + 0x1p-20) == 1.0 + 0x1p-7);
+  CHECK(round_input(InputFormat::bf16, -1.0 - 0x1p-9) == -1.0);
+  CHECK(round_input(InputFormat::f32, 1.0 + 0x1p-30) == 1.0);
+}
+
+TEST_CASE("report/every error is within its a-priori bound, and the same seed gives the same report",
+          "[report]") {
+  ReportOptions options;
+  options.seed = test_seed();
+  options.max_log2_n = 8;
+  options.seeds = 1;
+  options.chunks = {8};
+  options.d = 3;
+  options.dv = 2;
+  options.threads = 2;
+  std::ostringstream quiet;
+  const Report first = run_report(options, cpu_candidates(), quiet);
+  REQUIRE(!first.rows.empty());
+  for (const ReportRow& r : first.rows) {
+    INFO(r.spec << " gamma=" << r.decay << " " << r.family << " " << r.implementation << " " << r.precision
+                << " n=" << r.n << " chunk=" << r.chunk << " input seed " << r.worst_seed);
+    CHECK(r.test_ratio <= 1);
+    CHECK(std::isfinite(r.normwise_u));
+  }
+  options.threads = 1;
+  const Report second = run_report(options, cpu_candidates(), quiet);
+  CHECK(to_csv(first) == to_csv(second));
+  CHECK(to_json(first) == to_json(second));
+  CHECK(to_markdown(first) == to_markdown(second));
+}
