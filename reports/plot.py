@@ -16,7 +16,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-COLORS = {"streaming": "tab:blue", "scan": "tab:orange", "chunked": "tab:green"}
+COLORS = {"streaming": "tab:blue", "scan": "tab:orange", "chunked": "tab:green", "gpu-streaming": "tab:purple",
+          "gpu-scan": "tab:red"}
 MARKERS = {"float64": "o", "float32": "s", "bf16-in/f32": "^"}
 
 

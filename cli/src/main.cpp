@@ -129,7 +129,10 @@ int main(int argc, char** argv) {
                 << command.audit_options.cases
                 << " random inputs per row (n <= " << command.audit_options.max_n
                 << ", d, dv <= " << command.audit_options.max_d << ", seed " << command.audit_options.seed
-                << "), compared with == in rationals and in Z/p\n\n";
+                << "), compared with == in rationals and in Z/p\n";
+      const std::string gpu_absent = reports::audit_gpu_absent_reason();
+      std::cout << (gpu_absent.empty() ? std::string("GPU rows (gpu-stream, gpu-scan): in Z/p only\n\n")
+                                       : "GPU rows: absent (" + gpu_absent + ")\n\n");
       const bool as_expected = reports::print_audit(rows, std::cout);
       std::cout << "\n"
                 << (as_expected

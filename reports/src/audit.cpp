@@ -7,6 +7,9 @@
 #include "hla/fast/scan.hpp"
 #include "hla/fast/streaming.hpp"
 #include "hla/reference/random.hpp"
+#if HLA_HAVE_CUDA
+#include "hla/fast/gpu.hpp"
+#endif
 
 namespace hla::reports {
 namespace {
@@ -60,6 +63,37 @@ bool agrees(const OperatorSpec& spec, fast::Impl impl, fast::Form form, const fa
   return expected.num == actual.num && expected.den == actual.den;
 }
 
+// The GPU in Z/p against the reference in Z/p (the GPU has no rational arithmetic).
+bool gpu_agrees(const OperatorSpec& spec, fast::Impl impl, fast::Form form, const fast::ScanOptions& scan,
+                const Sequence<Rational>& exact) {
+#if HLA_HAVE_CUDA
+  const Sequence<ModP> s = convert<ModP>(exact);
+  const Terms<ModP> expected = reference::terms(spec, s);
+  const auto method = impl == fast::Impl::streaming ? fast::gpu::Method::streaming : fast::gpu::Method::scan;
+  const Terms<ModP> actual = fast::gpu::terms(spec, form, method, {s}, scan.chunk).front();
+  return expected.num == actual.num && expected.den == actual.den;
+#else
+  (void)spec, (void)impl, (void)form, (void)scan, (void)exact;
+  throw Error("built without CUDA");
+#endif
+}
+
+bool gpu_available(const OperatorSpec& spec, fast::Impl impl, fast::Form form) {
+#if HLA_HAVE_CUDA
+  if (fast::gpu::unavailable_reason()) return false;
+  try {
+    fast::gpu::validate(spec, form,
+                        impl == fast::Impl::streaming ? fast::gpu::Method::streaming : fast::gpu::Method::scan);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+#else
+  (void)spec, (void)impl, (void)form;
+  return false;
+#endif
+}
+
 std::string options_text(const OperatorSpec& spec) {
   std::string s = spec.masked ? "masked" : "unmasked";
   if (spec.normalize) s += " normalized";
@@ -75,15 +109,27 @@ std::vector<AuditRow> run_audit(const AuditOptions& options, std::ostream& progr
       {fast::Impl::streaming, fast::Form::published}, {fast::Impl::streaming, fast::Form::corrected},
       {fast::Impl::scan, fast::Form::published},      {fast::Impl::scan, fast::Form::corrected},
       {fast::Impl::chunked, fast::Form::published},   {fast::Impl::chunked, fast::Form::corrected}};
+  struct Target {
+    fast::Impl impl;
+    fast::Form form;
+    bool on_gpu;
+  };
   std::vector<AuditRow> rows;
   const std::vector<OperatorSpec> grid = operator_grid();
   for (std::size_t g = 0; g < grid.size(); ++g) {
     const OperatorSpec& base = grid[g];
+    std::vector<Target> targets;
     for (const auto& [impl, form] : implementations) {
-      if (!fast::is_available(base, impl, form)) continue;
+      if (fast::is_available(base, impl, form)) targets.push_back({impl, form, false});
+    }
+    for (const auto& [impl, form] : implementations) {
+      if (impl != fast::Impl::chunked && gpu_available(base, impl, form)) targets.push_back({impl, form, true});
+    }
+    for (const auto& [impl, form, on_gpu] : targets) {
       AuditRow row;
       row.spec = base;
       row.implementation = impl;
+      row.on_gpu = on_gpu;
       row.form = form;
       row.finding = finding_of(base, impl, form);
       row.expected_equal = row.finding.empty();
@@ -103,12 +149,12 @@ std::vector<AuditRow> run_audit(const AuditOptions& options, std::ostream& progr
         fast::ScanOptions scan;
         scan.chunk = rng.uniform(1, n + 2);
         scan.threads = static_cast<int>(rng.uniform(1, 2));
-        const bool exact_ok = agrees<Rational>(spec, impl, form, scan, s);
-        const bool modp_ok = agrees<ModP>(spec, impl, form, scan, s);
+        const bool exact_ok = !on_gpu && agrees<Rational>(spec, impl, form, scan, s);
+        const bool modp_ok = on_gpu ? gpu_agrees(spec, impl, form, scan, s) : agrees<ModP>(spec, impl, form, scan, s);
         row.exact_agree += exact_ok;
         row.modp_agree += modp_ok;
         ++row.cases;
-        if ((!exact_ok || !modp_ok) && row.first_difference.empty()) {
+        if (((!exact_ok && !on_gpu) || !modp_ok) && row.first_difference.empty()) {
           row.first_difference = "n=" + std::to_string(n) + " d=" + std::to_string(d) +
                                  " dv=" + std::to_string(dv) + " gamma=" + format_rational(spec.decay) +
                                  " case-seed=" + std::to_string(case_seed);
@@ -128,7 +174,7 @@ bool print_audit(const std::vector<AuditRow>& rows, std::ostream& out) {
       << "verdict\n";
   out << std::string(110, '-') << "\n";
   for (const AuditRow& r : rows) {
-    const bool equal = r.exact_agree == r.cases && r.modp_agree == r.cases;
+    const bool equal = (r.on_gpu || r.exact_agree == r.cases) && r.modp_agree == r.cases;
     std::string verdict;
     if (equal) {
       verdict = "equal to the reference";
@@ -143,11 +189,24 @@ bool print_audit(const std::vector<AuditRow>& rows, std::ostream& out) {
       all_as_expected = false;
     }
     out << std::left << std::setw(8) << variant_name(r.spec.variant) << std::setw(32) << options_text(r.spec)
-        << std::setw(11) << fast::impl_name(r.implementation) << std::setw(11) << fast::form_name(r.form)
-        << std::setw(11) << (std::to_string(r.exact_agree) + "/" + std::to_string(r.cases)) << std::setw(11)
+        << std::setw(11)
+        << (r.on_gpu ? "gpu-" + std::string(r.implementation == fast::Impl::scan ? "scan" : "stream")
+                     : std::string(fast::impl_name(r.implementation)))
+        << std::setw(11) << fast::form_name(r.form) << std::setw(11)
+        << (r.on_gpu ? std::string("n/a") : std::to_string(r.exact_agree) + "/" + std::to_string(r.cases))
+        << std::setw(11)
         << (std::to_string(r.modp_agree) + "/" + std::to_string(r.cases)) << verdict << "\n";
   }
   return all_as_expected;
+}
+
+std::string audit_gpu_absent_reason() {
+#if HLA_HAVE_CUDA
+  if (const auto reason = fast::gpu::unavailable_reason()) return *reason;
+  return "";
+#else
+  return "built without CUDA";
+#endif
 }
 
 }  // namespace hla::reports

@@ -92,10 +92,14 @@ void write_file(const fs::path& path, const std::string& text) {
   if (!out) throw Error(path.string() + ": cannot write the file");
 }
 
-// The python with Debian's matplotlib: /usr/bin/python3 when present (a python3 earlier on PATH
-// may lack it), else python3 from PATH.
+// The first python that has matplotlib: Debian's /usr/bin/python3 (a python3 earlier on PATH may
+// lack it), else python3 from PATH (e.g. a virtual environment that has it and a system one that
+// does not); python3 from PATH when neither has it, so that the failure names the script.
 std::string python() {
-  return fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+  for (const std::string candidate : {"/usr/bin/python3", "python3"}) {
+    if (std::system((candidate + " -c 'import matplotlib' >/dev/null 2>&1").c_str()) == 0) return candidate;
+  }
+  return "python3";
 }
 
 std::string quoted(const std::string& s) {

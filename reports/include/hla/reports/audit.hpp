@@ -21,7 +21,8 @@ struct AuditOptions {
 
 struct AuditRow {
   OperatorSpec spec;  // decay = 1/2 stands for "a random gamma < 1 per case"
-  fast::Impl implementation;
+  fast::Impl implementation;  // on the GPU: streaming (the streaming kernel) or scan (the chunk scan)
+  bool on_gpu = false;        // GPU rows are checked in Z/p only (exact_agree stays 0)
   fast::Form form;
   bool expected_equal;  // false for published forms recorded in docs/findings.md
   std::string finding;  // e.g. "F1"; empty when none
@@ -29,7 +30,11 @@ struct AuditRow {
   std::string first_difference;  // "n=2 d=1 dv=1 seed=..." for the first disagreeing case
 };
 
+// CPU rows for every operator; GPU rows too where the build has CUDA and a device is present.
 std::vector<AuditRow> run_audit(const AuditOptions& options, std::ostream& progress);
+
+// Why the audit has no GPU rows ("" when it has them).
+std::string audit_gpu_absent_reason();
 
 // One line per row; returns false if a form that claims to equal the reference did not.
 bool print_audit(const std::vector<AuditRow>& rows, std::ostream& out);
