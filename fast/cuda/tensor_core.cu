@@ -35,7 +35,7 @@ constexpr int ld_float = 68;  // float row stride
 constexpr int warps = 16;  // one output tile of each 64 x 64 product per warp
 constexpr int threads = warps * 32;
 constexpr int half_tiles = 11;  // bf16 tiles: Q, K, V twice (the next chunk loads meanwhile), state copies, A, U/X, W
-constexpr int float_tiles = 3;  // S/P, F/E, scratch
+constexpr int float_tiles = 1;  // scratch
 constexpr int shared_bytes = half_tiles * width * ld_half * 2 + float_tiles * width * ld_float * 4;
 
 using Accumulator = wmma::fragment<wmma::accumulator, tile, tile, tile, float>;
@@ -58,28 +58,10 @@ __device__ void multiply_add(Accumulator& acc, const Bf* a, const Bf* b, int tm,
   }
 }
 
-// The 16 output tiles of a 64 x 64 product, one per warp.
-template <class F>
-__device__ void for_my_tiles(F&& f) {
-  const int t = threadIdx.x / 32;
-  f(t / 4, t % 4);
-}
-
 __device__ void store(float* to, const Accumulator& acc, int tm, int tn) {
   wmma::store_matrix_sync(to + tm * tile * ld_float + tn * tile, acc, ld_float, wmma::mem_row_major);
 }
 
-// to = bf16(from), keeping (r, c) with c <= r only when `causal` (L, the causal mask).
-__device__ void round_to_half(const float* from, Bf* to, bool causal) {
-  for (int i = threadIdx.x; i < width * width; i += threads) {
-    const int r = i / width, c = i % width;
-    to[r * ld_half + c] = causal && c > r ? __float2bfloat16(0.0f) : __float2bfloat16_rn(from[r * ld_float + c]);
-  }
-}
-
-__device__ void zero(float* x) {
-  for (int i = threadIdx.x; i < width * ld_float; i += threads) x[i] = 0.0f;
-}
 __device__ void zero(Bf* x) {
   for (int i = threadIdx.x; i < width * ld_half; i += threads) x[i] = __float2bfloat16(0.0f);
 }
@@ -95,17 +77,28 @@ __device__ void start_loading(const Bf* from, Bf* to) {
 
 struct Tiles {
   Bf *q, *k, *v, *next_q, *next_k, *next_v, *state1, *state2, *a, *u, *w;  // bf16
-  float *state1_sum, *state2_sum, *scratch;                                 // float32
+  float* scratch;  // float32; each warp uses its own output tile's part
   __device__ explicit Tiles(unsigned char* base) {
     Bf* half = reinterpret_cast<Bf*>(base);
     Bf** slots[] = {&q, &k, &v, &next_q, &next_k, &next_v, &state1, &state2, &a, &u, &w};
     for (int i = 0; i < half_tiles; ++i) *slots[i] = half + i * width * ld_half;
-    float* single = reinterpret_cast<float*>(half + half_tiles * width * ld_half);
-    state1_sum = single;
-    state2_sum = single + width * ld_float;
-    scratch = single + 2 * width * ld_float;
+    scratch = reinterpret_cast<float*>(half + half_tiles * width * ld_half);
   }
 };
+
+// to's tile (tm, tn) = bf16(acc), zero above the diagonal when `causal`; the calling warp's own
+// tile, so a warp barrier suffices between the store and the reads.
+__device__ void round_tile(const Accumulator& acc, float* scratch, Bf* to, int tm, int tn, bool causal) {
+  store(scratch, acc, tm, tn);
+  __syncwarp();
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int e = lane; e < tile * tile; e += 32) {
+    const int r = tm * tile + e / tile, c = tn * tile + e % tile;
+    to[r * ld_half + c] = causal && c > r ? __float2bfloat16(0.0f) : __float2bfloat16_rn(scratch[r * ld_float + c]);
+  }
+  __syncwarp();
+}
 
 template <bool Ahla>
 __global__ void __launch_bounds__(threads, 1)
@@ -113,10 +106,13 @@ __global__ void __launch_bounds__(threads, 1)
   extern __shared__ __align__(128) unsigned char shared[];
   Tiles s(shared);
   const std::int64_t head = blockIdx.x, chunks = length / width;
-  zero(s.state1_sum);
-  zero(s.state2_sum);
+  const int tm = (threadIdx.x / 32) / 4, tn = (threadIdx.x / 32) % 4;  // this warp's output tile
   zero(s.state1);
   zero(s.state2);
+  // hla2: S and F; ahla: P and E. This warp's tile of each, in float32, for the whole sequence.
+  Accumulator sum1, sum2;
+  wmma::fill_fragment(sum1, 0.0f);
+  wmma::fill_fragment(sum2, 0.0f);
   const auto start_chunk = [&](std::int64_t c, Bf* to_q, Bf* to_k, Bf* to_v) {
     const std::int64_t row = head * length + c * width;
     start_loading(q + row * width, to_q);
@@ -133,57 +129,33 @@ __global__ void __launch_bounds__(threads, 1)
     } else {
       __pipeline_wait_prior(0);
     }
+    __syncthreads();  // the chunk and the state copies of the last one are in place
+    Accumulator acc;
+    wmma::fill_fragment(acc, 0.0f);  // A = Q K^T
+    multiply_add<wmma::row_major, wmma::col_major>(acc, s.q, s.k, tm, tn);
+    round_tile(acc, s.scratch, s.a, tm, tn, true);
     __syncthreads();
-    for_my_tiles([&](int tm, int tn) {  // A = Q K^T
-      Accumulator acc;
-      wmma::fill_fragment(acc, 0.0f);
-      multiply_add<wmma::row_major, wmma::col_major>(acc, s.q, s.k, tm, tn);
-      store(s.scratch, acc, tm, tn);
-    });
-    __syncthreads();
-    round_to_half(s.scratch, s.a, true);
-    __syncthreads();
-    for_my_tiles([&](int tm, int tn) {  // hla2: U = Q S + A K;  ahla: X = Q P + A V
-      Accumulator acc;
-      wmma::fill_fragment(acc, 0.0f);
-      multiply_add<wmma::row_major, wmma::row_major>(acc, s.q, s.state1, tm, tn);
-      multiply_add<wmma::row_major, wmma::row_major>(acc, s.a, Ahla ? s.v : s.k, tm, tn);
-      store(s.scratch, acc, tm, tn);
-    });
-    __syncthreads();
-    round_to_half(s.scratch, s.u, false);
+    wmma::fill_fragment(acc, 0.0f);  // hla2: U = Q S + A K;  ahla: X = Q P + A V
+    multiply_add<wmma::row_major, wmma::row_major>(acc, s.q, s.state1, tm, tn);
+    multiply_add<wmma::row_major, wmma::row_major>(acc, s.a, Ahla ? s.v : s.k, tm, tn);
+    round_tile(acc, s.scratch, s.u, tm, tn, false);
     __syncthreads();
     if constexpr (!Ahla) {
-      for_my_tiles([&](int tm, int tn) {  // W = Q U^T
-        Accumulator acc;
-        wmma::fill_fragment(acc, 0.0f);
-        multiply_add<wmma::row_major, wmma::col_major>(acc, s.q, s.u, tm, tn);
-        store(s.scratch, acc, tm, tn);
-      });
-      __syncthreads();
-      round_to_half(s.scratch, s.w, true);
+      wmma::fill_fragment(acc, 0.0f);  // W = Q U^T
+      multiply_add<wmma::row_major, wmma::col_major>(acc, s.q, s.u, tm, tn);
+      round_tile(acc, s.scratch, s.w, tm, tn, true);
       __syncthreads();
     }
-    for_my_tiles([&](int tm, int tn) {
-      // hla2: O = Q F + W V;  ahla: O = Q E + A X
-      Accumulator acc;
-      wmma::fill_fragment(acc, 0.0f);
-      multiply_add<wmma::row_major, wmma::row_major>(acc, s.q, s.state2, tm, tn);
-      multiply_add<wmma::row_major, wmma::row_major>(acc, Ahla ? s.a : s.w, Ahla ? s.u : s.v, tm, tn);
-      wmma::store_matrix_sync(out + (row + tm * tile) * width + tn * tile, acc, width, wmma::mem_row_major);
-      // hla2: S += K^T K, F += U^T V;  ahla: P += K^T V, E += K^T X
-      Accumulator sum;
-      wmma::load_matrix_sync(sum, s.state1_sum + tm * tile * ld_float + tn * tile, ld_float, wmma::mem_row_major);
-      multiply_add<wmma::col_major, wmma::row_major>(sum, s.k, Ahla ? s.v : s.k, tm, tn);
-      store(s.state1_sum, sum, tm, tn);
-      wmma::load_matrix_sync(sum, s.state2_sum + tm * tile * ld_float + tn * tile, ld_float, wmma::mem_row_major);
-      multiply_add<wmma::col_major, wmma::row_major>(sum, Ahla ? s.k : s.u, Ahla ? s.u : s.v, tm, tn);
-      store(s.state2_sum, sum, tm, tn);
-    });
-    __syncthreads();
-    round_to_half(s.state1_sum, s.state1, false);
-    round_to_half(s.state2_sum, s.state2, false);
-    __syncthreads();
+    wmma::fill_fragment(acc, 0.0f);  // hla2: O = Q F + W V;  ahla: O = Q E + A X
+    multiply_add<wmma::row_major, wmma::row_major>(acc, s.q, s.state2, tm, tn);
+    multiply_add<wmma::row_major, wmma::row_major>(acc, Ahla ? s.a : s.w, Ahla ? s.u : s.v, tm, tn);
+    wmma::store_matrix_sync(out + (row + tm * tile) * width + tn * tile, acc, width, wmma::mem_row_major);
+    // hla2: S += K^T K, F += U^T V;  ahla: P += K^T V, E += K^T X
+    multiply_add<wmma::col_major, wmma::row_major>(sum1, s.k, Ahla ? s.v : s.k, tm, tn);
+    multiply_add<wmma::col_major, wmma::row_major>(sum2, Ahla ? s.k : s.u, Ahla ? s.u : s.v, tm, tn);
+    __syncthreads();  // every read of the state copies is done
+    round_tile(sum1, s.scratch, s.state1, tm, tn, false);
+    round_tile(sum2, s.scratch, s.state2, tm, tn, false);
     std::swap(s.q, s.next_q);
     std::swap(s.k, s.next_k);
     std::swap(s.v, s.next_v);
