@@ -39,6 +39,36 @@ constexpr int float_tiles = 1;  // scratch
 constexpr int shared_bytes = half_tiles * width * ld_half * 2 + float_tiles * width * ld_float * 4;
 
 using Accumulator = wmma::fragment<wmma::accumulator, tile, tile, tile, float>;
+using RowOperand = wmma::fragment<wmma::matrix_a, tile, tile, tile, Bf, wmma::row_major>;
+
+// The calling warp's row block of Q (rows tm, every k slice), loaded once per chunk and used by
+// the four products that start with Q.
+struct QueryRows {
+  RowOperand slice[width / tile];
+  __device__ void load(const Bf* q, int tm) {
+#pragma unroll
+    for (int kk = 0; kk < width / tile; ++kk) wmma::load_matrix_sync(slice[kk], q + tm * tile * ld_half + kk * tile, ld_half);
+  }
+};
+
+// acc += Q B for the tile (tm, tn), Q from registers.
+template <class LayoutB>
+__device__ void query_times(Accumulator& acc, const QueryRows& q, const Bf* b, int tn) {
+  constexpr bool b_rows = std::is_same_v<LayoutB, wmma::row_major>;
+#pragma unroll
+  for (int kk = 0; kk < width / tile; ++kk) {
+    wmma::fragment<wmma::matrix_b, tile, tile, tile, Bf, LayoutB> fb;
+    wmma::load_matrix_sync(fb, b_rows ? b + kk * tile * ld_half + tn * tile : b + tn * tile * ld_half + kk * tile,
+                           ld_half);
+    wmma::mma_sync(acc, q.slice[kk], fb, acc);
+  }
+}
+
+// acc += other: two products summed from independent accumulators (shorter dependency chains).
+__device__ void add(Accumulator& acc, const Accumulator& other) {
+#pragma unroll
+  for (int i = 0; i < acc.num_elements; ++i) acc.x[i] += other.x[i];
+}
 
 // acc += A B over the full inner dimension of 64, for the output tile (tm, tn); A and B are bf16
 // in shared memory, each row-major (element (r, c) at [r * ld_half + c]) or column-major.
@@ -130,25 +160,31 @@ __global__ void __launch_bounds__(threads, 1)
       __pipeline_wait_prior(0);
     }
     __syncthreads();  // the chunk and the state copies of the last one are in place
-    Accumulator acc;
+    QueryRows rows;
+    rows.load(s.q, tm);
+    Accumulator acc, second;
     wmma::fill_fragment(acc, 0.0f);  // A = Q K^T
-    multiply_add<wmma::row_major, wmma::col_major>(acc, s.q, s.k, tm, tn);
+    query_times<wmma::col_major>(acc, rows, s.k, tn);
     round_tile(acc, s.scratch, s.a, tm, tn, true);
     __syncthreads();
     wmma::fill_fragment(acc, 0.0f);  // hla2: U = Q S + A K;  ahla: X = Q P + A V
-    multiply_add<wmma::row_major, wmma::row_major>(acc, s.q, s.state1, tm, tn);
-    multiply_add<wmma::row_major, wmma::row_major>(acc, s.a, Ahla ? s.v : s.k, tm, tn);
+    wmma::fill_fragment(second, 0.0f);
+    query_times<wmma::row_major>(acc, rows, s.state1, tn);
+    multiply_add<wmma::row_major, wmma::row_major>(second, s.a, Ahla ? s.v : s.k, tm, tn);
+    add(acc, second);
     round_tile(acc, s.scratch, s.u, tm, tn, false);
     __syncthreads();
     if constexpr (!Ahla) {
       wmma::fill_fragment(acc, 0.0f);  // W = Q U^T
-      multiply_add<wmma::row_major, wmma::col_major>(acc, s.q, s.u, tm, tn);
+      query_times<wmma::col_major>(acc, rows, s.u, tn);
       round_tile(acc, s.scratch, s.w, tm, tn, true);
       __syncthreads();
     }
     wmma::fill_fragment(acc, 0.0f);  // hla2: O = Q F + W V;  ahla: O = Q E + A X
-    multiply_add<wmma::row_major, wmma::row_major>(acc, s.q, s.state2, tm, tn);
-    multiply_add<wmma::row_major, wmma::row_major>(acc, Ahla ? s.a : s.w, Ahla ? s.u : s.v, tm, tn);
+    wmma::fill_fragment(second, 0.0f);
+    query_times<wmma::row_major>(acc, rows, s.state2, tn);
+    multiply_add<wmma::row_major, wmma::row_major>(second, Ahla ? s.a : s.w, Ahla ? s.u : s.v, tm, tn);
+    add(acc, second);
     wmma::store_matrix_sync(out + (row + tm * tile) * width + tn * tile, acc, width, wmma::mem_row_major);
     // hla2: S += K^T K, F += U^T V;  ahla: P += K^T V, E += K^T X
     multiply_add<wmma::col_major, wmma::row_major>(sum1, s.k, Ahla ? s.v : s.k, tm, tn);
