@@ -104,27 +104,10 @@ __global__ void chunk_summary_kernel(Algebra algebra, std::int64_t length, std::
 
 // Stage 2: Blelloch's exclusive scan over the padded chunk summaries of each head, the same tree
 // as fast::exclusive_scan. One block per combine; `work` gives each block a result and scratch.
-template <class Algebra, class T>
-__global__ void up_sweep_kernel(Algebra algebra, std::int64_t padded, std::int64_t stride, T* summaries, T* work) {
-  const int size = Algebra::summary_size(algebra.p.d, algebra.p.dv);
-  const int scratch = combine_scratch<Algebra>(algebra.p.d, algebra.p.dv);
-  const std::int64_t head = blockIdx.y, pair = blockIdx.x;
-  T* xs = summaries + head * padded * size;
-  T* out = work + (head * gridDim.x + pair) * (size + scratch);
-  const std::int64_t right = (pair + 1) * 2 * stride - 1;
-  algebra.combine(xs + (right - stride) * size, xs + right * size, out, out + size);
-  __syncthreads();
-  block::copy(out, xs + right * size, size);
-}
-
-template <class Algebra, class T>
-__global__ void set_identity_kernel(Algebra algebra, std::int64_t padded, T* summaries) {
-  const int size = Algebra::summary_size(algebra.p.d, algebra.p.dv);
-  algebra.identity(summaries + (blockIdx.x * padded + padded - 1) * size);
-}
-
-template <class Algebra, class T>
-__global__ void down_sweep_kernel(Algebra algebra, std::int64_t padded, std::int64_t stride, T* summaries, T* work) {
+// Up-sweep: the right node becomes left (+) right. Down-sweep: the left node inherits the right
+// node's prefix, and the right node becomes that prefix (+) the left subtree.
+template <bool Up, class Algebra, class T>
+__global__ void sweep_kernel(Algebra algebra, std::int64_t padded, std::int64_t stride, T* summaries, T* work) {
   const int size = Algebra::summary_size(algebra.p.d, algebra.p.dv);
   const int scratch = combine_scratch<Algebra>(algebra.p.d, algebra.p.dv);
   const std::int64_t head = blockIdx.y, pair = blockIdx.x;
@@ -133,12 +116,22 @@ __global__ void down_sweep_kernel(Algebra algebra, std::int64_t padded, std::int
   const std::int64_t right = (pair + 1) * 2 * stride - 1;
   T* left_node = xs + (right - stride) * size;
   T* right_node = xs + right * size;
-  algebra.combine(right_node, left_node, out, out + size);  // the right child adds the left subtree
+  if constexpr (Up) {
+    algebra.combine(left_node, right_node, out, out + size);
+  } else {
+    algebra.combine(right_node, left_node, out, out + size);
+  }
   __syncthreads();
   block::each(size, [&](int i) {
-    left_node[i] = right_node[i];  // the left child inherits the prefix
+    if constexpr (!Up) left_node[i] = right_node[i];
     right_node[i] = out[i];
   });
+}
+
+template <class Algebra, class T>
+__global__ void set_identity_kernel(Algebra algebra, std::int64_t padded, T* summaries) {
+  const int size = Algebra::summary_size(algebra.p.d, algebra.p.dv);
+  algebra.identity(summaries + (blockIdx.x * padded + padded - 1) * size);
 }
 
 // Stage 3: each chunk from its carry-in, token by token: I_t = ((carry (+) T_1) (+) ...) (+) T_t.
@@ -287,14 +280,14 @@ void scan_with(const Algebra& algebra, std::int64_t heads, std::int64_t length, 
 
   for (std::int64_t stride = 1; stride < padded; stride *= 2) {
     const dim3 grid(padded / (2 * stride), heads);
-    up_sweep_kernel<Algebra, T><<<grid, threads_per_block, 0, stream>>>(algebra, padded, stride, summaries, work);
+    sweep_kernel<true, Algebra, T><<<grid, threads_per_block, 0, stream>>>(algebra, padded, stride, summaries, work);
     check_launch("up-sweep kernel");
   }
   set_identity_kernel<Algebra, T><<<heads, threads_per_block, 0, stream>>>(algebra, padded, summaries);
   check_launch("identity kernel");
   for (std::int64_t stride = padded / 2; stride >= 1; stride /= 2) {
     const dim3 grid(padded / (2 * stride), heads);
-    down_sweep_kernel<Algebra, T><<<grid, threads_per_block, 0, stream>>>(algebra, padded, stride, summaries, work);
+    sweep_kernel<false, Algebra, T><<<grid, threads_per_block, 0, stream>>>(algebra, padded, stride, summaries, work);
     check_launch("down-sweep kernel");
   }
 

@@ -89,13 +89,13 @@ void check_same_shapes(const std::vector<Sequence<U>>& heads, const char* what) 
 }
 
 // Uploads every head (converted by `convert`), runs terms<In, T>, downloads num and den.
-template <class In, class T, class U, class Convert>
-std::vector<Terms<T>> round_trip(const OperatorSpec& spec, Form form, Method method,
-                                 const std::vector<Sequence<U>>& heads, std::int64_t chunk, Convert convert) {
-  validate(spec, form, method);
+// Uploads every head (each entry converted by `convert`), calls run(problem, q, k, v, num, den) on
+// the device arrays, and downloads num and den.
+template <class In, class T, class U, class Convert, class Run>
+std::vector<Terms<T>> round_trip(const std::vector<Sequence<U>>& heads, const char* what, Convert convert, Run run) {
   if (heads.empty()) return {};
   const Index n = heads.front().length(), d = heads.front().key_dim(), dv = heads.front().value_dim();
-  check_same_shapes(heads, "GPU");
+  check_same_shapes(heads, what);
   const Problem problem{1, static_cast<std::int64_t>(heads.size()), n, static_cast<int>(d), static_cast<int>(dv)};
   validate_problem(problem);
   const std::size_t h = heads.size(), keys = n * d, values = n * dv;
@@ -112,7 +112,7 @@ std::vector<Terms<T>> round_trip(const OperatorSpec& spec, Form form, Method met
     upload(k, heads[i].k, i * keys);
     upload(v, heads[i].v, i * values);
   }
-  terms<In, T>(spec, form, method, problem, chunk, q.data(), k.data(), v.data(), num.data(), den.data());
+  run(problem, q.data(), k.data(), v.data(), num.data(), den.data());
   check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   std::vector<Terms<T>> out(h, Terms<T>{Matrix<T>(n, dv), Vector<T>(n)});
   for (std::size_t i = 0; i < h; ++i) {
@@ -120,6 +120,17 @@ std::vector<Terms<T>> round_trip(const OperatorSpec& spec, Form form, Method met
     den.download(out[i].den.data(), i * n, n);
   }
   return out;
+}
+
+// round_trip through gpu::terms.
+template <class In, class T, class U, class Convert>
+std::vector<Terms<T>> terms_round_trip(const OperatorSpec& spec, Form form, Method method,
+                                       const std::vector<Sequence<U>>& heads, std::int64_t chunk, Convert convert) {
+  validate(spec, form, method);
+  return round_trip<In, T>(heads, "GPU", convert,
+                           [&](const Problem& problem, const In* q, const In* k, const In* v, T* num, T* den) {
+                             terms<In, T>(spec, form, method, problem, chunk, q, k, v, num, den);
+                           });
 }
 
 }  // namespace
@@ -202,20 +213,20 @@ void finish(const OperatorSpec& spec, const Problem& problem, const T* num, cons
 
 std::vector<Terms<float>> terms(const OperatorSpec& spec, Form form, Method method,
                                 const std::vector<Sequence<float>>& heads, std::int64_t chunk) {
-  return round_trip<float, float>(spec, form, method, heads, chunk, [](float x) { return x; });
+  return terms_round_trip<float, float>(spec, form, method, heads, chunk, [](float x) { return x; });
 }
 std::vector<Terms<double>> terms(const OperatorSpec& spec, Form form, Method method,
                                  const std::vector<Sequence<double>>& heads, std::int64_t chunk) {
-  return round_trip<double, double>(spec, form, method, heads, chunk, [](double x) { return x; });
+  return terms_round_trip<double, double>(spec, form, method, heads, chunk, [](double x) { return x; });
 }
 std::vector<Terms<ModP>> terms(const OperatorSpec& spec, Form form, Method method,
                                const std::vector<Sequence<ModP>>& heads, std::int64_t chunk) {
-  return round_trip<ModP, ModP>(spec, form, method, heads, chunk, [](ModP x) { return x; });
+  return terms_round_trip<ModP, ModP>(spec, form, method, heads, chunk, [](ModP x) { return x; });
 }
 
 std::vector<Terms<float>> terms_bf16(const OperatorSpec& spec, Form form, Method method,
                                      const std::vector<Sequence<float>>& heads, std::int64_t chunk) {
-  return round_trip<BFloat16, float>(spec, form, method, heads, chunk, [](float x) { return to_bfloat16(x); });
+  return terms_round_trip<BFloat16, float>(spec, form, method, heads, chunk, [](float x) { return to_bfloat16(x); });
 }
 
 void fast_forward(Variant variant, const Problem& problem, const BFloat16* q, const BFloat16* k, const BFloat16* v,
@@ -235,30 +246,14 @@ void fast_forward(Variant variant, const Problem& problem, const BFloat16* q, co
 }
 
 std::vector<Matrix<float>> fast_forward(Variant variant, const std::vector<Sequence<float>>& heads) {
-  if (heads.empty()) return {};
-  const Index n = heads.front().length(), d = heads.front().key_dim(), dv = heads.front().value_dim();
-  check_same_shapes(heads, "fast path");
-  const Problem problem{1, static_cast<std::int64_t>(heads.size()), n, static_cast<int>(d), static_cast<int>(dv)};
-  validate_problem(problem);
-  const std::size_t h = heads.size(), keys = n * d, values = n * dv;
-  DeviceArray<BFloat16> q(h * keys), k(h * keys), v(h * values);
-  DeviceArray<float> num(h * values);
-  std::vector<BFloat16> staging;
-  const auto upload = [&](DeviceArray<BFloat16>& to, const Matrix<float>& from, std::size_t offset) {
-    staging.resize(from.size());
-    for (Index i = 0; i < from.size(); ++i) staging[i] = to_bfloat16(from.data()[i]);
-    to.upload(staging.data(), offset, staging.size());
-  };
-  for (std::size_t i = 0; i < h; ++i) {
-    upload(q, heads[i].q, i * keys);
-    upload(k, heads[i].k, i * keys);
-    upload(v, heads[i].v, i * values);
-  }
-  fast_forward(variant, problem, q.data(), k.data(), v.data(), num.data());
-  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-  std::vector<Matrix<float>> out(h, Matrix<float>(n, dv));
-  for (std::size_t i = 0; i < h; ++i) num.download(out[i].data(), i * values, values);
-  return out;
+  const std::vector<Terms<float>> out = round_trip<BFloat16, float>(
+      heads, "fast path", [](float x) { return to_bfloat16(x); },
+      [&](const Problem& problem, const BFloat16* q, const BFloat16* k, const BFloat16* v, float* num, float*) {
+        fast_forward(variant, problem, q, k, v, num);
+      });
+  std::vector<Matrix<float>> nums;
+  for (const Terms<float>& t : out) nums.push_back(t.num);
+  return nums;
 }
 
 template <class In>
