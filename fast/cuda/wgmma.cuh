@@ -1,0 +1,153 @@
+#pragma once
+
+// Hopper's warpgroup matrix products (wgmma, sm_90a) on 64 x 64 bf16 tiles with float32
+// accumulators: D (64 x 64) += A (64 x 16) B (16 x 64), issued by the four warps of a warpgroup
+// and completed asynchronously. Four such steps make one 64 x 64 x 64 product.
+//
+// Shared tiles use the layout without swizzling: 8 x 8 "core matrices" of 128 contiguous bytes
+// (eight rows of 16 bytes), element (r, c) of a tile at offset(r, c). A tile serves as an
+// operand either way round: rows are the M (or N) index and columns K ("K-major"), or rows are
+// K and columns M (or N) ("MN-major", the transposed operand), which bf16 allows.
+// PTX ISA, "Asynchronous Warpgroup Level Matrix Shared Memory Layout" and "Matrix Descriptor".
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+namespace hla::fast::gpu::detail::wgmma {
+
+constexpr int width = 64;                     // tile rows and columns
+constexpr int tile_bytes = width * width * 2;  // bf16
+constexpr int core_bytes = 128;                // 8 rows of 16 bytes
+constexpr int row_group_bytes = (width / 8) * core_bytes;
+
+// Element index of (r, c) in a tile.
+__device__ constexpr int offset(int r, int c) { return ((r / 8) * row_group_bytes + (c / 8) * core_bytes) / 2 + (r % 8) * 8 + c % 8; }
+
+enum class Major { k, mn };
+
+// The descriptor of the 64 x 16 (K-major) or 16 x 64 (MN-major) slice of `tile` at K = 16 kk.
+// Leading byte offset: between core matrices along K; stride byte offset: along M (or N).
+template <Major major>
+__device__ std::uint64_t descriptor(const __nv_bfloat16* tile, int kk) {
+  const auto start = static_cast<std::uint32_t>(__cvta_generic_to_shared(tile));
+  constexpr std::uint32_t along_columns = core_bytes, along_rows = row_group_bytes;
+  const std::uint32_t address = start + kk * 2 * (major == Major::k ? along_columns : along_rows);
+  const std::uint32_t leading = major == Major::k ? along_columns : along_rows;
+  const std::uint32_t stride = major == Major::k ? along_rows : along_columns;
+  return std::uint64_t((address >> 4) & 0x3FFF) | std::uint64_t((leading >> 4) & 0x3FFF) << 16 |
+         std::uint64_t((stride >> 4) & 0x3FFF) << 32;  // layout type 0: no swizzling
+}
+
+// A warpgroup's 64 x 64 float32 accumulator: thread t holds rows 16 (t / 32) + (t % 32) / 4 (+ 8)
+// and columns 8 j + 2 (t % 4) (+ 1), j = 0..7, as element [4 j + 2 (second row) + (second column)].
+struct Accumulator {
+  float x[32];
+  __device__ static int row(int i) { return 16 * (threadIdx.x % 128 / 32) + threadIdx.x % 32 / 4 + 8 * (i / 2 % 2); }
+  __device__ static int column(int i) { return 8 * (i / 4) + 2 * (threadIdx.x % 4) + i % 2; }
+};
+
+// A 64 x 64 bf16 operand A held in registers, four K slices of 16 (the layout of an accumulator's
+// columns 16 kk .. 16 kk + 15, so an accumulator converts in place).
+struct RowOperand {
+  std::uint32_t x[4][4];
+};
+
+// Keeps the compiler from moving reads or writes of the accumulator across the asynchronous
+// products (which it cannot see): call after wait() and before the registers are used.
+__device__ inline void fence_operand(Accumulator& d) {
+#pragma unroll
+  for (int i = 0; i < 32; ++i) asm volatile("" : "+f"(d.x[i])::"memory");
+}
+
+__device__ inline void fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ inline void commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int pending>
+__device__ void wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(pending) : "memory");
+}
+// Ordinary shared-memory stores made visible to the tensor cores (before the barrier).
+__device__ inline void fence_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+#define HLA_WGMMA_D                                                                                              \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, " \
+  "%23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define HLA_WGMMA_D_OPERANDS(d)                                                                                     \
+  "+f"(d.x[0]), "+f"(d.x[1]), "+f"(d.x[2]), "+f"(d.x[3]), "+f"(d.x[4]), "+f"(d.x[5]), "+f"(d.x[6]), "+f"(d.x[7]),   \
+      "+f"(d.x[8]), "+f"(d.x[9]), "+f"(d.x[10]), "+f"(d.x[11]), "+f"(d.x[12]), "+f"(d.x[13]), "+f"(d.x[14]),        \
+      "+f"(d.x[15]), "+f"(d.x[16]), "+f"(d.x[17]), "+f"(d.x[18]), "+f"(d.x[19]), "+f"(d.x[20]), "+f"(d.x[21]),      \
+      "+f"(d.x[22]), "+f"(d.x[23]), "+f"(d.x[24]), "+f"(d.x[25]), "+f"(d.x[26]), "+f"(d.x[27]), "+f"(d.x[28]),      \
+      "+f"(d.x[29]), "+f"(d.x[30]), "+f"(d.x[31])
+
+// d (+)= A B over K = 16 with A and B in shared memory; `accumulate` false overwrites d.
+template <Major major_a, Major major_b>
+__device__ void step(Accumulator& d, std::uint64_t a, std::uint64_t b, bool accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " HLA_WGMMA_D ", %32, %33, p, 1, 1, %35, %36;\n}\n"
+      : HLA_WGMMA_D_OPERANDS(d)
+      : "l"(a), "l"(b), "r"(int(accumulate)), "n"(int(major_a == Major::mn)), "n"(int(major_b == Major::mn)));
+}
+
+// d (+)= A B over K = 16 with A's slice in registers and B in shared memory.
+template <Major major_b>
+__device__ void step(Accumulator& d, const std::uint32_t (&a)[4], std::uint64_t b, bool accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " HLA_WGMMA_D ", {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
+      : HLA_WGMMA_D_OPERANDS(d)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(int(accumulate)), "n"(int(major_b == Major::mn)));
+}
+
+#undef HLA_WGMMA_D
+#undef HLA_WGMMA_D_OPERANDS
+
+// d (+)= A B, the whole 64 x 64 x 64 product, A and B shared tiles.
+template <Major major_a, Major major_b>
+__device__ void multiply(Accumulator& d, const __nv_bfloat16* a, const __nv_bfloat16* b, bool accumulate) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+    step<major_a, major_b>(d, descriptor<major_a>(a, kk), descriptor<major_b>(b, kk), accumulate || kk > 0);
+}
+
+// d (+)= A B with A in registers.
+template <Major major_b>
+__device__ void multiply(Accumulator& d, const RowOperand& a, const __nv_bfloat16* b, bool accumulate) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) step<major_b>(d, a.x[kk], descriptor<major_b>(b, kk), accumulate || kk > 0);
+}
+
+__device__ inline std::uint32_t pack(float low, float high) {
+  const __nv_bfloat162 pair = __floats2bfloat162_rn(low, high);
+  return *reinterpret_cast<const std::uint32_t*>(&pair);
+}
+
+// bf16(d) as a register operand, entries above the diagonal zero when `causal`.
+__device__ inline RowOperand round_to_operand(const Accumulator& d, bool causal) {
+  RowOperand a;
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+    for (int p = 0; p < 4; ++p) {
+      // register p of slice kk: rows + 8 (p % 2), columns 16 kk + 8 (p / 2) + 2 (t % 4) (+ 1)
+      const int i = 8 * kk + 2 * p;
+      const bool keep = !causal || Accumulator::column(i) <= Accumulator::row(i);
+      const bool keep_next = !causal || Accumulator::column(i + 1) <= Accumulator::row(i + 1);
+      a.x[kk][p] = pack(keep ? d.x[i] : 0.0f, keep_next ? d.x[i + 1] : 0.0f);
+    }
+  return a;
+}
+
+// tile = bf16(d).
+__device__ inline void round_to_tile(const Accumulator& d, __nv_bfloat16* tile) {
+#pragma unroll
+  for (int i = 0; i < 32; i += 2)
+    *reinterpret_cast<std::uint32_t*>(tile + offset(Accumulator::row(i), Accumulator::column(i))) = pack(d.x[i], d.x[i + 1]);
+}
+
+__device__ inline void zero(Accumulator& d) {
+#pragma unroll
+  for (int i = 0; i < 32; ++i) d.x[i] = 0.0f;
+}
+
+}  // namespace hla::fast::gpu::detail::wgmma
