@@ -13,8 +13,9 @@
 // Operands are rounded to bf16 for the products (A, U or X, W, and the state S, F or P, E); the
 // sums stay in float32. docs/gpu.md gives the error bound.
 
+#include <cuda.h>  // CUtensorMap (the driver's encoder is reached through the runtime)
 #include <cuda_bf16.h>
-#include <cuda_pipeline.h>
+#include <cudaTypedefs.h>
 
 #include <string>
 #include <utility>
@@ -32,45 +33,112 @@ using wgmma::Major;
 
 constexpr int width = wgmma::width;  // C = d = dv
 constexpr int threads = 128;         // one warpgroup
-constexpr int tiles = 9;             // Q, K, V twice (the next chunk loads meanwhile), the two state copies, U or X
-constexpr int shared_bytes = tiles * wgmma::tile_bytes;
+constexpr int stages = 4;            // chunks of input in shared memory: one computing, three loading
+constexpr int input_tiles = 3 * stages;
+constexpr int output_bytes = width * width * 4;  // one chunk's float32 outputs
+constexpr int shared_bytes = wgmma::tile_alignment + (input_tiles + 3) * wgmma::tile_bytes + 2 * output_bytes;
 
-// Starts copying one chunk's rows (64 of 64 bf16) into a tile, 16 bytes (8 columns) a copy,
-// asynchronously; consecutive threads take consecutive rows (distinct banks).
-__device__ void start_loading(const Bf* from, Bf* to) {
-  for (int i = threadIdx.x; i < width * 8; i += threads) {
-    const int r = i % 8 + 8 * (i / 64), c = 8 * (i / 8 % 8);
-    __pipeline_memcpy_async(to + wgmma::offset(r, c), from + r * width + c, 16);
-  }
+__device__ std::uint32_t shared_address(const void* p) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
 }
 
-struct Tiles {
-  Bf *q, *k, *v, *next_q, *next_k, *next_v, *state1, *state2, *u;
-  __device__ explicit Tiles(unsigned char* base) {
-    Bf** slots[] = {&q, &k, &v, &next_q, &next_k, &next_v, &state1, &state2, &u};
-    for (int i = 0; i < tiles; ++i) *slots[i] = reinterpret_cast<Bf*>(base + i * wgmma::tile_bytes);
+// A shared-memory barrier that completes when the bytes announced to it have arrived.
+struct Arrival {
+  std::uint64_t word;
+  __device__ void init() { asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(shared_address(&word)) : "memory"); }
+  __device__ void expect(int bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_address(&word)), "r"(bytes)
+                 : "memory");
+  }
+  // Waits for the completion of the phase with this parity (0 for the first use, 1 for the next, ...).
+  __device__ void wait(int parity) {
+    asm volatile(
+        "{\n.reg .pred done;\nwaiting:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra waiting;\n}\n" ::"r"(shared_address(&word)),
+        "r"(parity)
+        : "memory");
   }
 };
 
+// Starts copying rows row .. row + 63 of a [rows, 64] bf16 tensor into a tile (128-byte swizzle),
+// signalling `arrival` (tensor memory accelerator, one thread).
+__device__ void start_loading(const CUtensorMap& map, std::int64_t row, Bf* to, Arrival& arrival) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+          shared_address(to)),
+      "l"(&map), "r"(0), "r"(static_cast<int>(row)), "r"(shared_address(&arrival.word))
+      : "memory");
+}
+
+// One chunk's inputs in shared memory.
+struct Chunk {
+  const Bf *q, *k, *v;
+};
+
+struct Tiles {
+  Bf* inputs;               // stages x (Q, K, V)
+  Bf *state1, *state2, *u;  // hla2: S, F, U; ahla: P, E, X
+  float* outputs;           // two chunks' outputs, row-major, on their way to device memory
+  __device__ explicit Tiles(unsigned char* shared)
+      : inputs(reinterpret_cast<Bf*>(shared + (wgmma::tile_alignment - shared_address(shared) % wgmma::tile_alignment) %
+                                                  wgmma::tile_alignment)) {
+    constexpr int elements = wgmma::tile_bytes / 2;
+    state1 = inputs + input_tiles * elements;
+    state2 = state1 + elements;
+    u = state2 + elements;
+    outputs = reinterpret_cast<float*>(u + elements);
+  }
+  __device__ Chunk chunk(std::int64_t c) const {
+    Bf* first = inputs + 3 * (c % stages) * (wgmma::tile_bytes / 2);
+    return {first, first + wgmma::tile_bytes / 2, first + wgmma::tile_bytes};
+  }
+  __device__ float* output(std::int64_t c) const { return outputs + (c % 2) * width * width; }
+};
+
 // Every thread's shared-memory writes (its copies and stores) visible to every thread and to the
-// matrix units.
+// matrix units and the bulk copy engine.
 __device__ void publish_shared() {
   wgmma::fence_shared();
   __syncthreads();
 }
 
-__device__ void store_rows(float* out, const Accumulator& o) {
+__device__ void stage_rows(float* to, const Accumulator& o) {
 #pragma unroll
   for (int i = 0; i < 32; i += 2)
-    *reinterpret_cast<float2*>(out + Accumulator::row(i) * width + Accumulator::column(i)) = make_float2(o.x[i], o.x[i + 1]);
+    *reinterpret_cast<float2*>(to + Accumulator::row(i) * width + Accumulator::column(i)) = make_float2(o.x[i], o.x[i + 1]);
 }
 
+// Bulk copies from shared to device memory (sm_90), tracked in groups by the issuing thread.
+__device__ void start_storing(float* to, const float* from, int bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(to),
+               "r"(static_cast<std::uint32_t>(__cvta_generic_to_shared(from))), "r"(bytes)
+               : "memory");
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+__device__ void wait_stores_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+__device__ void wait_stores_done() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+
+// q, k, v: tensor maps of the [heads * length, 64] inputs with 64 x 64 boxes.
 template <bool Ahla>
 __global__ void __launch_bounds__(threads, 1)
-    fast_kernel(const Bf* q, const Bf* k, const Bf* v, float* out, std::int64_t length) {
+    fast_kernel(const __grid_constant__ CUtensorMap q, const __grid_constant__ CUtensorMap k,
+                const __grid_constant__ CUtensorMap v, float* out, std::int64_t length) {
   extern __shared__ __align__(128) unsigned char shared[];
-  Tiles s(shared);
+  __shared__ Arrival loaded[stages];
+  const Tiles s(shared);
   const std::int64_t head = blockIdx.x, chunks = length / width;
+  const auto start_chunk = [&](std::int64_t c) {  // by thread 0
+    if (c >= chunks) return;
+    const std::int64_t row = head * length + c * width;
+    const Chunk to = s.chunk(c);
+    Arrival& arrival = loaded[c % stages];
+    arrival.expect(3 * wgmma::tile_bytes);
+    start_loading(q, row, const_cast<Bf*>(to.q), arrival);
+    start_loading(k, row, const_cast<Bf*>(to.k), arrival);
+    start_loading(v, row, const_cast<Bf*>(to.v), arrival);
+  };
+  const auto output_rows = [&](std::int64_t c) { return out + (head * length + c * width) * width; };
   // hla2: S and F; ahla: P and E, in float32 for the whole sequence; their bf16 copies in
   // s.state1 and s.state2 (zero before the first chunk).
   Accumulator sum1, sum2;
@@ -78,33 +146,37 @@ __global__ void __launch_bounds__(threads, 1)
   wgmma::zero(sum2);
   wgmma::round_to_tile(sum1, s.state1);
   wgmma::round_to_tile(sum2, s.state2);
-  const auto start_chunk = [&](std::int64_t c, Bf* to_q, Bf* to_k, Bf* to_v) {
-    const std::int64_t row = head * length + c * width;
-    start_loading(q + row * width, to_q);
-    start_loading(k + row * width, to_k);
-    start_loading(v + row * width, to_v);
-    __pipeline_commit();
-  };
-  start_chunk(0, s.q, s.k, s.v);
+  if (threadIdx.x == 0) {
+    for (Arrival& arrival : loaded) arrival.init();
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int c = 0; c < stages - 1; ++c) start_chunk(c);
   for (std::int64_t c = 0; c < chunks; ++c) {
-    __pipeline_wait_prior(0);
-    publish_shared();  // the chunk, the state copies and U of the last chunk; its products are done
-    if (c + 1 < chunks) start_chunk(c + 1, s.next_q, s.next_k, s.next_v);  // loads while chunk c computes
+    loaded[c % stages].wait(c / stages % 2);   // chunk c is in; c + 1 .. c + stages - 2 may still load
+    if (threadIdx.x == 0) wait_stores_read();  // chunk c - 2's outputs have left s.output(c)
+    publish_shared();  // the state copies, U of the last chunk, its outputs; its products are done
+    if (threadIdx.x == 0) {
+      start_chunk(c + stages - 1);  // into the last chunk's buffers
+      if (c > 0) start_storing(output_rows(c - 1), s.output(c - 1), output_bytes);
+    }
+    const Chunk now = s.chunk(c);
 
     Accumulator a, u, o;
     wgmma::fence_operand(sum1);
     wgmma::fence();
-    wgmma::multiply<Major::k, Major::k>(a, s.q, s.k, false);  // A = Q K^T
+    wgmma::multiply<Major::k, Major::k>(a, now.q, now.k, false);  // A = Q K^T
     wgmma::commit();
-    wgmma::multiply<Major::k, Major::mn>(u, s.q, s.state1, false);  // hla2: U = Q S;  ahla: X = Q P
+    wgmma::multiply<Major::k, Major::mn>(u, now.q, s.state1, false);  // hla2: U = Q S;  ahla: X = Q P
     wgmma::commit();
-    wgmma::multiply<Major::mn, Major::mn>(sum1, s.k, Ahla ? s.v : s.k, true);  // hla2: S += K^T K;  ahla: P += K^T V
+    wgmma::multiply<Major::mn, Major::mn>(sum1, now.k, Ahla ? now.v : now.k, true);  // hla2: S += K^T K;  ahla: P += K^T V
     wgmma::commit();
     wgmma::wait<2>();
     wgmma::fence_operand(a);
     const wgmma::RowOperand masked = wgmma::round_to_operand(a, true);
     wgmma::fence();
-    wgmma::multiply<Major::mn>(u, masked, Ahla ? s.v : s.k, true);  // hla2: U += A K;  ahla: X += A V
+    wgmma::multiply<Major::mn>(u, masked, Ahla ? now.v : now.k, true);  // hla2: U += A K;  ahla: X += A V
     wgmma::commit();
     wgmma::wait<0>();
     wgmma::fence_operand(u);
@@ -116,32 +188,34 @@ __global__ void __launch_bounds__(threads, 1)
     wgmma::fence_operand(sum2);
     wgmma::fence();
     if constexpr (Ahla) {
-      wgmma::multiply<Major::k, Major::mn>(o, s.q, s.state2, false);  // O = Q E
-      wgmma::multiply<Major::mn>(o, masked, s.u, true);               // O += A X
-      wgmma::multiply<Major::mn, Major::mn>(sum2, s.k, s.u, true);    // E += K^T X
+      wgmma::multiply<Major::k, Major::mn>(o, now.q, s.state2, false);  // O = Q E
+      wgmma::multiply<Major::mn>(o, masked, s.u, true);                 // O += A X
+      wgmma::multiply<Major::mn, Major::mn>(sum2, now.k, s.u, true);    // E += K^T X
       wgmma::commit();
     } else {
       Accumulator w;
-      wgmma::multiply<Major::k, Major::k>(w, s.q, s.u, false);  // W = Q U^T
+      wgmma::multiply<Major::k, Major::k>(w, now.q, s.u, false);  // W = Q U^T
       wgmma::commit();
-      wgmma::multiply<Major::k, Major::mn>(o, s.q, s.state2, false);  // O = Q F
-      wgmma::multiply<Major::mn, Major::mn>(sum2, s.u, s.v, true);    // F += U^T V
+      wgmma::multiply<Major::k, Major::mn>(o, now.q, s.state2, false);  // O = Q F
+      wgmma::multiply<Major::mn, Major::mn>(sum2, s.u, now.v, true);    // F += U^T V
       wgmma::commit();
       wgmma::wait<1>();
       wgmma::fence_operand(w);
       const wgmma::RowOperand masked_w = wgmma::round_to_operand(w, true);
       wgmma::fence();
-      wgmma::multiply<Major::mn>(o, masked_w, s.v, true);  // O += W V
+      wgmma::multiply<Major::mn>(o, masked_w, now.v, true);  // O += W V
       wgmma::commit();
     }
     wgmma::wait<0>();
     wgmma::fence_operand(o);
     wgmma::fence_operand(sum2);
-    store_rows(out + (head * length + c * width) * width, o);
+    stage_rows(s.output(c), o);            // leaves at the top of the next chunk
     wgmma::round_to_tile(sum2, s.state2);  // published at the top of the next chunk
-    std::swap(s.q, s.next_q);
-    std::swap(s.k, s.next_k);
-    std::swap(s.v, s.next_v);
+  }
+  publish_shared();
+  if (threadIdx.x == 0) {
+    start_storing(output_rows(chunks - 1), s.output(chunks - 1), output_bytes);
+    wait_stores_done();
   }
 }
 
@@ -150,6 +224,29 @@ void check(cudaError_t status, const char* what) {
 }
 
 }  // namespace
+
+// The tensor map of a [rows, 64] bf16 tensor, read in 64 x 64 boxes into 128-byte swizzled tiles.
+CUtensorMap tensor_map(const BFloat16* data, std::int64_t rows) {
+  static const auto encode = [] {
+    void* function = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    check(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &function, 12000, cudaEnableDefault, &found),
+          "cudaGetDriverEntryPointByVersion");
+    if (found != cudaDriverEntryPointSuccess || function == nullptr) {
+      throw Error("fast path: the driver has no cuTensorMapEncodeTiled");
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(function);
+  }();
+  CUtensorMap map;
+  const cuuint64_t dims[] = {static_cast<cuuint64_t>(width), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[] = {width * sizeof(BFloat16)};  // bytes between rows
+  const cuuint32_t box[] = {width, width}, element_strides[] = {1, 1};
+  const CUresult status = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<BFloat16*>(data), dims, strides,
+                                 box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (status != CUDA_SUCCESS) throw Error("fast path: cuTensorMapEncodeTiled failed (" + std::to_string(status) + ")");
+  return map;
+}
 
 void launch_fast(bool ahla, std::int64_t heads, std::int64_t length, const BFloat16* q, const BFloat16* k,
                  const BFloat16* v, float* out, CUstream_st* stream) {
@@ -165,8 +262,9 @@ void launch_fast(bool ahla, std::int64_t heads, std::int64_t length, const BFloa
   auto kernel = ahla ? fast_kernel<true> : fast_kernel<false>;
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes),
         "cudaFuncSetAttribute");
+  const std::int64_t rows = heads * length;
   kernel<<<static_cast<unsigned>(heads), threads, shared_bytes, stream>>>(
-      reinterpret_cast<const Bf*>(q), reinterpret_cast<const Bf*>(k), reinterpret_cast<const Bf*>(v), out, length);
+      tensor_map(q, rows), tensor_map(k, rows), tensor_map(v, rows), out, length);
   check(cudaGetLastError(), "fast kernel");
 }
 

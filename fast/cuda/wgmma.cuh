@@ -4,10 +4,11 @@
 // accumulators: D (64 x 64) += A (64 x 16) B (16 x 64), issued by the four warps of a warpgroup
 // and completed asynchronously. Four such steps make one 64 x 64 x 64 product.
 //
-// Shared tiles use the layout without swizzling: 8 x 8 "core matrices" of 128 contiguous bytes
-// (eight rows of 16 bytes), element (r, c) of a tile at offset(r, c). A tile serves as an
-// operand either way round: rows are the M (or N) index and columns K ("K-major"), or rows are
-// K and columns M (or N) ("MN-major", the transposed operand), which bf16 allows.
+// Shared tiles use the 128-byte swizzle: a row holds 64 bf16 (128 bytes), the 16-byte piece j of
+// row r is stored at piece j ^ (r % 8), and tiles start at multiples of 1024 bytes: the layout
+// the tensor memory accelerator writes with CU_TENSOR_MAP_SWIZZLE_128B. A tile serves as an
+// operand either way round: rows are the M (or N) index and columns K ("K-major"), or rows are K
+// and columns M (or N) ("MN-major", the transposed operand), which bf16 allows.
 // PTX ISA, "Asynchronous Warpgroup Level Matrix Shared Memory Layout" and "Matrix Descriptor".
 
 #include <cuda_bf16.h>
@@ -18,25 +19,24 @@ namespace hla::fast::gpu::detail::wgmma {
 
 constexpr int width = 64;                     // tile rows and columns
 constexpr int tile_bytes = width * width * 2;  // bf16
-constexpr int core_bytes = 128;                // 8 rows of 16 bytes
-constexpr int row_group_bytes = (width / 8) * core_bytes;
+constexpr int tile_alignment = 1024;           // one period of the swizzle: 8 rows of 128 bytes
 
 // Element index of (r, c) in a tile.
-__device__ constexpr int offset(int r, int c) { return ((r / 8) * row_group_bytes + (c / 8) * core_bytes) / 2 + (r % 8) * 8 + c % 8; }
+__device__ constexpr int offset(int r, int c) { return r * width + ((c / 8) ^ (r % 8)) * 8 + c % 8; }
 
 enum class Major { k, mn };
 
-// The descriptor of the 64 x 16 (K-major) or 16 x 64 (MN-major) slice of `tile` at K = 16 kk.
-// Leading byte offset: between core matrices along K; stride byte offset: along M (or N).
+// The descriptor of the 64 x 16 (K-major) or 16 x 64 (MN-major) slice of `tile` at K = 16 kk: the
+// slice starts 32 bytes (K-major) or 16 rows (MN-major) further on, and 8-row groups are 1024
+// bytes apart (the stride byte offset); the leading byte offset is unused for 64-wide tiles.
 template <Major major>
 __device__ std::uint64_t descriptor(const __nv_bfloat16* tile, int kk) {
   const auto start = static_cast<std::uint32_t>(__cvta_generic_to_shared(tile));
-  constexpr std::uint32_t along_columns = core_bytes, along_rows = row_group_bytes;
-  const std::uint32_t address = start + kk * 2 * (major == Major::k ? along_columns : along_rows);
-  const std::uint32_t leading = major == Major::k ? along_columns : along_rows;
-  const std::uint32_t stride = major == Major::k ? along_rows : along_columns;
-  return std::uint64_t((address >> 4) & 0x3FFF) | std::uint64_t((leading >> 4) & 0x3FFF) << 16 |
-         std::uint64_t((stride >> 4) & 0x3FFF) << 32;  // layout type 0: no swizzling
+  const std::uint32_t address = start + kk * (major == Major::k ? 32 : 16 * width * 2);
+  constexpr std::uint32_t leading = 16, stride = 8 * width * 2;
+  constexpr std::uint64_t swizzle_128 = 1;
+  return std::uint64_t((address >> 4) & 0x3FFF) | std::uint64_t(leading >> 4) << 16 | std::uint64_t(stride >> 4) << 32 |
+         swizzle_128 << 62;
 }
 
 // A warpgroup's 64 x 64 float32 accumulator: thread t holds rows 16 (t / 32) + (t % 32) / 4 (+ 8)
@@ -58,6 +58,13 @@ struct RowOperand {
 __device__ inline void fence_operand(Accumulator& d) {
 #pragma unroll
   for (int i = 0; i < 32; ++i) asm volatile("" : "+f"(d.x[i])::"memory");
+}
+
+__device__ inline void fence_operand(RowOperand& a) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+    for (int p = 0; p < 4; ++p) asm volatile("" : "+r"(a.x[kk][p])::"memory");
 }
 
 __device__ inline void fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
