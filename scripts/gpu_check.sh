@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs everything that needs the GPU, on a machine with one (build here with CUDA, carry the
 # binaries): the gpu-labelled tests (the n = 65536 cases in parallel), compute-sanitizer memcheck
-# and racecheck on the test binary, a `hla eval --impl gpu` smoke run, and the benchmark.
+# and racecheck on the test binary.
 #   scripts/gpu_check.sh BIN_DIR LOG_DIR      (BIN_DIR holds gpu_tests, hla, hla_bench_gpu)
 set -uo pipefail
 bin=${1:?binary directory}
@@ -25,10 +25,10 @@ wait
 cat "$large"/*.log >"$logs/gpu_tests_large.log"
 grep -q "failed" "$logs/gpu_tests_large.log" && status=1
 
-# racecheck is slow on shared-memory kernels: the exact tests only, two random cases per property.
-echo "== compute-sanitizer memcheck (all but [large], 3 cases per property), racecheck ([exact], 2 cases)"
+# racecheck is slow on shared-memory kernels: the exact tests and the fast path, two random cases per property.
+echo "== compute-sanitizer memcheck (all but [large], 3 cases per property), racecheck ([exact] and [fast], 2 cases)"
 for tool in memcheck racecheck; do
-  if [ $tool = memcheck ]; then cases=3 spec="~[large]"; else cases=2 spec="[exact]"; fi
+  if [ $tool = memcheck ]; then cases=3 spec="~[large]"; else cases=2 spec="[exact],[fast]"; fi
   RC_PARAMS="max_success=$cases" compute-sanitizer --tool "$tool" --error-exitcode 9 "$bin/gpu_tests" "$spec" \
     -r compact >"$logs/sanitizer_$tool.log" 2>&1
   code=$?

@@ -7,6 +7,8 @@
 
 #include <bit>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 
 #include "../cuda/launch.hpp"
 #include "hla/fast/scan.hpp"
@@ -241,6 +243,15 @@ void fast_forward(Variant variant, const Problem& problem, const BFloat16* q, co
   }
   if (problem.length % 64 != 0) {
     throw Error("fast path: n must be a multiple of 64, got " + std::to_string(problem.length));
+  }
+  // Tensor-map coordinates are 32-bit, and the copy engine moves 16-byte aligned rows.
+  if (problem.batch * problem.heads * problem.length > std::numeric_limits<std::int32_t>::max()) {
+    throw Error("fast path: batch * heads * n must be below 2^31, got " +
+                std::to_string(problem.batch * problem.heads * problem.length));
+  }
+  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  if (!aligned(q) || !aligned(k) || !aligned(v) || !aligned(num)) {
+    throw Error("fast path: q, k, v and the output must start at 16-byte aligned addresses");
   }
   detail::launch_fast(variant == Variant::ahla, problem.batch * problem.heads, problem.length, q, k, v, num, stream);
 }

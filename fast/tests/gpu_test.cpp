@@ -517,4 +517,10 @@ TEST_CASE("gpu/fast/the fast path refuses what it does not cover", "[gpu][fast]"
                     Catch::Contains("multiple of 64"));
   CHECK_THROWS_WITH(fast::gpu::fast_forward(Variant::hla3, fine, nullptr, nullptr, nullptr, nullptr),
                     Catch::Contains("hla2 and ahla only"));
+  const auto* odd = reinterpret_cast<const fast::gpu::BFloat16*>(std::uintptr_t{2});
+  CHECK_THROWS_WITH(fast::gpu::fast_forward(Variant::hla2, fine, odd, nullptr, nullptr, nullptr),
+                    Catch::Contains("16-byte aligned"));
+  const fast::gpu::Problem too_long{1 << 16, 1, 1 << 15, 64, 64};
+  CHECK_THROWS_WITH(fast::gpu::fast_forward(Variant::hla2, too_long, nullptr, nullptr, nullptr, nullptr),
+                    Catch::Contains("below 2^31"));
 }
