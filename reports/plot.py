@@ -17,8 +17,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 COLORS = {"streaming": "tab:blue", "scan": "tab:orange", "chunked": "tab:green", "gpu-streaming": "tab:purple",
-          "gpu-scan": "tab:red"}
-MARKERS = {"float64": "o", "float32": "s", "bf16-in/f32": "^"}
+          "gpu-scan": "tab:red", "gpu-fast": "tab:brown"}
+MARKERS = {"float64": "o", "float32": "s", "bf16-in/f32": "^", "bf16-in/bf16-mma": "v"}
 
 
 def main(data_csv, plot_dir):

@@ -204,8 +204,10 @@ CellMetrics metrics(const OperatorSpec& spec, int bits, const CandidateRun& run,
   double error_sq = 0, reference_sq = 0, bound_sq = 0;
   for (Index t = 0; t < n; ++t) {
     // num and den against their gauges
-    const double den_error = reference.den.error(t, 0, run.terms.den(t));
-    m.componentwise_u = std::max(m.componentwise_u, relative_u(den_error, gauge.den(t), bits));
+    if (run.has_den) {
+      const double den_error = reference.den.error(t, 0, run.terms.den(t));
+      m.componentwise_u = std::max(m.componentwise_u, relative_u(den_error, gauge.den(t), bits));
+    }
     // den_hat + eps: one more rounding, and eps one more summand
     const double den_bound =
         gamma_bound(depth.den(t) + 1, bits) * (gauge.den(t) + eps) + reference_error.den(t);

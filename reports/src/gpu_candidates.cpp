@@ -1,7 +1,7 @@
 // The GPU rows of the error report: the streaming kernel and the chunk-parallel scan
-// (fast/cuda, docs/gpu.md) in float64, float32 and on bf16 inputs with float32 arithmetic, when
-// the build has CUDA and a device is present. None of the GPU kernels uses TF32 (the generic
-// kernels do scalar float32 arithmetic), so there is no TF32 row.
+// (fast/cuda, docs/gpu.md) in float64, float32 and on bf16 inputs with float32 arithmetic, and the
+// fast path on the matrix units (bf16 operands, float32 sums), when the build has CUDA and a
+// device is present. No GPU kernel uses TF32, so there is no TF32 row.
 
 #include "hla/reports/candidates.hpp"
 
@@ -92,6 +92,51 @@ void add_rows(std::vector<Candidate>& out, Method method) {
   out.push_back({name, "bf16-in/f32", InputFormat::bf16, 24, uses_chunk, !uses_chunk, covers, in_float(true), depth});
 }
 
+// The fast path (matrix units, gpu::fast_forward): masked unnormalized hla2 and ahla without decay,
+// on bf16 inputs, for d = dv = 64 and n a multiple of 64. The report's narrower heads run padded
+// with zero columns and its lengths with zero rows at the end: zeros add nothing to any sum or
+// product, and later rows never reach earlier outputs, so the outputs are those of the unpadded
+// input, computed by the kernel at its own shape. It computes no denominator.
+constexpr Index fast_width = 64;
+
+bool fast_covers(const OperatorSpec& spec) {
+  return (spec.variant == Variant::hla2 || spec.variant == Variant::ahla) && spec.masked && !spec.normalize &&
+         !spec.decayed() && spec.ridge == 0;
+}
+
+// docs/gpu.md, "The fast path's bound": at most three roundings to bf16 (u = 2^-8) and
+// K = (r + 1)(n / 64 + 528) float32 roundings counted at u = 2^-22; since 2^-22 = 2^-14 u and
+// (1 + gamma(a))(1 + gamma(b)) - 1 <= gamma(a + b), a depth of 3 + ceil(K / 2^14) at u = 2^-8
+// bounds both.
+Depths fast_depth(const OperatorSpec& spec, Index n, Index dv) {
+  const Index padded = (n + fast_width - 1) / fast_width * fast_width;
+  const std::int64_t sums = (order(spec.variant) + 1) * (padded / fast_width + 528);
+  const std::int64_t k = 3 + (sums + (1 << 14) - 1) / (1 << 14);
+  return {Matrix<std::int64_t>::Constant(n, dv, k), Vector<std::int64_t>::Zero(n)};
+}
+
+CandidateRun fast_run(const OperatorSpec& spec, const Sequence<double>& s) {
+  const Index n = s.length(), dv = s.value_dim();
+  const Index padded = (n + fast_width - 1) / fast_width * fast_width;
+  const auto pad = [&](const Matrix<double>& m) {  // exact: the inputs are bf16 values
+    Matrix<float> out = Matrix<float>::Zero(padded, fast_width);
+    out.topLeftCorner(n, m.cols()) = m.cast<float>();
+    return out;
+  };
+  const Matrix<float> num = fast::gpu::fast_forward(spec.variant, {{pad(s.q), pad(s.k), pad(s.v)}}).front();
+  Terms<double> terms{num.topLeftCorner(n, dv).cast<double>(), Vector<double>::Zero(n)};
+  Matrix<double> output = terms.num;
+  // The gauge: every monomial of these operators has coefficient +1, so any algorithm's gauge is
+  // the operator on |q|, |k|, |v|; the CPU stream's computes it.
+  return {std::move(terms), std::move(output), gpu_gauge(spec, Method::streaming, s, 0), false};
+}
+
+void add_fast_row(std::vector<Candidate>& out) {
+  out.push_back({"gpu-fast", "bf16-in/bf16-mma", InputFormat::bf16, 8, false, true, fast_covers,
+                 [](const OperatorSpec& spec, const Sequence<double>& s, Index) { return fast_run(spec, s); },
+                 [](const OperatorSpec& spec, Index n, Index, Index dv, Index) { return fast_depth(spec, n, dv); }});
+}
+
 }  // namespace
 #endif
 
@@ -101,6 +146,7 @@ std::vector<Candidate> gpu_candidates() {
   std::vector<Candidate> out;
   add_rows(out, Method::streaming);
   add_rows(out, Method::scan);
+  add_fast_row(out);
   return out;
 #else
   return {};

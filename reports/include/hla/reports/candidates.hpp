@@ -29,6 +29,7 @@ struct CandidateRun {
   // The gauge: the same algorithm on |q|, |k|, |v| with subtraction turned into addition
   // (testing::Gauge), computed in double; gauge_upper_bound() makes it a bound of the exact one.
   Terms<double> gauge;
+  bool has_den = true;  // false: the implementation computes no denominator (unnormalized only)
 };
 
 // A-priori rounding depths K of every entry of num and den (rounding_depth.hpp):
