@@ -24,7 +24,8 @@ CommandLine::CommandLine() {
   eval->add_option("--eps", eps, "eps >= 0 (with --normalize)");
   eval->add_option("--ridge", ridge, "ridge lambda (hla2)");
   eval->add_option("--decay", decay, "decay gamma in (0, 1]");
-  eval->add_option("--impl", impl, "reference | streaming | scan | chunked | gpu | gpu-streaming")->required();
+  eval->add_option("--impl", impl, "reference | streaming | scan | chunked | gpu | gpu-streaming | gpu-fast")
+      ->required();
   eval->add_option("--chunk", request.scan.chunk, "scan, chunked: tokens per chunk (default 64)");
   eval->add_option("--threads", request.scan.threads, "scan, chunked: threads (default 1)");
   eval->add_option("--scalar", scalar, "exact | mpfr | f64 | f32 | modp")->required();
@@ -99,9 +100,12 @@ EvalRequest CommandLine::eval_request() const {
   if (impl == "gpu" || impl == "gpu-streaming") {  // the GPU's forms are those of its CPU twin
     out.gpu = impl == "gpu" ? fast::gpu::Method::scan : fast::gpu::Method::streaming;
     out.impl = impl == "gpu" ? fast::Impl::scan : fast::Impl::streaming;
+  } else if (impl == "gpu-fast") {
+    out.gpu_fast = true;
+    out.impl = fast::Impl::chunked;
   } else {
     out.impl = parse_choice("--impl", impl, fast::parse_impl(impl),
-                            "reference, streaming, scan, chunked, gpu, gpu-streaming");
+                            "reference, streaming, scan, chunked, gpu, gpu-streaming, gpu-fast");
   }
   out.scalar = parse_choice("--scalar", scalar, parse_scalar_kind(scalar), "exact, mpfr, f64, f32, modp");
   return out;

@@ -96,8 +96,18 @@ Matrix<T> evaluate_on_gpu(const EvalRequest& req, fast::Form form, const Sequenc
 }
 
 template <class T>
+Matrix<T> evaluate_fast(const EvalRequest& req, const Sequence<T>& s) {
+#if defined(HLA_HAVE_CUDA)
+  if constexpr (std::is_same_v<T, float>) return fast::gpu::fast_forward(req.spec.variant, {s}).front();
+#endif
+  (void)s;
+  throw Error("unreachable: --impl gpu-fast with --scalar " + std::string(scalar_kind_name(req.scalar)));
+}
+
+template <class T>
 Matrix<T> evaluate(const EvalRequest& req, fast::Form form, const Sequence<T>& s) {
   if (req.gpu) return evaluate_on_gpu(req, form, s);
+  if (req.gpu_fast) return evaluate_fast(req, s);
   switch (req.impl) {
     case fast::Impl::reference:
       return reference::output(req.spec, s);
@@ -126,6 +136,25 @@ void check_gpu(const EvalRequest& req) {
 #endif
 }
 
+// --impl gpu-fast: what the fast path covers, in float32 with bf16 inputs, where a device is present.
+void check_gpu_fast(const EvalRequest& req) {
+  const OperatorSpec& s = req.spec;
+  if ((s.variant != Variant::hla2 && s.variant != Variant::ahla) || !s.masked || s.normalize || s.decayed() ||
+      s.ridge != 0) {
+    throw Error("--impl gpu-fast: covers masked, unnormalized hla2 and ahla without --decay or --ridge only");
+  }
+  if (req.form) throw Error("--form: --impl gpu-fast has a single form");
+  if (req.scalar != ScalarKind::f32) {
+    throw Error("--impl gpu-fast: computes with bf16 inputs and float32 sums; use --scalar f32 (the inputs "
+                "are rounded to bf16)");
+  }
+#if defined(HLA_HAVE_CUDA)
+  if (const auto reason = fast::gpu::unavailable_reason()) throw Error("--impl gpu-fast: " + *reason);
+#else
+  throw Error("--impl gpu-fast: this hla was built without CUDA (nvcc not found)");
+#endif
+}
+
 }  // namespace
 
 void run_eval(const EvalRequest& req) {
@@ -135,6 +164,7 @@ void run_eval(const EvalRequest& req) {
         "--form: only applies to --impl streaming, scan and chunked; the reference has a single form");
   }
   if (req.gpu) check_gpu(req);
+  if (req.gpu_fast) check_gpu_fast(req);
   const fast::Form form = req.form.value_or(fast::default_form(req.spec, req.impl));
   fast::validate_form(req.spec, req.impl, form);
   fast::validate(req.scan);

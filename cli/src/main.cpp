@@ -29,6 +29,9 @@ implementations (--impl)
   chunked    chunk-parallel matrix form of Figures 1(C), 2(C): linear, hla2, ahla (--chunk, --threads)
   gpu        CUDA chunk-parallel scan: chunk summaries, Blelloch scan, chunk outputs (--chunk; f64, f32, modp)
   gpu-streaming  CUDA streaming kernel, one thread block per sequence (f64, f32, modp)
+  gpu-fast   the fast path on Hopper's matrix units: masked, unnormalized hla2 and ahla without
+             decay or ridge, d = dv = 64, n a multiple of 64; inputs rounded to bf16, sums in
+             float32 (--scalar f32)
 
 forms (--form; the default is the one equal to the reference, docs/findings.md)
   published  the paper's formulas as printed

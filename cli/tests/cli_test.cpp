@@ -303,6 +303,18 @@ TEST_CASE("cli/eval on the GPU or a one-line reason why not", "[cli]") {
   }
   check_rejected(w, w.eval("--variant hla2 --impl gpu --scalar exact"), "--impl gpu",
                  unavailable ? "" : "no GPU form");
+  // The fast path: what it covers is checked first, then the device; the workspace's heads are
+  // narrower than its d = dv = 64.
+  check_rejected(w, w.eval("--variant hla2 --decay 1/2 --impl gpu-fast --scalar f32"), "--impl gpu-fast",
+                 "without --decay or --ridge");
+  check_rejected(w, w.eval("--variant hla3 --impl gpu-fast --scalar f32"), "--impl gpu-fast", "hla2 and ahla");
+  check_rejected(w, w.eval("--variant ahla --impl gpu-fast --scalar f64"), "--impl gpu-fast", "--scalar f32");
+  const Run r = w.eval("--variant ahla --impl gpu-fast --scalar f32");
+  if (unavailable) {
+    check_rejected(w, r, "--impl gpu-fast", "");
+  } else {
+    check_rejected(w, r, "fast path", "d = dv = 64");
+  }
 }
 
 TEST_CASE("cli/proofs writes the ledger and exits 0 whatever the verdicts", "[cli]") {

@@ -15,6 +15,7 @@ struct EvalRequest {
   std::optional<fast::Form> form;  // streaming and scan; default: the form that equals the reference
   fast::Impl impl = fast::Impl::reference;
   std::optional<fast::gpu::Method> gpu;  // --impl gpu (the chunk scan) or gpu-streaming: impl is its CPU twin
+  bool gpu_fast = false;                 // --impl gpu-fast (gpu::fast_forward): impl is chunked, its CPU twin
   fast::ScanOptions scan;
   ScalarKind scalar = ScalarKind::exact;
   std::string q_path, k_path, v_path, out_path;
