@@ -28,7 +28,7 @@ grep -q "failed" "$logs/gpu_tests_large.log" && status=1
 # racecheck is slow on shared-memory kernels: the exact tests and the fast path, two random cases per property.
 echo "== compute-sanitizer memcheck (all but [large], 3 cases per property), racecheck ([exact] and [fast], 2 cases)"
 for tool in memcheck racecheck; do
-  if [ $tool = memcheck ]; then cases=3 spec="~[large]"; else cases=2 spec="[exact],[fast]"; fi
+  if [ $tool = memcheck ]; then cases=3 spec="~[large]"; else cases=2 spec="[exact],[fast]~[large]"; fi
   RC_PARAMS="max_success=$cases" compute-sanitizer --tool "$tool" --error-exitcode 9 "$bin/gpu_tests" "$spec" \
     -r compact >"$logs/sanitizer_$tool.log" 2>&1
   code=$?

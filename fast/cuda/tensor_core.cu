@@ -2,8 +2,10 @@
 // float32 accumulation and state, d = dv = 64, chunks of 64 tokens. One block (one warpgroup)
 // per sequence-head walks its chunks in order, so the scan over chunk summaries is the running
 // state itself and never touches device memory; every step of a chunk is a 64 x 64 x 64 product
-// issued asynchronously on Hopper's warpgroup matrix units (wgmma.cuh), the state sums stay in
-// the accumulator registers for the whole sequence, and the next chunk loads meanwhile.
+// issued asynchronously on Hopper's warpgroup matrix units (wgmma.cuh), and the state sums stay
+// in the accumulator registers for the whole sequence. The inputs arrive by the tensor memory
+// accelerator (TMA), three chunks ahead, and each chunk's outputs leave by one bulk copy, so the
+// warpgroup's own instructions are the products and the conversions between them.
 //
 // hla2 (Hla2MaskedChunks with gamma = 1): with S the key moment and F = sum_j u_j v_j^T before the chunk,
 //   A = (Q K^T) . L,  U = Q S + A K  (rows u_j = S_j q_j),  W = (Q U^T) . L,
@@ -18,7 +20,6 @@
 #include <cudaTypedefs.h>
 
 #include <string>
-#include <utility>
 
 #include "hla/reference/error.hpp"
 #include "launch.hpp"
@@ -112,7 +113,7 @@ __device__ void stage_rows(float* to, const Accumulator& o) {
 // Bulk copies from shared to device memory (sm_90), tracked in groups by the issuing thread.
 __device__ void start_storing(float* to, const float* from, int bytes) {
   asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(to),
-               "r"(static_cast<std::uint32_t>(__cvta_generic_to_shared(from))), "r"(bytes)
+               "r"(shared_address(from)), "r"(bytes)
                : "memory");
   asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
 }
