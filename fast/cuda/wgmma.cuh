@@ -60,13 +60,6 @@ __device__ inline void fence_operand(Accumulator& d) {
   for (int i = 0; i < 32; ++i) asm volatile("" : "+f"(d.x[i])::"memory");
 }
 
-__device__ inline void fence_operand(RowOperand& a) {
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-    for (int p = 0; p < 4; ++p) asm volatile("" : "+r"(a.x[kk][p])::"memory");
-}
-
 __device__ inline void fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ inline void commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int pending>
