@@ -224,8 +224,6 @@ void check(cudaError_t status, const char* what) {
   if (status != cudaSuccess) throw Error(std::string("CUDA: ") + what + ": " + cudaGetErrorString(status));
 }
 
-}  // namespace
-
 // The tensor map of a [rows, 64] bf16 tensor, read in 64 x 64 boxes into 128-byte swizzled tiles.
 CUtensorMap tensor_map(const BFloat16* data, std::int64_t rows) {
   static const auto encode = [] {
@@ -248,6 +246,8 @@ CUtensorMap tensor_map(const BFloat16* data, std::int64_t rows) {
   if (status != CUDA_SUCCESS) throw Error("fast path: cuTensorMapEncodeTiled failed (" + std::to_string(status) + ")");
   return map;
 }
+
+}  // namespace
 
 void launch_fast(bool ahla, std::int64_t heads, std::int64_t length, const BFloat16* q, const BFloat16* k,
                  const BFloat16* v, float* out, CUstream_st* stream) {
