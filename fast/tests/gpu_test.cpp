@@ -439,7 +439,8 @@ int main(int argc, char* argv[]) {
 // passes through at most three bf16 roundings (hla2: A or S, then U, then W or F; ahla: A or P,
 // then X, then A X or E), so its relative perturbation is at most gamma_bf16(3), u = 2^-8. The
 // float32 sums add at most K = 9 (n / 8 + 24) roundings at u = 2^-22 (docs/gpu.md: 9 per
-// accumulation step of the matrix units, 4 steps per product and per chunk of each state sum). The CPU stream in float64 stands in for the exact result, with its own bound
+// accumulation step of the matrix units, 4 steps per product and per chunk of each state sum; the
+// split into segments stays within it). The CPU stream in float64 stands in for the exact result, with its own bound
 // (docs/operators.md); the gauge is that stream's on |q|, |k|, |v| in float64, inflated by 1e-9.
 
 template <>
@@ -520,8 +521,19 @@ void check_fast_path(Index n, Index heads, std::uint64_t seed) {
 
 }  // namespace
 
+// Two heads of 65 chunks: each sequence runs as two segments (33 and 32 chunks), the second from
+// the carry-in that the first one's summary gives.
 TEST_CASE("gpu/fast/hla2 and ahla on the matrix units stay within the bf16 bound", "[gpu][fast]") {
-  check_fast_path(512, 2, 20261130);
+  check_fast_path(65 * 64, 2, 20261130);
+}
+
+// As many heads as SMs: one block per sequence-head, no segments; 10 chunks go round the four
+// input buffers twice.
+TEST_CASE("gpu/fast/one block per sequence-head when the heads fill the GPU", "[gpu][fast]") {
+  int device = 0, sms = 0;
+  REQUIRE(cudaGetDevice(&device) == cudaSuccess);
+  REQUIRE(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) == cudaSuccess);
+  check_fast_path(10 * 64, sms, 20261202);
 }
 
 TEST_CASE("gpu/large/the fast path at n = 65536 stays within the bf16 bound", "[gpu][fast][large]") {
