@@ -440,8 +440,9 @@ int main(int argc, char* argv[]) {
 // then X, then A X or E), so its relative perturbation is at most gamma_bf16(3), u = 2^-8. The
 // float32 sums add at most K = 9 (n / 8 + 24) roundings at u = 2^-22 (docs/gpu.md: 9 per
 // accumulation step of the matrix units, 4 steps per product and per chunk of each state sum; the
-// split into segments stays within it). The CPU stream in float64 stands in for the exact result, with its own bound
-// (docs/operators.md); the gauge is that stream's on |q|, |k|, |v| in float64, inflated by 1e-9.
+// split into segments stays within it). The CPU stream in float64 stands in for the exact result,
+// with its own bound (docs/operators.md); the gauge is that stream's on |q|, |k|, |v| in float64,
+// inflated by 1e-9.
 
 template <>
 Gauge<double> hla::from_rational<Gauge<double>>(const Rational& x) {
