@@ -36,7 +36,8 @@ constexpr int width = wgmma::width;  // C = d = dv
 constexpr int threads = 128;         // one warpgroup
 constexpr int stages = 4;            // chunks of input in shared memory: one computing, three loading
 constexpr int input_tiles = 3 * stages;
-constexpr int output_bytes = width * width * 4;  // one chunk's float32 outputs
+constexpr int matrix_floats = width * width;
+constexpr int output_bytes = matrix_floats * 4;  // one chunk's float32 outputs
 constexpr int shared_bytes = wgmma::tile_alignment + (input_tiles + 3) * wgmma::tile_bytes + 2 * output_bytes;
 
 __device__ std::uint32_t shared_address(const void* p) {
@@ -74,7 +75,7 @@ __device__ void start_loading(const CUtensorMap& map, std::int64_t row, Bf* to, 
 
 // One chunk's inputs in shared memory.
 struct Chunk {
-  const Bf *q, *k, *v;
+  Bf *q, *k, *v;
 };
 
 struct Tiles {
@@ -94,7 +95,7 @@ struct Tiles {
     Bf* first = inputs + 3 * (c % stages) * (wgmma::tile_bytes / 2);
     return {first, first + wgmma::tile_bytes / 2, first + wgmma::tile_bytes};
   }
-  __device__ float* output(std::int64_t c) const { return outputs + (c % 2) * width * width; }
+  __device__ float* output(std::int64_t c) const { return outputs + (c % 2) * matrix_floats; }
 };
 
 // Every thread's shared-memory writes (its copies and stores) visible to every thread and to the
@@ -129,8 +130,6 @@ __device__ void start_storing(float* to, const float* from, int bytes) {
 __device__ void wait_stores_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
 __device__ void wait_stores_done() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 
-constexpr int matrix_floats = width * width;
-
 // What a launch of the kernel computes for its segment of a sequence (G segments of L chunks,
 // the last one shorter; G = 1 when the sequence-heads fill the GPU):
 //   outputs: the outputs, from the carry-in state (zero for the first segment);
@@ -159,9 +158,9 @@ __global__ void __launch_bounds__(threads, 1)
     const Chunk to = s.chunk(c);
     Arrival& arrival = loaded[c % stages];
     arrival.expect(3 * wgmma::tile_bytes);
-    start_loading(q, row, const_cast<Bf*>(to.q), arrival);
-    start_loading(k, row, const_cast<Bf*>(to.k), arrival);
-    start_loading(v, row, const_cast<Bf*>(to.v), arrival);
+    start_loading(q, row, to.q, arrival);
+    start_loading(k, row, to.k, arrival);
+    start_loading(v, row, to.v, arrival);
   };
   const auto output_rows = [&](std::int64_t c) { return out + (head * length + (first + c) * width) * width; };
   // hla2: S and F; ahla: P and E, in float32 for the whole segment, from its carry-in; their bf16
@@ -205,7 +204,7 @@ __global__ void __launch_bounds__(threads, 1)
     wgmma::commit();
     wgmma::wait<2>();
     wgmma::fence_operand(a);
-    const wgmma::RowOperand masked = wgmma::round_to_operand(a, true);
+    const wgmma::RowOperand masked = wgmma::round_to_masked_operand(a);
     wgmma::fence();
     wgmma::multiply<Major::mn>(u, masked, Ahla ? now.v : now.k, true);  // hla2: U += A K;  ahla: X += A V
     wgmma::commit();
@@ -245,7 +244,7 @@ __global__ void __launch_bounds__(threads, 1)
       wgmma::commit();
       wgmma::wait<1>();
       wgmma::fence_operand(w);
-      const wgmma::RowOperand masked_w = wgmma::round_to_operand(w, true);
+      const wgmma::RowOperand masked_w = wgmma::round_to_masked_operand(w);
       wgmma::fence();
       wgmma::multiply<Major::mn>(o, masked_w, now.v, true);  // O += W V
       wgmma::commit();

@@ -122,8 +122,8 @@ __device__ inline std::uint32_t pack(float low, float high) {
   return *reinterpret_cast<const std::uint32_t*>(&pair);
 }
 
-// bf16(d) as a register operand, entries above the diagonal zero when `causal`.
-__device__ inline RowOperand round_to_operand(const Accumulator& d, bool causal) {
+// bf16(d) masked causally (entries above the diagonal zero), as a register operand.
+__device__ inline RowOperand round_to_masked_operand(const Accumulator& d) {
   RowOperand a;
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk)
@@ -131,8 +131,8 @@ __device__ inline RowOperand round_to_operand(const Accumulator& d, bool causal)
     for (int p = 0; p < 4; ++p) {
       // register p of slice kk: rows + 8 (p % 2), columns 16 kk + 8 (p / 2) + 2 (t % 4) (+ 1)
       const int i = 8 * kk + 2 * p;
-      const bool keep = !causal || Accumulator::column(i) <= Accumulator::row(i);
-      const bool keep_next = !causal || Accumulator::column(i + 1) <= Accumulator::row(i + 1);
+      const bool keep = Accumulator::column(i) <= Accumulator::row(i);
+      const bool keep_next = Accumulator::column(i + 1) <= Accumulator::row(i + 1);
       a.x[kk][p] = pack(keep ? d.x[i] : 0.0f, keep_next ? d.x[i + 1] : 0.0f);
     }
   return a;
