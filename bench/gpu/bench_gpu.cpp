@@ -8,23 +8,21 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
-#include <type_traits>
 #include <iostream>
 #include <limits>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "hla/fast/gpu.hpp"
+#include "hla/fast/gpu_status.hpp"
 
 using namespace hla;
 namespace gpu = hla::fast::gpu;
+using gpu::check;
 
 namespace {
-
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) throw Error(std::string(what) + ": " + cudaGetErrorString(status));
-}
 
 std::vector<std::string> split(const std::string& text) {
   std::vector<std::string> out;
@@ -48,20 +46,31 @@ Options parse(int argc, char** argv) {
     const std::string flag = argv[i];
     if (i + 1 >= argc) throw Error(flag + ": needs a value");
     const std::string value = argv[++i];
-    if (flag == "--batch") o.batch = std::stoll(value);
-    else if (flag == "--heads") o.heads = std::stoll(value);
-    else if (flag == "--d") o.d = std::stoi(value);
-    else if (flag == "--dv") o.dv = std::stoi(value);
-    else if (flag == "--reps") o.reps = std::stoi(value);
-    else if (flag == "--chunk") o.chunk = std::stoll(value);
-    else if (flag == "--dump") o.dump = value;
-    else if (flag == "--variants") o.variants = split(value);
-    else if (flag == "--precisions") o.precisions = split(value);
-    else if (flag == "--methods") o.methods = split(value);
+    if (flag == "--batch")
+      o.batch = std::stoll(value);
+    else if (flag == "--heads")
+      o.heads = std::stoll(value);
+    else if (flag == "--d")
+      o.d = std::stoi(value);
+    else if (flag == "--dv")
+      o.dv = std::stoi(value);
+    else if (flag == "--reps")
+      o.reps = std::stoi(value);
+    else if (flag == "--chunk")
+      o.chunk = std::stoll(value);
+    else if (flag == "--dump")
+      o.dump = value;
+    else if (flag == "--variants")
+      o.variants = split(value);
+    else if (flag == "--precisions")
+      o.precisions = split(value);
+    else if (flag == "--methods")
+      o.methods = split(value);
     else if (flag == "--n") {
       o.lengths.clear();
       for (const auto& n : split(value)) o.lengths.push_back(std::stoll(n));
-    } else throw Error("unknown option " + flag);
+    } else
+      throw Error("unknown option " + flag);
   }
   if (o.reps < 1) throw Error("--reps: must be >= 1");
   return o;
@@ -85,9 +94,9 @@ void dump_array(const std::string& path, const In* device, std::int64_t count) {
   if (!out) throw Error(path + ": cannot write");
 }
 
-// fast: the tensor-core path (gpu::fast_forward; bf16 inputs only), else gpu::terms with `method`.
+// gpu-fast: the tensor-core path (gpu::fast_forward; bf16 inputs only), else gpu::terms.
 template <class In>
-double time_forward(const OperatorSpec& spec, gpu::Method method, bool fast, const gpu::Problem& p,
+double time_forward(const OperatorSpec& spec, fast::Implementation impl, const gpu::Problem& p,
                     std::int64_t chunk, int reps, double* spread, const std::string& dump) {
   const std::int64_t rows = p.batch * p.heads * p.length;
   In *q, *k, *v;
@@ -101,13 +110,14 @@ double time_forward(const OperatorSpec& spec, gpu::Method method, bool fast, con
   gpu::fill_gaussian(q, rows * p.key_dim, 1, scale);
   gpu::fill_gaussian(k, rows * p.key_dim, 2, scale);
   gpu::fill_gaussian(v, rows * p.value_dim, 3, 1.0f);
-  const fast::Form form = fast::default_form(spec, method == gpu::Method::scan ? fast::Impl::scan : fast::Impl::streaming);
+  const fast::Form form = fast::default_form(spec, impl);
+  const bool on_matrix_units = impl == fast::Implementation::gpu_fast;
   const auto run = [&] {
     if constexpr (std::is_same_v<In, gpu::BFloat16>) {
-      if (fast) return gpu::fast_forward(spec.variant, p, q, k, v, num);
+      if (on_matrix_units) return gpu::fast_forward(spec, p, q, k, v, num);
     }
-    if (fast) throw Error("the fast path takes bf16 inputs only");
-    gpu::terms(spec, form, method, p, chunk, q, k, v, num, den);
+    if (on_matrix_units) throw Error("the fast path takes bf16 inputs only");
+    gpu::terms(spec, form, impl, p, chunk, q, k, v, num, den);
   };
   run();  // warm-up
   check(cudaDeviceSynchronize(), "warm-up");
@@ -130,8 +140,8 @@ double time_forward(const OperatorSpec& spec, gpu::Method method, bool fast, con
     dump_array(dump + "/v.f32", v, rows * p.value_dim);
     dump_array(dump + "/num.f32", num, rows * p.value_dim);
   }
-  for (void* ptr : {static_cast<void*>(q), static_cast<void*>(k), static_cast<void*>(v), static_cast<void*>(num),
-                    static_cast<void*>(den)}) {
+  for (void* ptr : {static_cast<void*>(q), static_cast<void*>(k), static_cast<void*>(v),
+                    static_cast<void*>(num), static_cast<void*>(den)}) {
     cudaFree(ptr);
   }
   cudaEventDestroy(start);
@@ -164,17 +174,20 @@ int main(int argc, char** argv) {
       spec.variant = *variant;
       for (const auto& precision : o.precisions) {
         for (const auto& method_text : o.methods) {
-          if (method_text == "fast" && precision != "bf16") continue;  // bf16 inputs only
-          const bool fast = method_text == "fast";
-          const gpu::Method method = method_text == "scan" ? gpu::Method::scan : gpu::Method::streaming;
+          // The GPU implementations without their "gpu-" prefix: scan, streaming, fast.
+          const auto impl = fast::parse_implementation("gpu-" + method_text);
+          if (!impl || !fast::on_gpu(*impl)) throw Error("--methods: unknown method " + method_text);
+          if (impl == fast::Implementation::gpu_fast && precision != "bf16") continue;  // bf16 inputs only
           for (const std::int64_t n : o.lengths) {
             const gpu::Problem p{o.batch, o.heads, n, o.d, o.dv};
             double spread = 0;
-            const double ms = precision == "bf16" ? time_forward<gpu::BFloat16>(spec, method, fast, p, o.chunk, o.reps, &spread, o.dump)
-                                                  : time_forward<float>(spec, method, fast, p, o.chunk, o.reps, &spread, o.dump);
-            std::cout << variant_text << "," << precision << "," << method_text << "," << o.batch << "," << o.heads
-                      << "," << n << "," << o.d << "," << o.dv << "," << o.chunk << "," << ms << "," << spread
-                      << std::endl;
+            const double ms =
+                precision == "bf16"
+                    ? time_forward<gpu::BFloat16>(spec, *impl, p, o.chunk, o.reps, &spread, o.dump)
+                    : time_forward<float>(spec, *impl, p, o.chunk, o.reps, &spread, o.dump);
+            std::cout << variant_text << "," << precision << "," << method_text << "," << o.batch << ","
+                      << o.heads << "," << n << "," << o.d << "," << o.dv << "," << o.chunk << "," << ms
+                      << "," << spread << std::endl;
           }
         }
       }

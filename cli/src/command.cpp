@@ -10,6 +10,15 @@ Enum parse_choice(const std::string& flag, const std::string& text, std::optiona
   return *parsed;
 }
 
+// "reference, streaming, ..., gpu-fast", each implementation's name once.
+std::string implementation_choices(const std::string& separator) {
+  std::string out;
+  for (const fast::Implementation i : fast::all_implementations) {
+    out += (out.empty() ? "" : separator) + std::string(fast::implementation_name(i));
+  }
+  return out;
+}
+
 }  // namespace
 
 CommandLine::CommandLine() {
@@ -18,14 +27,13 @@ CommandLine::CommandLine() {
   eval = app.add_subcommand("eval", "evaluate one operator on q, k, v from .npy files");
   eval->add_option("--variant", variant, "linear | hla2 | ahla | hla3")->required();
   eval->add_option("--form", form,
-                   "published | corrected (streaming; default: the form equal to the reference)");
+                   "published | corrected (default: the form equal to the reference)");
   eval->add_flag("--unmasked", unmasked, "the unmasked prefix form (hla2, hla3)");
   eval->add_flag("--normalize", request.spec.normalize, "divide by the masked denominator plus eps");
   eval->add_option("--eps", eps, "eps >= 0 (with --normalize)");
   eval->add_option("--ridge", ridge, "ridge lambda (hla2)");
   eval->add_option("--decay", decay, "decay gamma in (0, 1]");
-  eval->add_option("--impl", impl, "reference | streaming | scan | chunked | gpu | gpu-streaming | gpu-fast")
-      ->required();
+  eval->add_option("--impl", impl, implementation_choices(" | "))->required();
   eval->add_option("--chunk", request.scan.chunk, "scan, chunked: tokens per chunk (default 64)");
   eval->add_option("--threads", request.scan.threads, "scan, chunked: threads (default 1)");
   eval->add_option("--scalar", scalar, "exact | mpfr | f64 | f32 | modp")->required();
@@ -97,16 +105,7 @@ EvalRequest CommandLine::eval_request() const {
   out.spec.ridge = parse_rational(ridge, "--ridge");
   out.spec.decay = parse_rational(decay, "--decay");
   if (!form.empty()) out.form = parse_choice("--form", form, fast::parse_form(form), "published, corrected");
-  if (impl == "gpu" || impl == "gpu-streaming") {  // the GPU's forms are those of its CPU twin
-    out.gpu = impl == "gpu" ? fast::gpu::Method::scan : fast::gpu::Method::streaming;
-    out.impl = impl == "gpu" ? fast::Impl::scan : fast::Impl::streaming;
-  } else if (impl == "gpu-fast") {
-    out.gpu_fast = true;
-    out.impl = fast::Impl::chunked;
-  } else {
-    out.impl = parse_choice("--impl", impl, fast::parse_impl(impl),
-                            "reference, streaming, scan, chunked, gpu, gpu-streaming, gpu-fast");
-  }
+  out.impl = parse_choice("--impl", impl, fast::parse_implementation(impl), implementation_choices(", "));
   out.scalar = parse_choice("--scalar", scalar, parse_scalar_kind(scalar), "exact, mpfr, f64, f32, modp");
   return out;
 }

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "hla/cli/npy.hpp"
+#include "hla/fast/catalogue.hpp"
 #include "hla/fast/chunked.hpp"
 #include "hla/fast/scan.hpp"
 #include "hla/fast/streaming.hpp"
@@ -86,7 +87,7 @@ template <class T>
 Matrix<T> evaluate_on_gpu(const EvalRequest& req, fast::Form form, const Sequence<T>& s) {
 #if defined(HLA_HAVE_CUDA)
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, ModP>) {
-    const std::vector<Terms<T>> out = fast::gpu::terms(req.spec, form, *req.gpu, {s}, req.scan.chunk);
+    const std::vector<Terms<T>> out = fast::gpu::terms(req.spec, form, req.impl, {s}, req.scan.chunk);
     return reference::finish(req.spec, out.front());
   }
 #endif
@@ -98,7 +99,7 @@ Matrix<T> evaluate_on_gpu(const EvalRequest& req, fast::Form form, const Sequenc
 template <class T>
 Matrix<T> evaluate_fast(const EvalRequest& req, const Sequence<T>& s) {
 #if defined(HLA_HAVE_CUDA)
-  if constexpr (std::is_same_v<T, float>) return fast::gpu::fast_forward(req.spec.variant, {s}).front();
+  if constexpr (std::is_same_v<T, float>) return fast::gpu::fast_forward(req.spec, {s}).front();
 #endif
   (void)s;
   throw Error("unreachable: --impl gpu-fast with --scalar " + std::string(scalar_kind_name(req.scalar)));
@@ -106,72 +107,49 @@ Matrix<T> evaluate_fast(const EvalRequest& req, const Sequence<T>& s) {
 
 template <class T>
 Matrix<T> evaluate(const EvalRequest& req, fast::Form form, const Sequence<T>& s) {
-  if (req.gpu) return evaluate_on_gpu(req, form, s);
-  if (req.gpu_fast) return evaluate_fast(req, s);
+  using enum fast::Implementation;
   switch (req.impl) {
-    case fast::Impl::reference:
+    case reference:
       return reference::output(req.spec, s);
-    case fast::Impl::streaming:
+    case streaming:
       return fast::streaming_output(req.spec, form, s);
-    case fast::Impl::scan:
+    case scan:
       return fast::scan_output(req.spec, form, s, req.scan);
-    case fast::Impl::chunked:
+    case chunked:
       return fast::chunked_output(req.spec, form, s, req.scan);
+    case gpu_streaming:
+    case gpu_scan:
+      return evaluate_on_gpu(req, form, s);
+    case gpu_fast:
+      return evaluate_fast(req, s);
   }
   throw Error("unknown implementation");
 }
 
-// --impl gpu runs where the build has CUDA, a device is present, and the scalar has a GPU form.
-void check_gpu(const EvalRequest& req) {
+// A GPU implementation runs where the build has CUDA and a device is present.
+void check_device(fast::Implementation impl) {
+  const std::string flag = "--impl " + std::string(fast::implementation_name(impl));
 #if defined(HLA_HAVE_CUDA)
-  if (req.scalar == ScalarKind::exact || req.scalar == ScalarKind::mpfr) {
-    throw Error("--impl gpu: --scalar " + std::string(scalar_kind_name(req.scalar)) +
-                " has no GPU form; use f64, f32 or modp");
-  }
-  if (const auto reason = fast::gpu::unavailable_reason()) throw Error("--impl gpu: " + *reason);
-  fast::gpu::validate(req.spec, req.form.value_or(fast::default_form(req.spec, req.impl)), *req.gpu);
+  if (const auto reason = fast::gpu::unavailable_reason()) throw Error(flag + ": " + *reason);
 #else
-  (void)req;
-  throw Error("--impl gpu: this hla was built without CUDA (nvcc not found)");
-#endif
-}
-
-// --impl gpu-fast: what the fast path covers, in float32 with bf16 inputs, where a device is present.
-void check_gpu_fast(const EvalRequest& req) {
-  const OperatorSpec& s = req.spec;
-  if ((s.variant != Variant::hla2 && s.variant != Variant::ahla) || !s.masked || s.normalize || s.decayed() ||
-      s.ridge != 0) {
-    throw Error("--impl gpu-fast: covers masked, unnormalized hla2 and ahla without --decay or --ridge only");
-  }
-  if (req.form) throw Error("--form: --impl gpu-fast has a single form");
-  if (req.scalar != ScalarKind::f32) {
-    throw Error("--impl gpu-fast: computes with bf16 inputs and float32 sums; use --scalar f32 (the inputs "
-                "are rounded to bf16)");
-  }
-#if defined(HLA_HAVE_CUDA)
-  if (const auto reason = fast::gpu::unavailable_reason()) throw Error("--impl gpu-fast: " + *reason);
-#else
-  throw Error("--impl gpu-fast: this hla was built without CUDA (nvcc not found)");
+  throw Error(flag + ": this hla was built without CUDA (nvcc not found)");
 #endif
 }
 
 }  // namespace
 
 void run_eval(const EvalRequest& req) {
-  validate(req.spec);
-  if (req.impl == fast::Impl::reference && req.form) {
+  if (req.form && req.impl == fast::Implementation::reference) {
     throw Error(
         "--form: only applies to --impl streaming, scan and chunked; the reference has a single form");
   }
-  if (req.gpu) check_gpu(req);
-  if (req.gpu_fast) check_gpu_fast(req);
+  if (req.form && req.impl == fast::Implementation::gpu_fast)
+    throw Error("--form: --impl gpu-fast has a single form");
   const fast::Form form = req.form.value_or(fast::default_form(req.spec, req.impl));
-  fast::validate_form(req.spec, req.impl, form);
+  fast::require_available(req.spec, req.impl, form);
+  if (const auto reason = fast::unavailable(req.impl, req.scalar)) throw Error(*reason);
+  if (fast::on_gpu(req.impl)) check_device(req.impl);
   fast::validate(req.scan);
-  if (!fast::is_available(req.spec, req.impl, form)) {
-    if (req.impl == fast::Impl::scan) fast::validate_scan(req.spec, form);
-    if (req.impl == fast::Impl::chunked) fast::validate_chunked(req.spec, form);
-  }
   if (req.scalar == ScalarKind::modp) {
     const std::pair<const char*, const Rational*> parameters[] = {
         {"--eps", &req.spec.eps}, {"--ridge", &req.spec.ridge}, {"--decay", &req.spec.decay}};

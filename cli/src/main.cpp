@@ -1,6 +1,7 @@
 // hla: the command line. It only wires the toolkit's stages together.
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
@@ -8,6 +9,7 @@
 
 #include "hla/cli/command.hpp"
 #include "hla/cli/npy.hpp"
+#include "hla/fast/catalogue.hpp"
 
 namespace {
 
@@ -23,26 +25,34 @@ Without options a variant is the masked, unnormalized, undecayed operator.
 --eps E (>= 0), --ridge L, --decay G in (0, 1]: decimals or p/q rationals, used exactly.
 
 implementations (--impl)
-  reference  the n x n definition, O(n^3 + n^2 d)
-  streaming  the recurrence, O(d^2 + d dv) per token
-  scan       two-level Blelloch scan of segment summaries, Alg. 1 and 4 (--chunk C, --threads T)
-  chunked    chunk-parallel matrix form of Figures 1(C), 2(C): linear, hla2, ahla (--chunk, --threads)
-  gpu        CUDA chunk-parallel scan: chunk summaries, Blelloch scan, chunk outputs (--chunk; f64, f32, modp)
-  gpu-streaming  CUDA streaming kernel, one thread block per sequence (f64, f32, modp)
-  gpu-fast   the fast path on Hopper's matrix units: masked, unnormalized hla2 and ahla without
-             decay or ridge, d = dv = 64, n a multiple of 64; inputs rounded to bf16, sums in
-             float32 (--scalar f32)
-
-forms (--form; the default is the one equal to the reference, docs/findings.md)
+)";
+  for (const fast::Implementation impl : fast::all_implementations) {
+    out << "  " << std::left << std::setw(15) << fast::implementation_name(impl)
+        << fast::implementation_summary(impl) << "\n";
+  }
+  out << R"(
+forms (--form; the default is the one equal to the reference)
   published  the paper's formulas as printed
-  corrected  streaming: masked hla2 (F1: decayed cross-summaries), masked hla3 (F2: Thm 7.1)
-             scan: masked hla2 (F3: decayed Sec. 4.2), ahla (F4: decayed Sec. 6.2), masked hla3 (F2)
-             chunked: masked hla2 (F5: Figure 1(C)), ahla (F6: Figure 2(C))
+  corrected  where a finding below applies (docs/findings.md)
   The published third-order scan (Eqs. 7.6-7.7) is printed for gamma = 1 only, and Figures
   1(C) and 2(C) without decay or ridge.
 
-scalars (--scalar): exact (GMP rationals), mpfr (261-bit MPFR), f64, f32, modp (Z/p, p = 2^61 - 1)
+findings (docs/findings.md)
 )";
+  for (const fast::Finding& f : fast::findings()) {
+    std::string where;  // the implementations and the GPU kernels that compute their formulas
+    for (const fast::Implementation impl : fast::all_implementations) {
+      if (std::find(f.implementations.begin(), f.implementations.end(), fast::cpu_twin(impl)) ==
+          f.implementations.end())
+        continue;
+      where += (where.empty() ? "" : ", ") + std::string(fast::implementation_name(impl));
+    }
+    out << "  " << f.id << "  " << f.summary << " (" << f.place
+        << "): " << (where.empty() ? "a cost statement" : where) << (f.needs_decay ? ", with decay" : "")
+        << "\n";
+  }
+  out << "\nscalars (--scalar): exact (GMP rationals), mpfr (261-bit MPFR), f64, f32, modp (Z/p, p = 2^61 - "
+         "1)\n";
 }
 
 }  // namespace
@@ -134,7 +144,7 @@ int main(int argc, char** argv) {
                 << ", d, dv <= " << command.audit_options.max_d << ", seed " << command.audit_options.seed
                 << "), compared with == in rationals and in Z/p\n";
       const std::string gpu_absent = reports::audit_gpu_absent_reason();
-      std::cout << (gpu_absent.empty() ? std::string("GPU rows (gpu-stream, gpu-scan): in Z/p only\n\n")
+      std::cout << (gpu_absent.empty() ? std::string("GPU rows (gpu-streaming, gpu-scan): in Z/p only\n\n")
                                        : "GPU rows: absent (" + gpu_absent + ")\n\n");
       const bool as_expected = reports::print_audit(rows, std::cout);
       std::cout << "\n"

@@ -1,4 +1,4 @@
-// The GPU drivers, generic over the variant's algebra (algebra.cuh) and the scalar: the streaming
+// The GPU drivers, generic over the variant's algebra (algebra/<variant>.cuh) and the scalar: the streaming
 // kernel and the three stages of the chunk-parallel scan. One thread block per sequence-head
 // (streaming) or per chunk of one (scan); states live in shared memory.
 
@@ -7,21 +7,14 @@
 #include <algorithm>
 #include <string>
 
-#include "algebra.cuh"
-#include "hla/reference/error.hpp"
+#include "algebra/dispatch.cuh"
+#include "hla/fast/gpu_status.hpp"
 #include "launch.hpp"
 
 namespace hla::fast::gpu::detail {
 namespace {
 
 constexpr int threads_per_block = 256;
-
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) throw Error(std::string("CUDA: ") + what + ": " + cudaGetErrorString(status));
-}
-void check_launch(const char* what) {
-  check(cudaGetLastError(), what);
-}
 
 template <class T, class In>
 __device__ inline T load_scalar(const In& x) {
@@ -30,16 +23,6 @@ __device__ inline T load_scalar(const In& x) {
 template <>
 __device__ inline float load_scalar<float, BFloat16>(const BFloat16& x) {
   return __uint_as_float(static_cast<unsigned>(x.bits) << 16);
-}
-
-// Scratch of a combine: more than the absorb's where the algebra says so.
-template <class A>
-constexpr int combine_scratch(int d, int dv) {
-  if constexpr (requires { A::combine_scratch_size(d, dv); }) {
-    return A::combine_scratch_size(d, dv);
-  } else {
-    return A::scratch_size(d, dv);
-  }
 }
 
 // The block's shared memory: a state of `state` scalars, token t's q, k, v, then scratch.
@@ -51,7 +34,8 @@ struct Shared {
 };
 
 template <class T, class In>
-__device__ void load_token(const Shared<T>& sh, const In* q, const In* k, const In* v, std::int64_t row, int d, int dv) {
+__device__ void load_token(const Shared<T>& sh, const In* q, const In* k, const In* v, std::int64_t row,
+                           int d, int dv) {
   block::each(d, [&](int i) {
     sh.q[i] = load_scalar<T>(q[row * d + i]);
     sh.k[i] = load_scalar<T>(k[row * d + i]);
@@ -67,8 +51,8 @@ __device__ T* shared_scalars() {
 
 // The decoding loop: push token t into the state, read o_t; one block per sequence-head.
 template <class Algebra, class In, class T>
-__global__ void streaming_kernel(Algebra algebra, int state_size, std::int64_t length, const In* q, const In* k,
-                                 const In* v, T* num, T* den) {
+__global__ void streaming_kernel(Algebra algebra, int state_size, std::int64_t length, const In* q,
+                                 const In* k, const In* v, T* num, T* den) {
   const int d = algebra.p.d, dv = algebra.p.dv;
   const Shared<T> sh(shared_scalars<T>(), state_size, d, dv);
   block::fill(sh.state, state_size, T(0));
@@ -85,8 +69,9 @@ __global__ void streaming_kernel(Algebra algebra, int state_size, std::int64_t l
 // Stage 1: each chunk's summary, the left fold of its tokens from the identity. Blocks past the
 // last chunk (padding to a power of two) leave the identity.
 template <class Algebra, class In, class T>
-__global__ void chunk_summary_kernel(Algebra algebra, std::int64_t length, std::int64_t chunk, std::int64_t padded,
-                                     const In* q, const In* k, const In* v, T* summaries) {
+__global__ void chunk_summary_kernel(Algebra algebra, std::int64_t length, std::int64_t chunk,
+                                     std::int64_t padded, const In* q, const In* k, const In* v,
+                                     T* summaries) {
   const int d = algebra.p.d, dv = algebra.p.dv;
   const int size = Algebra::summary_size(d, dv);
   const Shared<T> sh(shared_scalars<T>(), size, d, dv);
@@ -107,7 +92,8 @@ __global__ void chunk_summary_kernel(Algebra algebra, std::int64_t length, std::
 // Up-sweep: the right node becomes left (+) right. Down-sweep: the left node inherits the right
 // node's prefix, and the right node becomes that prefix (+) the left subtree.
 template <bool Up, class Algebra, class T>
-__global__ void sweep_kernel(Algebra algebra, std::int64_t padded, std::int64_t stride, T* summaries, T* work) {
+__global__ void sweep_kernel(Algebra algebra, std::int64_t padded, std::int64_t stride, T* summaries,
+                             T* work) {
   const int size = Algebra::summary_size(algebra.p.d, algebra.p.dv);
   const int scratch = combine_scratch<Algebra>(algebra.p.d, algebra.p.dv);
   const std::int64_t head = blockIdx.y, pair = blockIdx.x;
@@ -136,8 +122,9 @@ __global__ void set_identity_kernel(Algebra algebra, std::int64_t padded, T* sum
 
 // Stage 3: each chunk from its carry-in, token by token: I_t = ((carry (+) T_1) (+) ...) (+) T_t.
 template <class Algebra, class In, class T>
-__global__ void chunk_outputs_kernel(Algebra algebra, std::int64_t length, std::int64_t chunk, std::int64_t padded,
-                                     const In* q, const In* k, const In* v, const T* carries, T* num, T* den) {
+__global__ void chunk_outputs_kernel(Algebra algebra, std::int64_t length, std::int64_t chunk,
+                                     std::int64_t padded, const In* q, const In* k, const In* v,
+                                     const T* carries, T* num, T* den) {
   const int d = algebra.p.d, dv = algebra.p.dv;
   const int size = Algebra::summary_size(d, dv);
   const Shared<T> sh(shared_scalars<T>(), size, d, dv);
@@ -186,8 +173,7 @@ __device__ inline In from_float(float x) {
 }
 template <>
 __device__ inline BFloat16 from_float<BFloat16>(float x) {
-  const unsigned bits = __float_as_uint(x);
-  return {static_cast<std::uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16)};  // ties to even
+  return bfloat16_from_float_bits(__float_as_uint(x));
 }
 
 template <class In>
@@ -200,12 +186,13 @@ __global__ void fill_gaussian_kernel(In* data, std::int64_t count, std::uint64_t
   data[i] = from_float<In>(scale * sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2));
 }
 
-std::int64_t shared_bytes_or_throw(std::int64_t scalars, std::int64_t scalar_bytes, const char* what, int d, int dv) {
+std::int64_t shared_bytes_or_throw(std::int64_t scalars, std::int64_t scalar_bytes, const char* what, int d,
+                                   int dv) {
   const std::int64_t bytes = scalars * scalar_bytes;
   const std::int64_t limit = shared_memory_limit();
   if (bytes > limit) {
-    throw Error(std::string(what) + " with d = " + std::to_string(d) + ", dv = " + std::to_string(dv) + " needs " +
-                std::to_string(bytes) + " bytes of shared memory per block; the device allows " +
+    throw Error(std::string(what) + " with d = " + std::to_string(d) + ", dv = " + std::to_string(dv) +
+                " needs " + std::to_string(bytes) + " bytes of shared memory per block; the device allows " +
                 std::to_string(limit));
   }
   return bytes;
@@ -220,30 +207,9 @@ void allow_shared(Kernel kernel, std::int64_t bytes) {
 // Calls f with the algebra `params` names.
 template <class T, class F>
 void with_algebra(const LaunchParams<T>& params, F&& f) {
-  const Params<T> p{params.d, params.dv, params.gamma, params.ridge, params.masked, params.corrected};
-  switch (params.algebra) {
-    case AlgebraId::linear:
-      return f(LinearAlgebra<T>{p});
-    case AlgebraId::hla2:
-      return f(Hla2Algebra<T>{p});
-    case AlgebraId::ahla:
-      return f(AhlaAlgebra<T>{p});
-    case AlgebraId::hla3_published:
-      return f(Hla3PublishedAlgebra<T>{p});
-    case AlgebraId::hla3:
-      return f(Hla3Algebra<T>{p});
-  }
-  throw Error("unknown GPU algebra");
-}
-
-// Scalars a streaming state holds (the segment summary's leading fields, unless the algebra says).
-template <class A>
-constexpr int streaming_state_size(int d, int dv) {
-  if constexpr (requires { A::stream_size(d, dv); }) {
-    return A::stream_size(d, dv);
-  } else {
-    return A::summary_size(d, dv);
-  }
+  gpu::with_algebra(params.algebra,
+                    Params<T>{params.d, params.dv, params.gamma, params.ridge, params.masked, params.form},
+                    std::forward<F>(f));
 }
 
 std::int64_t blocks_for(std::int64_t count, const char* what) {
@@ -253,8 +219,8 @@ std::int64_t blocks_for(std::int64_t count, const char* what) {
 
 // The three stages of the scan for one algebra.
 template <class Algebra, class In, class T>
-void scan_with(const Algebra& algebra, std::int64_t heads, std::int64_t length, std::int64_t chunk, const In* q,
-               const In* k, const In* v, T* num, T* den, CUstream_st* stream) {
+void scan_with(const Algebra& algebra, std::int64_t heads, std::int64_t length, std::int64_t chunk,
+               const In* q, const In* k, const In* v, T* num, T* den, CUstream_st* stream) {
   const int d = algebra.p.d, dv = algebra.p.dv;
   const std::int64_t size = Algebra::summary_size(d, dv), scratch = Algebra::scratch_size(d, dv);
   const std::int64_t scan_scratch = combine_scratch<Algebra>(d, dv);
@@ -269,25 +235,29 @@ void scan_with(const Algebra& algebra, std::int64_t heads, std::int64_t length, 
   const std::int64_t work_blocks = std::max<std::int64_t>(padded / 2, 1) * heads;
   check(cudaMallocAsync(reinterpret_cast<void**>(&summaries), heads * padded * size * sizeof(T), stream),
         "cudaMallocAsync (chunk summaries)");
-  check(cudaMallocAsync(reinterpret_cast<void**>(&work), work_blocks * (size + scan_scratch) * sizeof(T), stream),
+  check(cudaMallocAsync(reinterpret_cast<void**>(&work), work_blocks * (size + scan_scratch) * sizeof(T),
+                        stream),
         "cudaMallocAsync (scan workspace)");
   const dim3 chunk_grid(blocks_for(padded, "chunks"), heads);
 
   auto summary = chunk_summary_kernel<Algebra, In, T>;
   allow_shared(summary, bytes);
-  summary<<<chunk_grid, threads_per_block, bytes, stream>>>(algebra, length, chunk, padded, q, k, v, summaries);
+  summary<<<chunk_grid, threads_per_block, bytes, stream>>>(algebra, length, chunk, padded, q, k, v,
+                                                            summaries);
   check_launch("chunk summary kernel");
 
   for (std::int64_t stride = 1; stride < padded; stride *= 2) {
     const dim3 grid(padded / (2 * stride), heads);
-    sweep_kernel<true, Algebra, T><<<grid, threads_per_block, 0, stream>>>(algebra, padded, stride, summaries, work);
+    sweep_kernel<true, Algebra, T>
+        <<<grid, threads_per_block, 0, stream>>>(algebra, padded, stride, summaries, work);
     check_launch("up-sweep kernel");
   }
   set_identity_kernel<Algebra, T><<<heads, threads_per_block, 0, stream>>>(algebra, padded, summaries);
   check_launch("identity kernel");
   for (std::int64_t stride = padded / 2; stride >= 1; stride /= 2) {
     const dim3 grid(padded / (2 * stride), heads);
-    sweep_kernel<false, Algebra, T><<<grid, threads_per_block, 0, stream>>>(algebra, padded, stride, summaries, work);
+    sweep_kernel<false, Algebra, T>
+        <<<grid, threads_per_block, 0, stream>>>(algebra, padded, stride, summaries, work);
     check_launch("down-sweep kernel");
   }
 
@@ -306,7 +276,8 @@ std::int64_t shared_memory_limit() {
   int device = 0;
   check(cudaGetDevice(&device), "cudaGetDevice");
   int bytes = 0;
-  check(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "cudaDeviceGetAttribute");
+  check(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+        "cudaDeviceGetAttribute");
   return bytes;
 }
 
@@ -317,12 +288,12 @@ void launch_streaming(const LaunchParams<T>& params, std::int64_t heads, std::in
   with_algebra(params, [&]<class Algebra>(const Algebra& algebra) {
     const int d = params.d, dv = params.dv;
     const int state = streaming_state_size<Algebra>(d, dv);
-    const std::int64_t bytes = shared_bytes_or_throw(state + 2 * d + dv + Algebra::scratch_size(d, dv), sizeof(T),
-                                                     "the GPU streaming state", d, dv);
+    const std::int64_t bytes = shared_bytes_or_throw(state + 2 * d + dv + Algebra::scratch_size(d, dv),
+                                                     sizeof(T), "the GPU streaming state", d, dv);
     auto kernel = streaming_kernel<Algebra, In, T>;
     allow_shared(kernel, bytes);
-    kernel<<<blocks_for(heads, "streaming"), threads_per_block, bytes, stream>>>(algebra, state, length, q, k, v,
-                                                                                num, den);
+    kernel<<<blocks_for(heads, "streaming"), threads_per_block, bytes, stream>>>(algebra, state, length, q, k,
+                                                                                 v, num, den);
     check_launch("streaming kernel");
   });
 }
@@ -331,24 +302,25 @@ template <class In, class T>
 void launch_scan(const LaunchParams<T>& params, std::int64_t heads, std::int64_t length, std::int64_t chunk,
                  const In* q, const In* k, const In* v, T* num, T* den, CUstream_st* stream) {
   if (heads == 0 || length == 0) return;
-  if (params.algebra == AlgebraId::hla3_published) throw Error("the published third-order scan has no GPU form");
+  if (params.algebra == AlgebraId::hla3_published)
+    throw Error("the published third-order scan has no GPU form");
   if (heads > 65535) throw Error("GPU scan: at most 65535 sequence-heads per call");
   with_algebra(params, [&]<class Algebra>(const Algebra& algebra) {
     if constexpr (Algebra::has_segments) scan_with(algebra, heads, length, chunk, q, k, v, num, den, stream);
   });
 }
 
-
 template <class T>
 std::int64_t launch_finish(const T& eps, std::int64_t rows, int dv, const T* num, const T* den, T* out,
                            CUstream_st* stream) {
   if (rows == 0) return -1;
   unsigned long long* first_zero = nullptr;
-  check(cudaMallocAsync(reinterpret_cast<void**>(&first_zero), sizeof(unsigned long long), stream), "cudaMallocAsync");
+  check(cudaMallocAsync(reinterpret_cast<void**>(&first_zero), sizeof(unsigned long long), stream),
+        "cudaMallocAsync");
   check(cudaMemsetAsync(first_zero, 0xff, sizeof(unsigned long long), stream), "cudaMemsetAsync");
   const std::int64_t entries = rows * dv;
-  finish_kernel<T><<<blocks_for((entries + threads_per_block - 1) / threads_per_block, "finish"), threads_per_block, 0,
-                     stream>>>(eps, rows, dv, num, den, out, first_zero);
+  finish_kernel<T><<<blocks_for((entries + threads_per_block - 1) / threads_per_block, "finish"),
+                     threads_per_block, 0, stream>>>(eps, rows, dv, num, den, out, first_zero);
   check_launch("finish kernel");
   unsigned long long host = 0;
   check(cudaMemcpyAsync(&host, first_zero, sizeof host, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync");
@@ -358,7 +330,8 @@ std::int64_t launch_finish(const T& eps, std::int64_t rows, int dv, const T* num
 }
 
 template <class In>
-void launch_fill_gaussian(In* data, std::int64_t count, std::uint64_t seed, float scale, CUstream_st* stream) {
+void launch_fill_gaussian(In* data, std::int64_t count, std::uint64_t seed, float scale,
+                          CUstream_st* stream) {
   if (count == 0) return;
   fill_gaussian_kernel<In><<<blocks_for((count + threads_per_block - 1) / threads_per_block, "fill"),
                              threads_per_block, 0, stream>>>(data, count, seed, scale);
@@ -367,11 +340,11 @@ void launch_fill_gaussian(In* data, std::int64_t count, std::uint64_t seed, floa
 template void launch_fill_gaussian<float>(float*, std::int64_t, std::uint64_t, float, CUstream_st*);
 template void launch_fill_gaussian<BFloat16>(BFloat16*, std::int64_t, std::uint64_t, float, CUstream_st*);
 
-#define HLA_GPU_INSTANTIATE(In, T)                                                                                 \
-  template void launch_streaming<In, T>(const LaunchParams<T>&, std::int64_t, std::int64_t, const In*, const In*, \
-                                        const In*, T*, T*, CUstream_st*);                                        \
-  template void launch_scan<In, T>(const LaunchParams<T>&, std::int64_t, std::int64_t, std::int64_t, const In*,   \
-                                   const In*, const In*, T*, T*, CUstream_st*);
+#define HLA_GPU_INSTANTIATE(In, T)                                                                     \
+  template void launch_streaming<In, T>(const LaunchParams<T>&, std::int64_t, std::int64_t, const In*, \
+                                        const In*, const In*, T*, T*, CUstream_st*);                   \
+  template void launch_scan<In, T>(const LaunchParams<T>&, std::int64_t, std::int64_t, std::int64_t,   \
+                                   const In*, const In*, const In*, T*, T*, CUstream_st*);
 
 HLA_GPU_INSTANTIATE(float, float)
 HLA_GPU_INSTANTIATE(BFloat16, float)
@@ -379,10 +352,10 @@ HLA_GPU_INSTANTIATE(double, double)
 HLA_GPU_INSTANTIATE(ModP, ModP)
 #undef HLA_GPU_INSTANTIATE
 
-template std::int64_t launch_finish<float>(const float&, std::int64_t, int, const float*, const float*, float*,
-                                           CUstream_st*);
-template std::int64_t launch_finish<double>(const double&, std::int64_t, int, const double*, const double*, double*,
-                                            CUstream_st*);
+template std::int64_t launch_finish<float>(const float&, std::int64_t, int, const float*, const float*,
+                                           float*, CUstream_st*);
+template std::int64_t launch_finish<double>(const double&, std::int64_t, int, const double*, const double*,
+                                            double*, CUstream_st*);
 template std::int64_t launch_finish<ModP>(const ModP&, std::int64_t, int, const ModP*, const ModP*, ModP*,
                                           CUstream_st*);
 

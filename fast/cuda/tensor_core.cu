@@ -15,20 +15,21 @@
 // Operands are rounded to bf16 for the products (A, U or X, W, and the state S, F or P, E); the
 // sums stay in float32. docs/gpu.md gives the error bound.
 
-#include <cuda.h>  // CUtensorMap (the driver's encoder is reached through the runtime)
 #include <cuda_bf16.h>
-#include <cudaTypedefs.h>
 
 #include <string>
 
-#include "hla/reference/error.hpp"
+#include "hla/fast/gpu_status.hpp"
 #include "launch.hpp"
+#include "tma.cuh"
 #include "wgmma.cuh"
 
 namespace hla::fast::gpu::detail {
 namespace {
 
 using Bf = __nv_bfloat16;
+using tma::Arrival, tma::shared_address, tma::start_loading, tma::start_storing, tma::wait_stores_done,
+    tma::wait_stores_read;
 using wgmma::Accumulator;
 using wgmma::Major;
 
@@ -40,39 +41,6 @@ constexpr int matrix_floats = width * width;
 constexpr int output_bytes = matrix_floats * 4;  // one chunk's float32 outputs
 constexpr int shared_bytes = wgmma::tile_alignment + (input_tiles + 3) * wgmma::tile_bytes + 2 * output_bytes;
 
-__device__ std::uint32_t shared_address(const void* p) {
-  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// A shared-memory barrier that completes when the bytes announced to it have arrived.
-struct Arrival {
-  std::uint64_t word;
-  __device__ void init() { asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(shared_address(&word)) : "memory"); }
-  __device__ void expect(int bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_address(&word)), "r"(bytes)
-                 : "memory");
-  }
-  // Waits for the completion of the phase with this parity (0 for the first use, 1 for the next, ...).
-  __device__ void wait(int parity) {
-    asm volatile(
-        "{\n.reg .pred done;\nwaiting:\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-        "@!done bra waiting;\n}\n" ::"r"(shared_address(&word)),
-        "r"(parity)
-        : "memory");
-  }
-};
-
-// Starts copying rows row .. row + 63 of a [rows, 64] bf16 tensor into a tile (128-byte swizzle),
-// signalling `arrival` (tensor memory accelerator, one thread).
-__device__ void start_loading(const CUtensorMap& map, std::int64_t row, Bf* to, Arrival& arrival) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
-          shared_address(to)),
-      "l"(&map), "r"(0), "r"(static_cast<int>(row)), "r"(shared_address(&arrival.word))
-      : "memory");
-}
-
 // One chunk's inputs in shared memory.
 struct Chunk {
   Bf *q, *k, *v;
@@ -83,8 +51,9 @@ struct Tiles {
   Bf *state1, *state2, *u;  // hla2: S, F, U; ahla: P, E, X
   float* outputs;           // two chunks' outputs, row-major, on their way to device memory
   __device__ explicit Tiles(unsigned char* shared)
-      : inputs(reinterpret_cast<Bf*>(shared + (wgmma::tile_alignment - shared_address(shared) % wgmma::tile_alignment) %
-                                                  wgmma::tile_alignment)) {
+      : inputs(reinterpret_cast<Bf*>(
+            shared + (wgmma::tile_alignment - shared_address(shared) % wgmma::tile_alignment) %
+                         wgmma::tile_alignment)) {
     constexpr int elements = wgmma::tile_bytes / 2;
     state1 = inputs + input_tiles * elements;
     state2 = state1 + elements;
@@ -109,26 +78,18 @@ __device__ void publish_shared() {
 __device__ void store_rows(float* to, const Accumulator& o) {
 #pragma unroll
   for (int i = 0; i < 32; i += 2)
-    *reinterpret_cast<float2*>(to + Accumulator::row(i) * width + Accumulator::column(i)) = make_float2(o.x[i], o.x[i + 1]);
+    *reinterpret_cast<float2*>(to + Accumulator::row(i) * width + Accumulator::column(i)) =
+        make_float2(o.x[i], o.x[i + 1]);
 }
 __device__ void load_rows(Accumulator& o, const float* from) {
 #pragma unroll
   for (int i = 0; i < 32; i += 2) {
-    const float2 pair = *reinterpret_cast<const float2*>(from + Accumulator::row(i) * width + Accumulator::column(i));
+    const float2 pair =
+        *reinterpret_cast<const float2*>(from + Accumulator::row(i) * width + Accumulator::column(i));
     o.x[i] = pair.x;
     o.x[i + 1] = pair.y;
   }
 }
-
-// Bulk copies from shared to device memory (sm_90), tracked in groups by the issuing thread.
-__device__ void start_storing(float* to, const float* from, int bytes) {
-  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(to),
-               "r"(shared_address(from)), "r"(bytes)
-               : "memory");
-  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
-}
-__device__ void wait_stores_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
-__device__ void wait_stores_done() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 
 // What a launch of the kernel computes for its segment of a sequence (G segments of L chunks,
 // the last one shorter; G = 1 when the sequence-heads fill the GPU):
@@ -143,8 +104,8 @@ enum class Pass { outputs, summary };
 template <bool Ahla, Pass pass>
 __global__ void __launch_bounds__(threads, 1)
     fast_kernel(const __grid_constant__ CUtensorMap q, const __grid_constant__ CUtensorMap k,
-                const __grid_constant__ CUtensorMap v, float* out, std::int64_t length, std::int64_t segment_chunks,
-                int segments, const float* carries, float* summaries) {
+                const __grid_constant__ CUtensorMap v, float* out, std::int64_t length,
+                std::int64_t segment_chunks, int segments, const float* carries, float* summaries) {
   extern __shared__ __align__(128) unsigned char shared[];
   __shared__ Arrival loaded[stages];
   const Tiles s(shared);
@@ -162,7 +123,9 @@ __global__ void __launch_bounds__(threads, 1)
     start_loading(k, row, to.k, arrival);
     start_loading(v, row, to.v, arrival);
   };
-  const auto output_rows = [&](std::int64_t c) { return out + (head * length + (first + c) * width) * width; };
+  const auto output_rows = [&](std::int64_t c) {
+    return out + (head * length + (first + c) * width) * width;
+  };
   // hla2: S and F; ahla: P and E, in float32 for the whole segment, from its carry-in; their bf16
   // copies in s.state1 and s.state2. sum3 (summary): hla2 C, ahla D.
   Accumulator sum1, sum2, sum3;
@@ -178,7 +141,7 @@ __global__ void __launch_bounds__(threads, 1)
   wgmma::round_to_tile(sum2, s.state2);
   if (threadIdx.x == 0) {
     for (Arrival& arrival : loaded) arrival.init();
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    Arrival::fence_init();
   }
   __syncthreads();
   if (threadIdx.x == 0)
@@ -200,7 +163,8 @@ __global__ void __launch_bounds__(threads, 1)
     wgmma::commit();
     wgmma::multiply<Major::k, Major::mn>(u, now.q, s.state1, false);  // hla2: U = Q S;  ahla: X = Q P
     wgmma::commit();
-    wgmma::multiply<Major::mn, Major::mn>(sum1, now.k, Ahla ? now.v : now.k, true);  // hla2: S += K^T K;  ahla: P += K^T V
+    wgmma::multiply<Major::mn, Major::mn>(sum1, now.k, Ahla ? now.v : now.k,
+                                          true);  // hla2: S += K^T K;  ahla: P += K^T V
     wgmma::commit();
     wgmma::wait<2>();
     wgmma::fence_operand(a);
@@ -304,33 +268,6 @@ __global__ void __launch_bounds__(256) carry_kernel(const float* summaries, floa
   }
 }
 
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) throw Error(std::string("CUDA: ") + what + ": " + cudaGetErrorString(status));
-}
-
-// The tensor map of a [rows, 64] bf16 tensor, read in 64 x 64 boxes into 128-byte swizzled tiles.
-CUtensorMap tensor_map(const BFloat16* data, std::int64_t rows) {
-  static const auto encode = [] {
-    void* function = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    check(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &function, 12000, cudaEnableDefault, &found),
-          "cudaGetDriverEntryPointByVersion");
-    if (found != cudaDriverEntryPointSuccess || function == nullptr) {
-      throw Error("fast path: the driver has no cuTensorMapEncodeTiled");
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(function);
-  }();
-  CUtensorMap map;
-  const cuuint64_t dims[] = {static_cast<cuuint64_t>(width), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[] = {width * sizeof(BFloat16)};  // bytes between rows
-  const cuuint32_t box[] = {width, width}, element_strides[] = {1, 1};
-  const CUresult status = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<BFloat16*>(data), dims, strides,
-                                 box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (status != CUDA_SUCCESS) throw Error("fast path: cuTensorMapEncodeTiled failed (" + std::to_string(status) + ")");
-  return map;
-}
-
 // Sequences split into segments when the sequence-heads alone leave SMs idle (about one block per
 // SM), each segment at least 32 chunks long so that the summary pass and the two extra launches pay.
 std::int64_t segments_for(std::int64_t heads, std::int64_t chunks, int sms) {
@@ -345,7 +282,8 @@ std::int64_t segments_for(std::int64_t heads, std::int64_t chunks, int sms) {
 class StreamScratch {
  public:
   StreamScratch(std::size_t floats, CUstream_st* stream) : stream_(stream) {
-    check(cudaMallocAsync(reinterpret_cast<void**>(&data_), floats * sizeof(float), stream), "cudaMallocAsync");
+    check(cudaMallocAsync(reinterpret_cast<void**>(&data_), floats * sizeof(float), stream),
+          "cudaMallocAsync");
   }
   ~StreamScratch() { cudaFreeAsync(data_, stream_); }
   StreamScratch(const StreamScratch&) = delete;
@@ -378,23 +316,25 @@ void launch(std::int64_t heads, std::int64_t length, const BFloat16* q, const BF
   const std::int64_t rows = heads * length, chunks = length / width;
   const int segments = static_cast<int>(segments_for(heads, chunks, sms));
   const std::int64_t segment_chunks = (chunks + segments - 1) / segments;
-  const CUtensorMap q_map = tensor_map(q, rows), k_map = tensor_map(k, rows), v_map = tensor_map(v, rows);
+  const CUtensorMap q_map = tma::tile_map(q, rows), k_map = tma::tile_map(k, rows),
+                    v_map = tma::tile_map(v, rows);
   if (segments == 1) {
-    outputs<<<static_cast<unsigned>(heads), threads, shared_bytes, stream>>>(q_map, k_map, v_map, out, length,
-                                                                            segment_chunks, 1, nullptr, nullptr);
-    check(cudaGetLastError(), "fast kernel");
+    outputs<<<static_cast<unsigned>(heads), threads, shared_bytes, stream>>>(
+        q_map, k_map, v_map, out, length, segment_chunks, 1, nullptr, nullptr);
+    check_launch("fast kernel");
     return;
   }
   const StreamScratch summaries(heads * (segments - 1) * 3 * matrix_floats, stream);
   const StreamScratch carries(heads * segments * 2 * matrix_floats, stream);
   summary<<<static_cast<unsigned>(heads * (segments - 1)), threads, shared_bytes, stream>>>(
       q_map, k_map, v_map, nullptr, length, segment_chunks, segments, nullptr, summaries.get());
-  check(cudaGetLastError(), "fast kernel (segment summaries)");
-  carry_kernel<Ahla><<<static_cast<unsigned>(heads), 256, 0, stream>>>(summaries.get(), carries.get(), segments);
-  check(cudaGetLastError(), "fast kernel (carry-ins)");
+  check_launch("fast kernel (segment summaries)");
+  carry_kernel<Ahla>
+      <<<static_cast<unsigned>(heads), 256, 0, stream>>>(summaries.get(), carries.get(), segments);
+  check_launch("fast kernel (carry-ins)");
   outputs<<<static_cast<unsigned>(heads * segments), threads, shared_bytes, stream>>>(
       q_map, k_map, v_map, out, length, segment_chunks, segments, carries.get(), nullptr);
-  check(cudaGetLastError(), "fast kernel");
+  check_launch("fast kernel");
 }
 
 }  // namespace

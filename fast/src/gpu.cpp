@@ -6,44 +6,27 @@
 #include <cuda_runtime_api.h>
 
 #include <bit>
-#include <cmath>
 #include <cstdint>
 #include <limits>
 
 #include "../cuda/launch.hpp"
+#include "hla/fast/gpu_status.hpp"
 #include "hla/fast/scan.hpp"
 
 namespace hla::fast::gpu {
 namespace {
 
-using detail::AlgebraId;
 using detail::LaunchParams;
 
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) throw Error(std::string("CUDA: ") + what + ": " + cudaGetErrorString(status));
-}
-
 template <class T>
-LaunchParams<T> launch_params(const OperatorSpec& spec, Form form, Method method, int d, int dv) {
-  AlgebraId algebra = AlgebraId::linear;
-  switch (spec.variant) {
-    case Variant::linear:
-      algebra = AlgebraId::linear;
-      break;
-    case Variant::hla2:
-      algebra = AlgebraId::hla2;
-      break;
-    case Variant::ahla:
-      algebra = AlgebraId::ahla;
-      break;
-    case Variant::hla3:
-      // Streaming: Alg. 3 as printed (masked or not), or the corrected stream (F2). Scan: the
-      // corrected segments, which are also the unmasked ones.
-      algebra = method == Method::streaming && form == Form::published ? AlgebraId::hla3_published : AlgebraId::hla3;
-      break;
-  }
-  return {algebra,  d, dv, from_rational<T>(spec.decay), from_rational<T>(spec.ridge), spec.masked,
-          form == Form::corrected};
+LaunchParams<T> launch_params(const OperatorSpec& spec, Form form, Implementation impl, int d, int dv) {
+  return {detail::algebra_id(spec.variant, impl, form),
+          d,
+          dv,
+          from_rational<T>(spec.decay),
+          from_rational<T>(spec.ridge),
+          spec.masked,
+          form};
 }
 
 void validate_problem(const Problem& problem) {
@@ -67,7 +50,8 @@ class DeviceArray {
 
   T* data() { return data_; }
   void upload(const T* host, std::size_t offset, std::size_t count) {
-    check(cudaMemcpy(data_ + offset, host, count * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy to device");
+    check(cudaMemcpy(data_ + offset, host, count * sizeof(T), cudaMemcpyHostToDevice),
+          "cudaMemcpy to device");
   }
   void download(T* host, std::size_t offset, std::size_t count) const {
     check(cudaMemcpy(host, data_ + offset, count * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy to host");
@@ -94,11 +78,13 @@ void check_same_shapes(const std::vector<Sequence<U>>& heads, const char* what) 
 // Uploads every head (each entry converted by `convert`), calls run(problem, q, k, v, num, den) on
 // the device arrays, and downloads num and den.
 template <class In, class T, class U, class Convert, class Run>
-std::vector<Terms<T>> round_trip(const std::vector<Sequence<U>>& heads, const char* what, Convert convert, Run run) {
+std::vector<Terms<T>> round_trip(const std::vector<Sequence<U>>& heads, const char* what, Convert convert,
+                                 Run run) {
   if (heads.empty()) return {};
   const Index n = heads.front().length(), d = heads.front().key_dim(), dv = heads.front().value_dim();
   check_same_shapes(heads, what);
-  const Problem problem{1, static_cast<std::int64_t>(heads.size()), n, static_cast<int>(d), static_cast<int>(dv)};
+  const Problem problem{1, static_cast<std::int64_t>(heads.size()), n, static_cast<int>(d),
+                        static_cast<int>(dv)};
   validate_problem(problem);
   const std::size_t h = heads.size(), keys = n * d, values = n * dv;
   DeviceArray<In> q(h * keys), k(h * keys), v(h * values);
@@ -126,23 +112,21 @@ std::vector<Terms<T>> round_trip(const std::vector<Sequence<U>>& heads, const ch
 
 // round_trip through gpu::terms.
 template <class In, class T, class U, class Convert>
-std::vector<Terms<T>> terms_round_trip(const OperatorSpec& spec, Form form, Method method,
-                                       const std::vector<Sequence<U>>& heads, std::int64_t chunk, Convert convert) {
-  validate(spec, form, method);
-  return round_trip<In, T>(heads, "GPU", convert,
-                           [&](const Problem& problem, const In* q, const In* k, const In* v, T* num, T* den) {
-                             terms<In, T>(spec, form, method, problem, chunk, q, k, v, num, den);
-                           });
+std::vector<Terms<T>> terms_round_trip(const OperatorSpec& spec, Form form, Implementation impl,
+                                       const std::vector<Sequence<U>>& heads, std::int64_t chunk,
+                                       Convert convert) {
+  require_available(spec, impl, form);
+  return round_trip<In, T>(
+      heads, "GPU", convert,
+      [&](const Problem& problem, const In* q, const In* k, const In* v, T* num, T* den) {
+        terms<In, T>(spec, form, impl, problem, chunk, q, k, v, num, den);
+      });
 }
 
 }  // namespace
 
 BFloat16 to_bfloat16(float x) {
-  const auto bits = std::bit_cast<std::uint32_t>(x);
-  if (std::isnan(x)) return {static_cast<std::uint16_t>((bits >> 16) | 0x40)};  // stays a (quiet) NaN
-  // Ties to even: add 0x7fff plus the lowest kept bit, then truncate.
-  const std::uint32_t rounding = 0x7fff + ((bits >> 16) & 1);
-  return {static_cast<std::uint16_t>((bits + rounding) >> 16)};
+  return bfloat16_from_float_bits(std::bit_cast<std::uint32_t>(x));
 }
 
 float to_float(BFloat16 x) {
@@ -164,27 +148,17 @@ std::optional<std::string> unavailable_reason() {
   return std::nullopt;
 }
 
-void validate(const OperatorSpec& spec, Form form, Method method) {
-  hla::validate(spec);
-  validate_form(spec, method == Method::streaming ? Impl::streaming : Impl::scan, form);
-  if (method == Method::scan) {
-    validate_scan(spec, form);
-    if (spec.variant == Variant::hla3 && spec.masked && form == Form::published) {
-      throw Error(
-          "--impl gpu: the published third-order scan (Eqs. 7.6-7.7) keeps O(d^3 dv) maps per summary; the GPU "
-          "scan has the corrected form (use --impl scan for the published one)");
-    }
-  }
-}
-
 template <class In, class T>
-void terms(const OperatorSpec& spec, Form form, Method method, const Problem& problem, std::int64_t chunk,
-           const In* q, const In* k, const In* v, T* num, T* den, CUstream_st* stream) {
-  validate(spec, form, method);
+void terms(const OperatorSpec& spec, Form form, Implementation impl, const Problem& problem,
+           std::int64_t chunk, const In* q, const In* k, const In* v, T* num, T* den, CUstream_st* stream) {
+  if (impl != Implementation::gpu_streaming && impl != Implementation::gpu_scan) {
+    throw Error("gpu::terms: " + std::string(implementation_name(impl)) + " is not a generic GPU kernel");
+  }
+  require_available(spec, impl, form);
   validate_problem(problem);
-  const auto params = launch_params<T>(spec, form, method, problem.key_dim, problem.value_dim);
+  const auto params = launch_params<T>(spec, form, impl, problem.key_dim, problem.value_dim);
   const std::int64_t heads = problem.batch * problem.heads;
-  if (method == Method::streaming) {
+  if (impl == Implementation::gpu_streaming) {
     detail::launch_streaming(params, heads, problem.length, q, k, v, num, den, stream);
     return;
   }
@@ -213,30 +187,29 @@ void finish(const OperatorSpec& spec, const Problem& problem, const T* num, cons
   }
 }
 
-std::vector<Terms<float>> terms(const OperatorSpec& spec, Form form, Method method,
+std::vector<Terms<float>> terms(const OperatorSpec& spec, Form form, Implementation impl,
                                 const std::vector<Sequence<float>>& heads, std::int64_t chunk) {
-  return terms_round_trip<float, float>(spec, form, method, heads, chunk, [](float x) { return x; });
+  return terms_round_trip<float, float>(spec, form, impl, heads, chunk, [](float x) { return x; });
 }
-std::vector<Terms<double>> terms(const OperatorSpec& spec, Form form, Method method,
+std::vector<Terms<double>> terms(const OperatorSpec& spec, Form form, Implementation impl,
                                  const std::vector<Sequence<double>>& heads, std::int64_t chunk) {
-  return terms_round_trip<double, double>(spec, form, method, heads, chunk, [](double x) { return x; });
+  return terms_round_trip<double, double>(spec, form, impl, heads, chunk, [](double x) { return x; });
 }
-std::vector<Terms<ModP>> terms(const OperatorSpec& spec, Form form, Method method,
+std::vector<Terms<ModP>> terms(const OperatorSpec& spec, Form form, Implementation impl,
                                const std::vector<Sequence<ModP>>& heads, std::int64_t chunk) {
-  return terms_round_trip<ModP, ModP>(spec, form, method, heads, chunk, [](ModP x) { return x; });
+  return terms_round_trip<ModP, ModP>(spec, form, impl, heads, chunk, [](ModP x) { return x; });
 }
 
-std::vector<Terms<float>> terms_bf16(const OperatorSpec& spec, Form form, Method method,
+std::vector<Terms<float>> terms_bf16(const OperatorSpec& spec, Form form, Implementation impl,
                                      const std::vector<Sequence<float>>& heads, std::int64_t chunk) {
-  return terms_round_trip<BFloat16, float>(spec, form, method, heads, chunk, [](float x) { return to_bfloat16(x); });
+  return terms_round_trip<BFloat16, float>(spec, form, impl, heads, chunk,
+                                           [](float x) { return to_bfloat16(x); });
 }
 
-void fast_forward(Variant variant, const Problem& problem, const BFloat16* q, const BFloat16* k, const BFloat16* v,
-                  float* num, CUstream_st* stream) {
+void fast_forward(const OperatorSpec& spec, const Problem& problem, const BFloat16* q, const BFloat16* k,
+                  const BFloat16* v, float* num, CUstream_st* stream) {
+  require_available(spec, Implementation::gpu_fast, Form::published);
   validate_problem(problem);
-  if (variant != Variant::hla2 && variant != Variant::ahla) {
-    throw Error("fast path: hla2 and ahla only, not " + std::string(variant_name(variant)));
-  }
   if (problem.key_dim != 64 || problem.value_dim != 64) {
     throw Error("fast path: d = dv = 64 only, got d = " + std::to_string(problem.key_dim) +
                 ", dv = " + std::to_string(problem.value_dim));
@@ -253,15 +226,15 @@ void fast_forward(Variant variant, const Problem& problem, const BFloat16* q, co
   if (!aligned(q) || !aligned(k) || !aligned(v) || !aligned(num)) {
     throw Error("fast path: q, k, v and the output must start at 16-byte aligned addresses");
   }
-  detail::launch_fast(variant == Variant::ahla, problem.batch * problem.heads, problem.length, q, k, v, num, stream);
+  detail::launch_fast(spec.variant == Variant::ahla, problem.batch * problem.heads, problem.length, q, k, v,
+                      num, stream);
 }
 
-std::vector<Matrix<float>> fast_forward(Variant variant, const std::vector<Sequence<float>>& heads) {
+std::vector<Matrix<float>> fast_forward(const OperatorSpec& spec, const std::vector<Sequence<float>>& heads) {
   const std::vector<Terms<float>> out = round_trip<BFloat16, float>(
       heads, "fast path", [](float x) { return to_bfloat16(x); },
-      [&](const Problem& problem, const BFloat16* q, const BFloat16* k, const BFloat16* v, float* num, float*) {
-        fast_forward(variant, problem, q, k, v, num);
-      });
+      [&](const Problem& problem, const BFloat16* q, const BFloat16* k, const BFloat16* v, float* num,
+          float*) { fast_forward(spec, problem, q, k, v, num); });
   std::vector<Matrix<float>> nums;
   for (const Terms<float>& t : out) nums.push_back(t.num);
   return nums;
@@ -274,18 +247,20 @@ void fill_gaussian(In* data, std::int64_t count, std::uint64_t seed, float scale
 template void fill_gaussian<float>(float*, std::int64_t, std::uint64_t, float, CUstream_st*);
 template void fill_gaussian<BFloat16>(BFloat16*, std::int64_t, std::uint64_t, float, CUstream_st*);
 
-#define HLA_GPU_INSTANTIATE(In, T)                                                                              \
-  template void terms<In, T>(const OperatorSpec&, Form, Method, const Problem&, std::int64_t, const In*, const In*, \
-                             const In*, T*, T*, CUstream_st*);
+#define HLA_GPU_INSTANTIATE(In, T)                                                                    \
+  template void terms<In, T>(const OperatorSpec&, Form, Implementation, const Problem&, std::int64_t, \
+                             const In*, const In*, const In*, T*, T*, CUstream_st*);
 HLA_GPU_INSTANTIATE(float, float)
 HLA_GPU_INSTANTIATE(BFloat16, float)
 HLA_GPU_INSTANTIATE(double, double)
 HLA_GPU_INSTANTIATE(ModP, ModP)
 #undef HLA_GPU_INSTANTIATE
 
-template void finish<float>(const OperatorSpec&, const Problem&, const float*, const float*, float*, CUstream_st*);
+template void finish<float>(const OperatorSpec&, const Problem&, const float*, const float*, float*,
+                            CUstream_st*);
 template void finish<double>(const OperatorSpec&, const Problem&, const double*, const double*, double*,
                              CUstream_st*);
-template void finish<ModP>(const OperatorSpec&, const Problem&, const ModP*, const ModP*, ModP*, CUstream_st*);
+template void finish<ModP>(const OperatorSpec&, const Problem&, const ModP*, const ModP*, ModP*,
+                           CUstream_st*);
 
 }  // namespace hla::fast::gpu

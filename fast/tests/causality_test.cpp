@@ -15,35 +15,34 @@ using hla::testing::property;
 
 namespace {
 
-enum class Impl { reference, streaming_default, streaming_published, scan_default };
+// An implementation in its default form (equal to the reference) or as printed.
+struct Evaluation {
+  fast::Implementation impl;
+  bool published = false;
+};
+constexpr Evaluation reference_form{fast::Implementation::reference},
+    streaming_default{fast::Implementation::streaming},
+    streaming_published{fast::Implementation::streaming, true}, scan_default{fast::Implementation::scan};
 
 template <class T>
-Terms<T> run(Impl impl, const OperatorSpec& spec, const Sequence<T>& s) {
-  switch (impl) {
-    case Impl::reference:
+Terms<T> run(Evaluation e, const OperatorSpec& spec, const Sequence<T>& s) {
+  const fast::Form form = e.published ? fast::Form::published : fast::default_form(spec, e.impl);
+  switch (e.impl) {
+    case fast::Implementation::reference:
       return reference::terms(spec, s);
-    case Impl::streaming_default:
-      return fast::streaming_terms(spec, fast::default_form(spec, fast::Impl::streaming), s);
-    case Impl::streaming_published:
-      return fast::streaming_terms(spec, fast::Form::published, s);
-    case Impl::scan_default:  // uneven chunks of 3, two threads
-      return fast::scan_terms(spec, fast::default_form(spec, fast::Impl::scan), s, fast::ScanOptions{3, 2});
+    case fast::Implementation::streaming:
+      return fast::streaming_terms(spec, form, s);
+    case fast::Implementation::scan:  // uneven chunks of 3, two threads
+      return fast::scan_terms(spec, form, s, fast::ScanOptions{3, 2});
+    default:
+      throw Error("no causality case for " + std::string(fast::implementation_name(e.impl)));
   }
-  throw Error("unknown implementation");
 }
 
-std::string impl_name(Impl impl) {
-  switch (impl) {
-    case Impl::reference:
-      return "reference";
-    case Impl::streaming_default:
-      return "streaming (default form)";
-    case Impl::streaming_published:
-      return "streaming (published form)";
-    case Impl::scan_default:
-      return "scan (default form)";
-  }
-  return "?";
+std::string name(Evaluation e) {
+  if (e.impl == fast::Implementation::reference) return "reference";
+  return std::string(fast::implementation_name(e.impl)) +
+         (e.published ? " (published form)" : " (default form)");
 }
 
 // Bit-for-bit equality for floats (so -0 != +0 and NaN == NaN of the same payload), == otherwise.
@@ -72,10 +71,9 @@ bool rows_identical(const Terms<T>& a, const Terms<T>& b, Index rows) {
 TEMPLATE_TEST_CASE("causality/changing a later token leaves earlier outputs unchanged", "[causality]",
                    Rational, double, float) {
   for (const Variant variant : all_variants) {
-    for (const Impl impl :
-         {Impl::reference, Impl::streaming_default, Impl::streaming_published, Impl::scan_default}) {
+    for (const Evaluation impl : {reference_form, streaming_default, streaming_published, scan_default}) {
       property(
-          std::string(variant_name(variant)) + ", " + impl_name(impl) + ": outputs before p fixed",
+          std::string(variant_name(variant)) + ", " + name(impl) + ": outputs before p fixed",
           [=] {
             const OperatorSpec spec = *testing::gen_spec(variant).as("spec");
             const Sequence<Rational> s = *testing::gen_any_sequence(16, 4, 2).as("sequence");
@@ -129,9 +127,9 @@ bool key_reaches(const OperatorSpec& spec, Index r, Index s, Index t) {
 TEST_CASE("mask structure/with one non-zero value the unreachable queries and keys do not matter",
           "[causality][mask][exact]") {
   for (const Variant variant : all_variants) {
-    for (const Impl impl : {Impl::reference, Impl::streaming_default, Impl::scan_default}) {
+    for (const Evaluation impl : {reference_form, streaming_default, scan_default}) {
       property(
-          std::string(variant_name(variant)) + ", " + impl_name(impl),
+          std::string(variant_name(variant)) + ", " + name(impl),
           [=] {
             OperatorSpec spec = *testing::gen_spec(variant).as("spec");
             spec.masked = true;

@@ -3,6 +3,8 @@
 // float64 on small integers, and within stated a-priori bounds in float32 and with bf16 inputs.
 // Without a usable GPU the executable reports "skipped" and exits with 77 (ctest: skipped).
 
+#include "hla/fast/gpu.hpp"
+
 #include <cuda_runtime_api.h>
 
 #include <bit>
@@ -14,7 +16,6 @@
 #include <string_view>
 #include <utility>
 
-#include "hla/fast/gpu.hpp"
 #include "hla/fast/scan.hpp"
 #include "hla/fast/streaming.hpp"
 #include "hla/reference/definition.hpp"
@@ -25,37 +26,29 @@
 
 using namespace hla;
 using fast::Form;
-using fast::gpu::Method;
+using fast::Implementation;
 using testing::Gauge;
 using testing::property;
 
 namespace {
 
-constexpr Method methods[] = {Method::streaming, Method::scan};
+constexpr Implementation methods[] = {Implementation::gpu_streaming, Implementation::gpu_scan};
 
-std::string_view method_name(Method m) {
-  return m == Method::streaming ? "streaming" : "scan";
+std::string_view method_name(Implementation m) {
+  return m == Implementation::gpu_streaming ? "streaming" : "scan";
 }
 
-fast::Impl cpu_impl(Method m) {
-  return m == Method::streaming ? fast::Impl::streaming : fast::Impl::scan;
-}
-
-bool gpu_has(const OperatorSpec& spec, Form form, Method method) {
-  try {
-    fast::gpu::validate(spec, form, method);
-    return true;
-  } catch (const Error&) {
-    return false;
-  }
+bool gpu_has(const OperatorSpec& spec, Form form, Implementation method) {
+  return !fast::unavailable(spec, method, form);
 }
 
 // What the GPU must equal: the reference for the default form; for a published form that differs
 // from it, the CPU implementation of the same printed formulas with the GPU's bracketing.
 template <class T>
-Terms<T> expected_terms(const OperatorSpec& spec, Form form, Method method, const Sequence<T>& s, Index chunk) {
-  if (form == fast::default_form(spec, cpu_impl(method))) return reference::terms(spec, s);
-  if (method == Method::streaming) return fast::streaming_terms(spec, form, s);
+Terms<T> expected_terms(const OperatorSpec& spec, Form form, Implementation method, const Sequence<T>& s,
+                        Index chunk) {
+  if (form == fast::default_form(spec, fast::cpu_twin(method))) return reference::terms(spec, s);
+  if (method == Implementation::gpu_streaming) return fast::streaming_terms(spec, form, s);
   return fast::chunk_fold_terms(spec, form, s, chunk);
 }
 
@@ -66,9 +59,10 @@ std::vector<Sequence<T>> convert_all(const std::vector<Sequence<Rational>>& head
   return out;
 }
 
-std::vector<Form> forms_of(const OperatorSpec& spec, Method method) {
-  std::vector<Form> forms{fast::default_form(spec, cpu_impl(method))};
-  if (forms.front() == Form::corrected && gpu_has(spec, Form::published, method)) forms.push_back(Form::published);
+std::vector<Form> forms_of(const OperatorSpec& spec, Implementation method) {
+  std::vector<Form> forms{fast::default_form(spec, fast::cpu_twin(method))};
+  if (forms.front() == Form::corrected && gpu_has(spec, Form::published, method))
+    forms.push_back(Form::published);
   return forms;
 }
 
@@ -79,7 +73,8 @@ std::vector<Sequence<Rational>> gen_heads(int max_n, int max_d) {
   const auto d = *testing::gen_position(1, max_d + 1).as("d");
   const auto dv = *testing::gen_position(1, max_d + 1).as("dv");
   std::vector<Sequence<Rational>> out;
-  for (Index h = 0; h < heads; ++h) out.push_back(*testing::gen_sequence(n, d, dv, std::is_same_v<T, ModP>).as("head"));
+  for (Index h = 0; h < heads; ++h)
+    out.push_back(*testing::gen_sequence(n, d, dv, std::is_same_v<T, ModP>).as("head"));
   return out;
 }
 
@@ -87,24 +82,25 @@ std::vector<Sequence<Rational>> gen_heads(int max_n, int max_d) {
 
 TEST_CASE("gpu/every variant option and form equals its CPU definition in Z/p", "[gpu][exact]") {
   for (const Variant variant : all_variants) {
-    for (const Method method : methods) {
-      property(std::string(variant_name(variant)) + " " + std::string(method_name(method)) +
-                   ": num and den equal the reference (default form) or the printed formulas (published form)",
-               [variant, method] {
-                 const OperatorSpec spec = *testing::gen_spec(variant).as("spec");
-                 const auto chunk = *testing::gen_position(1, 6).as("chunk");
-                 const auto heads = convert_all<ModP>(gen_heads<ModP>(12, 4));
-                 for (const Form form : forms_of(spec, method)) {
-                   RC_LOG() << "form " << fast::form_name(form) << "\n";
-                   const auto gpu = fast::gpu::terms(spec, form, method, heads, chunk);
-                   for (std::size_t h = 0; h < heads.size(); ++h) {
-                     const Terms<ModP> want = expected_terms(spec, form, method, heads[h], chunk);
-                     RC_ASSERT(gpu[h].num == want.num);
-                     RC_ASSERT(gpu[h].den == want.den);
-                   }
-                 }
-               },
-               40);
+    for (const Implementation method : methods) {
+      property(
+          std::string(variant_name(variant)) + " " + std::string(method_name(method)) +
+              ": num and den equal the reference (default form) or the printed formulas (published form)",
+          [variant, method] {
+            const OperatorSpec spec = *testing::gen_spec(variant).as("spec");
+            const auto chunk = *testing::gen_position(1, 6).as("chunk");
+            const auto heads = convert_all<ModP>(gen_heads<ModP>(12, 4));
+            for (const Form form : forms_of(spec, method)) {
+              RC_LOG() << "form " << fast::form_name(form) << "\n";
+              const auto gpu = fast::gpu::terms(spec, form, method, heads, chunk);
+              for (std::size_t h = 0; h < heads.size(); ++h) {
+                const Terms<ModP> want = expected_terms(spec, form, method, heads[h], chunk);
+                RC_ASSERT(gpu[h].num == want.num);
+                RC_ASSERT(gpu[h].den == want.den);
+              }
+            }
+          },
+          40);
     }
   }
 }
@@ -113,46 +109,50 @@ TEST_CASE("gpu/every variant option and form equals its CPU definition in Z/p", 
 TEST_CASE("gpu/the device-pointer interface reads the batch-head layout and finishes on the device",
           "[gpu][exact]") {
   for (const Variant variant : all_variants) {
-    for (const Method method : methods) {
-      property(std::string(variant_name(variant)) + " " + std::string(method_name(method)) +
-                   ": o of every (b, h) equals the reference's",
-               [variant, method] {
-                 OperatorSpec spec = *testing::gen_spec(variant).as("spec");
-                 spec.normalize = true;
-                 const auto n = *testing::gen_position(1, 10).as("n");
-                 const fast::gpu::Problem problem{2, 3, n, 3, 2};
-                 std::vector<Sequence<ModP>> heads;
-                 for (int h = 0; h < 6; ++h) {
-                   heads.push_back(convert<ModP>(*testing::gen_sequence(n, 3, 2, false).as("head")));
-                 }
-                 std::vector<Matrix<ModP>> want;
-                 try {
-                   for (const auto& s : heads) want.push_back(reference::output(spec, s));
-                 } catch (const Error&) {
-                   RC_DISCARD("a zero denominator");
-                 }
-                 const std::size_t keys = n * 3, values = n * 2;
-                 ModP *q, *k, *v, *num, *den, *out;
-                 for (ModP** p : {&q, &k}) RC_ASSERT(cudaMalloc(reinterpret_cast<void**>(p), 6 * keys * sizeof(ModP)) == cudaSuccess);
-                 for (ModP** p : {&v, &num, &out}) RC_ASSERT(cudaMalloc(reinterpret_cast<void**>(p), 6 * values * sizeof(ModP)) == cudaSuccess);
-                 RC_ASSERT(cudaMalloc(reinterpret_cast<void**>(&den), 6 * n * sizeof(ModP)) == cudaSuccess);
-                 for (int h = 0; h < 6; ++h) {
-                   cudaMemcpy(q + h * keys, heads[h].q.data(), keys * sizeof(ModP), cudaMemcpyHostToDevice);
-                   cudaMemcpy(k + h * keys, heads[h].k.data(), keys * sizeof(ModP), cudaMemcpyHostToDevice);
-                   cudaMemcpy(v + h * values, heads[h].v.data(), values * sizeof(ModP), cudaMemcpyHostToDevice);
-                 }
-                 const Form form = fast::default_form(spec, cpu_impl(method));
-                 fast::gpu::terms(spec, form, method, problem, 4, q, k, v, num, den);
-                 fast::gpu::finish(spec, problem, num, den, out);
-                 std::vector<ModP> host(6 * values);
-                 RC_ASSERT(cudaMemcpy(host.data(), out, host.size() * sizeof(ModP), cudaMemcpyDeviceToHost) == cudaSuccess);
-                 for (ModP* p : {q, k, v, num, den, out}) cudaFree(p);
-                 for (int h = 0; h < 6; ++h) {
-                   const Matrix<ModP> got = Eigen::Map<const Matrix<ModP>>(host.data() + h * values, n, 2);
-                   RC_ASSERT(got == want[h]);
-                 }
-               },
-               10);
+    for (const Implementation method : methods) {
+      property(
+          std::string(variant_name(variant)) + " " + std::string(method_name(method)) +
+              ": o of every (b, h) equals the reference's",
+          [variant, method] {
+            OperatorSpec spec = *testing::gen_spec(variant).as("spec");
+            spec.normalize = true;
+            const auto n = *testing::gen_position(1, 10).as("n");
+            const fast::gpu::Problem problem{2, 3, n, 3, 2};
+            std::vector<Sequence<ModP>> heads;
+            for (int h = 0; h < 6; ++h) {
+              heads.push_back(convert<ModP>(*testing::gen_sequence(n, 3, 2, false).as("head")));
+            }
+            std::vector<Matrix<ModP>> want;
+            try {
+              for (const auto& s : heads) want.push_back(reference::output(spec, s));
+            } catch (const Error&) {
+              RC_DISCARD("a zero denominator");
+            }
+            const std::size_t keys = n * 3, values = n * 2;
+            ModP *q, *k, *v, *num, *den, *out;
+            for (ModP** p : {&q, &k})
+              RC_ASSERT(cudaMalloc(reinterpret_cast<void**>(p), 6 * keys * sizeof(ModP)) == cudaSuccess);
+            for (ModP** p : {&v, &num, &out})
+              RC_ASSERT(cudaMalloc(reinterpret_cast<void**>(p), 6 * values * sizeof(ModP)) == cudaSuccess);
+            RC_ASSERT(cudaMalloc(reinterpret_cast<void**>(&den), 6 * n * sizeof(ModP)) == cudaSuccess);
+            for (int h = 0; h < 6; ++h) {
+              cudaMemcpy(q + h * keys, heads[h].q.data(), keys * sizeof(ModP), cudaMemcpyHostToDevice);
+              cudaMemcpy(k + h * keys, heads[h].k.data(), keys * sizeof(ModP), cudaMemcpyHostToDevice);
+              cudaMemcpy(v + h * values, heads[h].v.data(), values * sizeof(ModP), cudaMemcpyHostToDevice);
+            }
+            const Form form = fast::default_form(spec, fast::cpu_twin(method));
+            fast::gpu::terms(spec, form, method, problem, 4, q, k, v, num, den);
+            fast::gpu::finish(spec, problem, num, den, out);
+            std::vector<ModP> host(6 * values);
+            RC_ASSERT(cudaMemcpy(host.data(), out, host.size() * sizeof(ModP), cudaMemcpyDeviceToHost) ==
+                      cudaSuccess);
+            for (ModP* p : {q, k, v, num, den, out}) cudaFree(p);
+            for (int h = 0; h < 6; ++h) {
+              const Matrix<ModP> got = Eigen::Map<const Matrix<ModP>>(host.data() + h * values, n, 2);
+              RC_ASSERT(got == want[h]);
+            }
+          },
+          10);
     }
   }
 }
@@ -162,7 +162,7 @@ TEST_CASE("gpu/a zero normalized denominator in Z/p is an error naming the token
   spec.variant = Variant::linear;
   spec.normalize = true;
   Sequence<ModP> s{Matrix<ModP>::Zero(3, 2), Matrix<ModP>::Zero(3, 2), Matrix<ModP>::Ones(3, 2)};
-  const auto terms = fast::gpu::terms(spec, Form::published, Method::scan, {s}, 2);
+  const auto terms = fast::gpu::terms(spec, Form::published, Implementation::gpu_scan, {s}, 2);
   const fast::gpu::Problem problem{1, 1, 3, 2, 2};
   ModP *num, *den, *out;
   REQUIRE(cudaMalloc(reinterpret_cast<void**>(&num), 6 * sizeof(ModP)) == cudaSuccess);
@@ -178,8 +178,9 @@ TEST_CASE("gpu/a zero normalized denominator in Z/p is an error naming the token
 TEST_CASE("gpu/the published third-order scan is refused with a reason", "[gpu]") {
   OperatorSpec spec;
   spec.variant = Variant::hla3;
-  REQUIRE_THROWS_WITH(fast::gpu::validate(spec, Form::published, Method::scan), Catch::Contains("O(d^3 dv)"));
-  REQUIRE_NOTHROW(fast::gpu::validate(spec, Form::published, Method::streaming));
+  REQUIRE_THROWS_WITH(fast::require_available(spec, Implementation::gpu_scan, Form::published),
+                      Catch::Contains("O(d^3 dv)"));
+  REQUIRE_NOTHROW(fast::require_available(spec, Implementation::gpu_streaming, Form::published));
 }
 
 // Small integers (|x| <= 3), gamma in {1, 1/2}, integer ridge and eps in {0, 1/4}: every value the
@@ -189,36 +190,40 @@ TEST_CASE("gpu/the published third-order scan is refused with a reason", "[gpu]"
 // outputs are then one correctly rounded division, the exact quotient rounded to nearest.
 TEST_CASE("gpu/float64 on small integers equals the exact result bit for bit", "[gpu][float64]") {
   for (const Variant variant : all_variants) {
-    for (const Method method : methods) {
-      property(std::string(variant_name(variant)) + " " + std::string(method_name(method)) +
-                   ": o == exact o rounded once",
-               [variant, method] {
-                 OperatorSpec spec = *testing::gen_spec(variant).as("spec");
-                 const bool decayed = *rc::gen::arbitrary<bool>().as("decayed");
-                 spec.decay = decayed ? Rational(1, 2) : Rational(1);
-                 spec.eps = spec.normalize ? *rc::gen::element(Rational(0), Rational(1, 4)).as("eps") : Rational(0);
-                 const auto n = *testing::gen_position(0, decayed ? 9 : 49).as("n");
-                 const auto d = *testing::gen_position(1, 5).as("d");
-                 const auto dv = *testing::gen_position(1, 5).as("dv");
-                 const auto chunk = *testing::gen_position(1, 9).as("chunk");
-                 const Sequence<Rational> s = *testing::gen_sequence(n, d, dv, false).as("inputs");
-                 const Form form = fast::default_form(spec, cpu_impl(method));
-                 const Terms<Rational> exact = reference::terms(spec, s);
-                 for (Index i = 0; i < exact.num.size(); ++i) RC_ASSERT(abs(exact.num.data()[i]) < Rational(1LL << 53));
-                 const Terms<double> gpu = fast::gpu::terms(spec, form, method, {convert<double>(s)}, chunk)[0];
-                 RC_ASSERT(gpu.num == convert<double>(exact.num));
-                 RC_ASSERT(gpu.den == Vector<double>(exact.den.unaryExpr([](const Rational& x) { return to_double(x); })));
-                 if (spec.normalize) {
-                   Matrix<Rational> o;
-                   try {
-                     o = reference::finish(spec, exact);
-                   } catch (const Error&) {
-                     RC_DISCARD("a zero denominator");
-                   }
-                   RC_ASSERT(reference::finish(spec, gpu) == convert<double>(o));
-                 }
-               },
-               40);
+    for (const Implementation method : methods) {
+      property(
+          std::string(variant_name(variant)) + " " + std::string(method_name(method)) +
+              ": o == exact o rounded once",
+          [variant, method] {
+            OperatorSpec spec = *testing::gen_spec(variant).as("spec");
+            const bool decayed = *rc::gen::arbitrary<bool>().as("decayed");
+            spec.decay = decayed ? Rational(1, 2) : Rational(1);
+            spec.eps =
+                spec.normalize ? *rc::gen::element(Rational(0), Rational(1, 4)).as("eps") : Rational(0);
+            const auto n = *testing::gen_position(0, decayed ? 9 : 49).as("n");
+            const auto d = *testing::gen_position(1, 5).as("d");
+            const auto dv = *testing::gen_position(1, 5).as("dv");
+            const auto chunk = *testing::gen_position(1, 9).as("chunk");
+            const Sequence<Rational> s = *testing::gen_sequence(n, d, dv, false).as("inputs");
+            const Form form = fast::default_form(spec, fast::cpu_twin(method));
+            const Terms<Rational> exact = reference::terms(spec, s);
+            for (Index i = 0; i < exact.num.size(); ++i)
+              RC_ASSERT(abs(exact.num.data()[i]) < Rational(1LL << 53));
+            const Terms<double> gpu = fast::gpu::terms(spec, form, method, {convert<double>(s)}, chunk)[0];
+            RC_ASSERT(gpu.num == convert<double>(exact.num));
+            RC_ASSERT(gpu.den ==
+                      Vector<double>(exact.den.unaryExpr([](const Rational& x) { return to_double(x); })));
+            if (spec.normalize) {
+              Matrix<Rational> o;
+              try {
+                o = reference::finish(spec, exact);
+              } catch (const Error&) {
+                RC_DISCARD("a zero denominator");
+              }
+              RC_ASSERT(reference::finish(spec, gpu) == convert<double>(o));
+            }
+          },
+          40);
     }
   }
 }
@@ -241,20 +246,22 @@ int log2_ceil(Index x) {
 // after t steps, read-out included. The scan passes a token through at most C absorbs into its
 // chunk's summary, 2 ceil(log2 B) combines (each like an absorb, with d-term matrix products) and C
 // absorbs from the carry-in: (r + 1)(6 L + 4 d + 16), L = 2 C + 2 ceil(log2 B).
-Rational gpu_depth(const OperatorSpec& spec, Method method, Index t, Index d, Index n, Index chunk) {
+Rational gpu_depth(const OperatorSpec& spec, Implementation method, Index t, Index d, Index n, Index chunk) {
   const int r = order(spec.variant);
-  if (method == Method::streaming) return Rational((r + 1) * (6 * (t + 1) + 3 * d + 12));
+  if (method == Implementation::gpu_streaming) return Rational((r + 1) * (6 * (t + 1) + 3 * d + 12));
   const Index size = std::min<Index>(chunk, std::max<Index>(n, 1));
   const Index levels = 2 * size + 2 * log2_ceil((n + size - 1) / size);
   return Rational((r + 1) * (6 * levels + 4 * d + 16));
 }
 
 // Largest |gpu - exact| / (gamma(K) gauge) over every entry; <= 1 is within the bound.
-double worst_ratio(const OperatorSpec& spec, Method method, const Terms<Rational>& exact, const Terms<float>& gpu,
-                   const Terms<Gauge<Rational>>& gauge, Index d, Index chunk, const Rational& u) {
+double worst_ratio(const OperatorSpec& spec, Implementation method, const Terms<Rational>& exact,
+                   const Terms<float>& gpu, const Terms<Gauge<Rational>>& gauge, Index d, Index chunk,
+                   const Rational& u) {
   Rational worst = 0;
   const Index n = exact.den.size();
-  const auto within = [&](const Rational& got, const Rational& want, const Rational& g, const Rational& factor) {
+  const auto within = [&](const Rational& got, const Rational& want, const Rational& g,
+                          const Rational& factor) {
     const Rational err = abs(got - want);
     if (err == 0) return;
     const Rational bound = factor * g;
@@ -281,7 +288,7 @@ TEST_CASE("gpu/float32 and bf16-input results stay within the a-priori bound", "
   const std::uint64_t seed = 20261130;
   INFO("seed " << seed);
   for (const Variant variant : all_variants) {
-    for (const Method method : methods) {
+    for (const Implementation method : methods) {
       for (const bool bf16 : {false, true}) {
         for (const Rational& gamma : {Rational(1), Rational(1, 2)}) {
           OperatorSpec spec;
@@ -297,11 +304,12 @@ TEST_CASE("gpu/float32 and bf16-input results stay within the a-priori bound", "
               return exact_value(bf16 ? fast::gpu::to_float(fast::gpu::to_bfloat16(f)) : f);
             });
           }
-          const Form form = fast::default_form(spec, cpu_impl(method));
-          const Terms<Rational> exact = fast::streaming_terms(spec, fast::default_form(spec, fast::Impl::streaming), s);
+          const Form form = fast::default_form(spec, fast::cpu_twin(method));
+          const Terms<Rational> exact =
+              fast::streaming_terms(spec, fast::default_form(spec, fast::Implementation::streaming), s);
           const Sequence<Gauge<Rational>> magnitudes{s.q.cast<Gauge<Rational>>(), s.k.cast<Gauge<Rational>>(),
                                                      s.v.cast<Gauge<Rational>>()};
-          const Terms<Gauge<Rational>> gauge = method == Method::streaming
+          const Terms<Gauge<Rational>> gauge = method == Implementation::gpu_streaming
                                                    ? fast::streaming_terms(spec, form, magnitudes)
                                                    : fast::chunk_fold_terms(spec, form, magnitudes, chunk);
           const Sequence<float> inputs = convert<float>(s);
@@ -366,13 +374,14 @@ Index large_length() {
 void check_large(OperatorSpec spec, Form form, bool scan_too) {
   const Index n = large_length(), d = 64, dv = 64;
   const std::uint64_t seed = 7 + static_cast<int>(spec.variant);
-  INFO(describe(spec) << ", form " << fast::form_name(form) << ", n = " << n << ", d = dv = 64, seed " << seed);
+  INFO(describe(spec) << ", form " << fast::form_name(form) << ", n = " << n << ", d = dv = 64, seed "
+                      << seed);
   const Sequence<ModP> s = random_field_sequence(seed, n, d, dv);
   const Terms<ModP> cpu = fast::streaming_terms(spec, form, s);
-  const Terms<ModP> streamed = fast::gpu::terms(spec, form, Method::streaming, {s}, 64)[0];
+  const Terms<ModP> streamed = fast::gpu::terms(spec, form, Implementation::gpu_streaming, {s}, 64)[0];
   CHECK(first_difference(streamed, cpu) == "");
   if (scan_too) {
-    const Terms<ModP> scanned = fast::gpu::terms(spec, form, Method::scan, {s}, 64)[0];
+    const Terms<ModP> scanned = fast::gpu::terms(spec, form, Implementation::gpu_scan, {s}, 64)[0];
     CHECK(first_difference(scanned, cpu) == "");
   }
 }
@@ -409,7 +418,7 @@ TEST_CASE("gpu/large/ahla decayed equals the CPU stream in Z/p", "[gpu][large]")
   const Sequence<ModP> s = random_field_sequence(99, n, 64, 64);
   INFO("ahla scan, corrected form, seed 99, n = " << n);
   const Terms<ModP> cpu = fast::streaming_terms(spec, Form::published, s);
-  const Terms<ModP> scanned = fast::gpu::terms(spec, Form::corrected, Method::scan, {s}, 64)[0];
+  const Terms<ModP> scanned = fast::gpu::terms(spec, Form::corrected, Implementation::gpu_scan, {s}, 64)[0];
   CHECK(first_difference(scanned, cpu) == "");
 }
 TEST_CASE("gpu/large/hla3 masked decayed (corrected) equals the CPU stream in Z/p", "[gpu][large]") {
@@ -418,7 +427,8 @@ TEST_CASE("gpu/large/hla3 masked decayed (corrected) equals the CPU stream in Z/
 TEST_CASE("gpu/large/hla3 unmasked decayed equals the CPU stream in Z/p", "[gpu][large]") {
   check_large(make_spec(Variant::hla3, false, Rational(7, 8)), Form::published, true);
 }
-TEST_CASE("gpu/large/hla3 masked as printed (Alg. 3) equals the CPU's printed stream in Z/p", "[gpu][large]") {
+TEST_CASE("gpu/large/hla3 masked as printed (Alg. 3) equals the CPU's printed stream in Z/p",
+          "[gpu][large]") {
   check_large(make_spec(Variant::hla3, true, Rational(1)), Form::published, false);
 }
 
@@ -480,16 +490,18 @@ void check_fast_path(Index n, Index heads, std::uint64_t seed) {
     std::vector<Sequence<float>> inputs;
     Rng rng(seed + static_cast<int>(variant));
     for (Index h = 0; h < heads; ++h) inputs.push_back(bf16_gaussian_sequence(rng, n, d));
-    const std::vector<Matrix<float>> got = fast::gpu::fast_forward(variant, inputs);
-    const std::vector<Terms<float>> generic =
-        fast::gpu::terms_bf16(spec, fast::default_form(spec, fast::Impl::scan), Method::scan, inputs, 64);
+    const std::vector<Matrix<float>> got = fast::gpu::fast_forward(spec, inputs);
+    const std::vector<Terms<float>> generic = fast::gpu::terms_bf16(
+        spec, fast::default_form(spec, fast::Implementation::scan), Implementation::gpu_scan, inputs, 64);
     const int r = order(variant);
     const double fast_factor = (1 + gamma_of(3, 0x1p-8)) * (1 + gamma_of(9 * (n / 8 + 24.0), 0x1p-22)) - 1;
-    const double generic_factor = gamma_of(to_double(gpu_depth(spec, Method::scan, 0, d, n, 64)), 0x1p-24);
+    const double generic_factor =
+        gamma_of(to_double(gpu_depth(spec, Implementation::gpu_scan, 0, d, n, 64)), 0x1p-24);
     double worst = 0, normwise = 0, generic_difference = 0, generic_ratio = 0;
     for (Index h = 0; h < heads; ++h) {
-      const Sequence<double> s{inputs[h].q.cast<double>(), inputs[h].k.cast<double>(), inputs[h].v.cast<double>()};
-      const Form form = fast::default_form(spec, fast::Impl::streaming);
+      const Sequence<double> s{inputs[h].q.cast<double>(), inputs[h].k.cast<double>(),
+                               inputs[h].v.cast<double>()};
+      const Form form = fast::default_form(spec, fast::Implementation::streaming);
       const Terms<double> reference = fast::streaming_terms(spec, form, s);
       const Sequence<Gauge<double>> magnitudes{s.q.cast<Gauge<double>>(), s.k.cast<Gauge<double>>(),
                                                s.v.cast<Gauge<double>>()};
@@ -503,18 +515,19 @@ void check_fast_path(Index n, Index heads, std::uint64_t seed) {
         }
       }
       normwise = std::max(normwise, (got[h].cast<double>() - reference.num).norm() / reference.num.norm());
-      // Both within their componentwise bounds of the exact result, so within the sum of the two of each other.
+      // Both within their componentwise bounds of the exact result, so within the sum of the two of each
+      // other.
       const double difference = (got[h] - generic[h].num).cast<double>().norm();
       const double gauge_norm = gauge.num.unaryExpr([](const Gauge<double>& g) { return g.value(); }).norm();
       generic_difference = std::max(generic_difference, difference / generic[h].num.cast<double>().norm());
       generic_ratio = std::max(generic_ratio, difference / ((fast_factor + generic_factor) * gauge_norm));
     }
     INFO(variant_name(variant) << ", n = " << n << ", " << heads << " heads, d = dv = 64, seed " << seed
-                               << ": worst error / bound " << worst << ", normwise relative error " << normwise
-                               << ", against the generic GPU scan " << generic_difference);
+                               << ": worst error / bound " << worst << ", normwise relative error "
+                               << normwise << ", against the generic GPU scan " << generic_difference);
     std::cout << "  fast " << variant_name(variant) << " n = " << n << ": worst error / bound = " << worst
-              << ", normwise relative error = " << normwise << ", relative difference to the generic scan = "
-              << generic_difference << "\n";
+              << ", normwise relative error = " << normwise
+              << ", relative difference to the generic scan = " << generic_difference << "\n";
     CHECK(worst <= 1.0);
     CHECK(generic_ratio <= 1.0);
   }
@@ -543,16 +556,20 @@ TEST_CASE("gpu/large/the fast path at n = 65536 stays within the bf16 bound", "[
 
 TEST_CASE("gpu/fast/the fast path refuses what it does not cover", "[gpu][fast]") {
   const fast::gpu::Problem wrong_d{1, 1, 64, 32, 64}, wrong_n{1, 1, 100, 64, 64}, fine{1, 1, 64, 64, 64};
-  CHECK_THROWS_WITH(fast::gpu::fast_forward(Variant::hla2, wrong_d, nullptr, nullptr, nullptr, nullptr),
+  const OperatorSpec hla2{.variant = Variant::hla2}, ahla{.variant = Variant::ahla},
+      hla3{.variant = Variant::hla3}, decayed{.variant = Variant::hla2, .decay = Rational(1, 2)};
+  CHECK_THROWS_WITH(fast::gpu::fast_forward(hla2, wrong_d, nullptr, nullptr, nullptr, nullptr),
                     Catch::Contains("d = dv = 64"));
-  CHECK_THROWS_WITH(fast::gpu::fast_forward(Variant::ahla, wrong_n, nullptr, nullptr, nullptr, nullptr),
+  CHECK_THROWS_WITH(fast::gpu::fast_forward(ahla, wrong_n, nullptr, nullptr, nullptr, nullptr),
                     Catch::Contains("multiple of 64"));
-  CHECK_THROWS_WITH(fast::gpu::fast_forward(Variant::hla3, fine, nullptr, nullptr, nullptr, nullptr),
-                    Catch::Contains("hla2 and ahla only"));
+  CHECK_THROWS_WITH(fast::gpu::fast_forward(hla3, fine, nullptr, nullptr, nullptr, nullptr),
+                    Catch::Contains("hla2 and ahla without"));
+  CHECK_THROWS_WITH(fast::gpu::fast_forward(decayed, fine, nullptr, nullptr, nullptr, nullptr),
+                    Catch::Contains("--impl gpu-fast: covers"));
   const auto* odd = reinterpret_cast<const fast::gpu::BFloat16*>(std::uintptr_t{2});
-  CHECK_THROWS_WITH(fast::gpu::fast_forward(Variant::hla2, fine, odd, nullptr, nullptr, nullptr),
+  CHECK_THROWS_WITH(fast::gpu::fast_forward(hla2, fine, odd, nullptr, nullptr, nullptr),
                     Catch::Contains("16-byte aligned"));
   const fast::gpu::Problem too_long{1 << 16, 1, 1 << 15, 64, 64};
-  CHECK_THROWS_WITH(fast::gpu::fast_forward(Variant::hla2, too_long, nullptr, nullptr, nullptr, nullptr),
+  CHECK_THROWS_WITH(fast::gpu::fast_forward(hla2, too_long, nullptr, nullptr, nullptr, nullptr),
                     Catch::Contains("below 2^31"));
 }

@@ -78,7 +78,7 @@ TEMPLATE_TEST_CASE("rounding/floating streaming stays within the a-priori bound"
           const auto d = *testing::gen_position(1, 9).as("d");
           const auto dv = *testing::gen_position(1, 9).as("dv");
           const Sequence<Rational> s = representable_gaussian<F>(seed, n, d, dv);
-          const fast::Form form = fast::default_form(spec, fast::Impl::streaming);
+          const fast::Form form = fast::default_form(spec, fast::Implementation::streaming);
           const Terms<Rational> exact = reference::terms(spec, s);
           const Terms<F> rounded = fast::streaming_terms(spec, form, convert<F>(s));
           const Sequence<Gauge<Rational>> magnitudes{s.q.cast<Gauge<Rational>>(), s.k.cast<Gauge<Rational>>(),
@@ -115,7 +115,7 @@ TEMPLATE_TEST_CASE("rounding/floating scan stays within the a-priori bound", "[r
           options.chunk = *testing::gen_position(1, 17).as("chunk");
           options.threads = static_cast<int>(*testing::gen_position(1, 3).as("threads"));
           const Sequence<Rational> s = representable_gaussian<F>(seed, n, d, dv);
-          const fast::Form form = fast::default_form(spec, fast::Impl::scan);
+          const fast::Form form = fast::default_form(spec, fast::Implementation::scan);
           const Terms<Rational> exact = reference::terms(spec, s);
           const Terms<F> rounded = fast::scan_terms(spec, form, convert<F>(s), options);
           const Sequence<Gauge<Rational>> magnitudes{s.q.cast<Gauge<Rational>>(), s.k.cast<Gauge<Rational>>(),

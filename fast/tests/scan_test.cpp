@@ -116,8 +116,8 @@ TEMPLATE_TEST_CASE("scan/equals streaming and the reference exactly", "[scan][ex
           fast::ScanOptions options;
           options.chunk = *testing::gen_position(1, s.length() + 4).as("chunk");
           options.threads = static_cast<int>(*testing::gen_position(1, 5).as("threads"));
-          const fast::Form form = fast::default_form(spec, fast::Impl::scan);
-          const fast::Form stream_form = fast::default_form(spec, fast::Impl::streaming);
+          const fast::Form form = fast::default_form(spec, fast::Implementation::scan);
+          const fast::Form stream_form = fast::default_form(spec, fast::Implementation::streaming);
           const Terms<TestType> scanned = fast::scan_terms(spec, form, s, options);
           const Terms<TestType> streamed = fast::streaming_terms(spec, stream_form, s);
           const Terms<TestType> expected = reference::terms(spec, s);
@@ -199,8 +199,8 @@ TEST_CASE("scan/F3: the printed decay-aware masked hla2 operator is not associat
   // rho_b rho_c (1 - rho_c) S_b m_a: with a = (q 1, k 0, v 1), b = (q 0, k 1, v 0), both are 1/8.
   // Minimal: a = (q 1, k 0, v 0) already breaks h (two non-zero entries).
   const Rational gamma(1, 2);
-  const fast::Hla2Segments<Rational> published(1, 1, gamma, 0, true, false),
-      corrected(1, 1, gamma, 0, true, true);
+  const fast::Hla2Segments<Rational> published(1, 1, gamma, 0, true, fast::Form::published),
+      corrected(1, 1, gamma, 0, true, fast::Form::corrected);
   for (const int v : {1, 0}) {
     const Sequence<Rational> s = three_tokens({1, 0, v}, {0, 1, 0}, {0, 0, 0});
     const auto [left, right] = both_groupings(published, s);
@@ -216,7 +216,8 @@ TEST_CASE("scan/F4: the printed decay-aware ahla operator is not associative", "
   // rho_b rho_c (1 - rho_c) R_b m_a: with a = (q 0, k 1, v 1), b = (q 1, k 1, v 0), both are 1/8.
   // Minimal: v_a = 0 already breaks n (three non-zero entries).
   const Rational gamma(1, 2);
-  const fast::AhlaSegments<Rational> published(1, 1, gamma, false), corrected(1, 1, gamma, true);
+  const fast::AhlaSegments<Rational> published(1, 1, gamma, fast::Form::published),
+      corrected(1, 1, gamma, fast::Form::corrected);
   for (const int v : {1, 0}) {
     const Sequence<Rational> s = three_tokens({0, 1, v}, {1, 1, 0}, {0, 0, 0});
     const auto [left, right] = both_groupings(published, s);
@@ -249,10 +250,10 @@ TEST_CASE("scan/F3 and F4 counterexamples are minimal", "[scan][findings]") {
     return best;
   };
   const Rational gamma(1, 2);
-  CHECK(smallest_failure(fast::Hla2Segments<Rational>(1, 1, gamma, 0, true, false)) == 2);
-  CHECK(smallest_failure(fast::AhlaSegments<Rational>(1, 1, gamma, false)) == 3);
-  CHECK(smallest_failure(fast::Hla2Segments<Rational>(1, 1, gamma, 0, true, true)) == 10);  // none
-  CHECK(smallest_failure(fast::AhlaSegments<Rational>(1, 1, gamma, true)) == 10);
+  CHECK(smallest_failure(fast::Hla2Segments<Rational>(1, 1, gamma, 0, true, fast::Form::published)) == 2);
+  CHECK(smallest_failure(fast::AhlaSegments<Rational>(1, 1, gamma, fast::Form::published)) == 3);
+  CHECK(smallest_failure(fast::Hla2Segments<Rational>(1, 1, gamma, 0, true, fast::Form::corrected)) == 10);  // none
+  CHECK(smallest_failure(fast::AhlaSegments<Rational>(1, 1, gamma, fast::Form::corrected)) == 10);
 }
 
 TEMPLATE_TEST_CASE("chunked/equals the reference exactly", "[chunked][exact]", Rational, ModP) {
@@ -266,7 +267,7 @@ TEMPLATE_TEST_CASE("chunked/equals the reference exactly", "[chunked][exact]", R
           options.chunk = *testing::gen_position(1, s.length() + 4).as("chunk");
           options.threads = static_cast<int>(*testing::gen_position(1, 5).as("threads"));
           const Terms<TestType> chunked =
-              fast::chunked_terms(spec, fast::default_form(spec, fast::Impl::chunked), s, options);
+              fast::chunked_terms(spec, fast::default_form(spec, fast::Implementation::chunked), s, options);
           const Terms<TestType> expected = reference::terms(spec, s);
           RC_ASSERT(chunked.num == expected.num);
           RC_ASSERT(chunked.den == expected.den);

@@ -19,7 +19,7 @@ TEMPLATE_TEST_CASE("streaming/equals the reference exactly", "[streaming][exact]
           const Sequence<TestType> s = convert<TestType>(*testing::gen_any_sequence(24, 6).as("sequence"));
           const Terms<TestType> expected = reference::terms(spec, s);
           const Terms<TestType> actual =
-              fast::streaming_terms(spec, fast::default_form(spec, fast::Impl::streaming), s);
+              fast::streaming_terms(spec, fast::default_form(spec, fast::Implementation::streaming), s);
           RC_ASSERT(actual.num == expected.num);
           RC_ASSERT(actual.den == expected.den);
         },
@@ -48,7 +48,7 @@ TEST_CASE("streaming/normalized output equals the reference's", "[streaming][exa
       const Sequence<Rational> s = *testing::gen_any_sequence(12, 4).as("sequence");
       const Terms<Rational> terms = reference::terms(spec, s);
       for (Index t = 0; t < s.length(); ++t) RC_PRE(terms.den(t) + spec.eps != 0);
-      RC_ASSERT(fast::streaming_output(spec, fast::default_form(spec, fast::Impl::streaming), s) ==
+      RC_ASSERT(fast::streaming_output(spec, fast::default_form(spec, fast::Implementation::streaming), s) ==
                 reference::output(spec, s));
     });
   }
@@ -72,7 +72,7 @@ TEST_CASE("streaming/empty sequence gives empty output", "[streaming]") {
     spec.variant = variant;
     const Sequence<Rational> s{Matrix<Rational>(0, 3), Matrix<Rational>(0, 3), Matrix<Rational>(0, 2)};
     const Matrix<Rational> out =
-        fast::streaming_output(spec, fast::default_form(spec, fast::Impl::streaming), s);
+        fast::streaming_output(spec, fast::default_form(spec, fast::Implementation::streaming), s);
     CHECK(out.rows() == 0);
     CHECK(out.cols() == 2);
     CHECK(reference::output(spec, s).rows() == 0);

@@ -108,12 +108,13 @@ const std::vector<Entry>& registry() {
     std::vector<Entry> e;
     const auto hla2 = [](bool masked, bool corrected) {
       return [=]<class T>(Index d, Index dv, const T& g) {
-        return fast::Hla2Segments<T>(d, dv, g, T(0), masked, corrected);
+        return fast::Hla2Segments<T>(d, dv, g, T(0), masked, corrected ? fast::Form::corrected : fast::Form::published);
       };
     };
     const auto ahla = [](bool corrected) {
       return
-          [=]<class T>(Index d, Index dv, const T& g) { return fast::AhlaSegments<T>(d, dv, g, corrected); };
+          [=]<class T>(Index d, Index dv, const T& g) { return fast::AhlaSegments<T>(d, dv, g, corrected ? fast::Form::corrected : fast::Form::published);
+          };
     };
     e.push_back(
         entry_of({"linear", "linear attention's decayed monoid (P, m, rho)", true, true},

@@ -2,48 +2,6 @@
 
 namespace hla {
 
-std::string_view variant_name(Variant v) {
-  switch (v) {
-    case Variant::linear:
-      return "linear";
-    case Variant::hla2:
-      return "hla2";
-    case Variant::ahla:
-      return "ahla";
-    case Variant::hla3:
-      return "hla3";
-  }
-  return "?";
-}
-
-std::optional<Variant> parse_variant(std::string_view name) {
-  for (const Variant v : all_variants) {
-    if (variant_name(v) == name) return v;
-  }
-  return std::nullopt;
-}
-
-bool supports_unmasked(Variant v) {
-  return v == Variant::hla2 || v == Variant::hla3;
-}
-bool supports_ridge(Variant v) {
-  return v == Variant::hla2;
-}
-
-int order(Variant v) {
-  switch (v) {
-    case Variant::linear:
-      return 1;
-    case Variant::hla2:
-      return 2;
-    case Variant::ahla:
-      return 2;
-    case Variant::hla3:
-      return 3;
-  }
-  return 0;
-}
-
 void validate(const OperatorSpec& spec) {
   const std::string name(variant_name(spec.variant));
   if (!spec.masked && !supports_unmasked(spec.variant)) {

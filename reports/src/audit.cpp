@@ -40,58 +40,41 @@ std::vector<OperatorSpec> operator_grid() {
   return grid;
 }
 
-// The finding that makes a published form differ from the reference, or "" if it should not.
-std::string finding_of(const OperatorSpec& spec, fast::Impl impl, fast::Form form) {
-  if (form != fast::Form::published || !spec.masked) return "";
-  if (spec.variant == Variant::hla3) return "F2";
-  if (impl == fast::Impl::chunked && spec.variant == Variant::hla2) return "F5";
-  if (impl == fast::Impl::chunked && spec.variant == Variant::ahla) return "F6";
-  if (!spec.decayed()) return "";
-  if (spec.variant == Variant::hla2) return impl == fast::Impl::streaming ? "F1" : "F3";
-  if (spec.variant == Variant::ahla && impl == fast::Impl::scan) return "F4";
-  return "";
-}
-
 template <class T>
-bool agrees(const OperatorSpec& spec, fast::Impl impl, fast::Form form, const fast::ScanOptions& scan,
-            const Sequence<Rational>& exact) {
+bool agrees(const OperatorSpec& spec, fast::Implementation impl, fast::Form form,
+            const fast::ScanOptions& scan, const Sequence<Rational>& exact) {
+  using fast::Implementation;
   const Sequence<T> s = convert<T>(exact);
   const Terms<T> expected = reference::terms(spec, s);
-  const Terms<T> actual = impl == fast::Impl::scan      ? fast::scan_terms(spec, form, s, scan)
-                          : impl == fast::Impl::chunked ? fast::chunked_terms(spec, form, s, scan)
-                                                        : fast::streaming_terms(spec, form, s);
-  return expected.num == actual.num && expected.den == actual.den;
-}
-
-// The GPU in Z/p against the reference in Z/p (the GPU has no rational arithmetic).
-bool gpu_agrees(const OperatorSpec& spec, fast::Impl impl, fast::Form form, const fast::ScanOptions& scan,
-                const Sequence<Rational>& exact) {
+  Terms<T> actual;
+  if (impl == Implementation::scan) {
+    actual = fast::scan_terms(spec, form, s, scan);
+  } else if (impl == Implementation::chunked) {
+    actual = fast::chunked_terms(spec, form, s, scan);
+  } else if (impl == Implementation::streaming) {
+    actual = fast::streaming_terms(spec, form, s);
+  } else {
 #if HLA_HAVE_CUDA
-  const Sequence<ModP> s = convert<ModP>(exact);
-  const Terms<ModP> expected = reference::terms(spec, s);
-  const auto method = impl == fast::Impl::streaming ? fast::gpu::Method::streaming : fast::gpu::Method::scan;
-  const Terms<ModP> actual = fast::gpu::terms(spec, form, method, {s}, scan.chunk).front();
-  return expected.num == actual.num && expected.den == actual.den;
-#else
-  (void)spec, (void)impl, (void)form, (void)scan, (void)exact;
-  throw Error("built without CUDA");
+    if constexpr (std::is_same_v<T, ModP>)
+      actual = fast::gpu::terms(spec, form, impl, {s}, scan.chunk).front();
 #endif
-}
-
-bool gpu_available(const OperatorSpec& spec, fast::Impl impl, fast::Form form) {
-#if HLA_HAVE_CUDA
-  if (fast::gpu::unavailable_reason()) return false;
-  try {
-    fast::gpu::validate(spec, form,
-                        impl == fast::Impl::streaming ? fast::gpu::Method::streaming : fast::gpu::Method::scan);
-    return true;
-  } catch (const Error&) {
-    return false;
   }
+  return expected.num == actual.num && expected.den == actual.den;
+}
+
+// The GPU rows need a device; the catalogue says the rest.
+bool runs_here(const OperatorSpec& spec, fast::Implementation impl, fast::Form form) {
+  if (fast::unavailable(spec, impl, form)) return false;
+#if HLA_HAVE_CUDA
+  return !fast::on_gpu(impl) || !fast::gpu::unavailable_reason();
 #else
-  (void)spec, (void)impl, (void)form;
-  return false;
+  return !fast::on_gpu(impl);
 #endif
+}
+
+// `text` padded to `width`, with at least one space after it.
+std::string column(std::string_view text, std::size_t width) {
+  return std::string(text) + std::string(text.size() < width ? width - text.size() : 1, ' ');
 }
 
 std::string options_text(const OperatorSpec& spec) {
@@ -105,62 +88,54 @@ std::string options_text(const OperatorSpec& spec) {
 }  // namespace
 
 std::vector<AuditRow> run_audit(const AuditOptions& options, std::ostream& progress) {
-  const std::pair<fast::Impl, fast::Form> implementations[] = {
-      {fast::Impl::streaming, fast::Form::published}, {fast::Impl::streaming, fast::Form::corrected},
-      {fast::Impl::scan, fast::Form::published},      {fast::Impl::scan, fast::Form::corrected},
-      {fast::Impl::chunked, fast::Form::published},   {fast::Impl::chunked, fast::Form::corrected}};
-  struct Target {
-    fast::Impl impl;
-    fast::Form form;
-    bool on_gpu;
-  };
+  using fast::Implementation;
+  // The implementations under audit, the CPU ones first (the fast path computes in bf16).
+  const Implementation audited[] = {Implementation::streaming, Implementation::scan, Implementation::chunked,
+                                    Implementation::gpu_streaming, Implementation::gpu_scan};
   std::vector<AuditRow> rows;
   const std::vector<OperatorSpec> grid = operator_grid();
   for (std::size_t g = 0; g < grid.size(); ++g) {
     const OperatorSpec& base = grid[g];
-    std::vector<Target> targets;
-    for (const auto& [impl, form] : implementations) {
-      if (fast::is_available(base, impl, form)) targets.push_back({impl, form, false});
-    }
-    for (const auto& [impl, form] : implementations) {
-      if (impl != fast::Impl::chunked && gpu_available(base, impl, form)) targets.push_back({impl, form, true});
-    }
-    for (const auto& [impl, form, on_gpu] : targets) {
-      AuditRow row;
-      row.spec = base;
-      row.implementation = impl;
-      row.on_gpu = on_gpu;
-      row.form = form;
-      row.finding = finding_of(base, impl, form);
-      row.expected_equal = row.finding.empty();
-      for (int c = 0; c < options.cases; ++c) {
-        const std::uint64_t case_seed = options.seed * 1'000'003 + g * 1'009 + c;
-        Rng rng(case_seed);
-        OperatorSpec spec = base;
-        if (base.decayed()) {
-          do spec.decay = random_decay(rng);
-          while (spec.decay == 1);
+    for (const fast::Implementation impl : audited) {
+      for (const fast::Form form : {fast::Form::published, fast::Form::corrected}) {
+        if (!runs_here(base, impl, form)) continue;
+        const bool on_gpu = fast::on_gpu(impl);
+        const fast::Finding* finding = fast::finding_for(base, impl, form);
+        AuditRow row;
+        row.spec = base;
+        row.implementation = impl;
+        row.form = form;
+        row.finding = finding ? std::string(finding->id) : "";
+        row.expected_equal = finding == nullptr;
+        for (int c = 0; c < options.cases; ++c) {
+          const std::uint64_t case_seed = options.seed * 1'000'003 + g * 1'009 + c;
+          Rng rng(case_seed);
+          OperatorSpec spec = base;
+          if (base.decayed()) {
+            do spec.decay = random_decay(rng);
+            while (spec.decay == 1);
+          }
+          const Index n = rng.uniform(0, options.max_n);
+          const Index d = rng.uniform(1, options.max_d);
+          const Index dv = rng.uniform(1, options.max_d);
+          const Sequence<Rational> s =
+              random_sequence(rng, n, d, dv, c % 2 ? EntryKind::dyadic : EntryKind::integer, 4);
+          fast::ScanOptions scan;
+          scan.chunk = rng.uniform(1, n + 2);
+          scan.threads = static_cast<int>(rng.uniform(1, 2));
+          const bool exact_ok = !on_gpu && agrees<Rational>(spec, impl, form, scan, s);
+          const bool modp_ok = agrees<ModP>(spec, impl, form, scan, s);
+          row.exact_agree += exact_ok;
+          row.modp_agree += modp_ok;
+          ++row.cases;
+          if (((!exact_ok && !on_gpu) || !modp_ok) && row.first_difference.empty()) {
+            row.first_difference = "n=" + std::to_string(n) + " d=" + std::to_string(d) +
+                                   " dv=" + std::to_string(dv) + " gamma=" + format_rational(spec.decay) +
+                                   " case-seed=" + std::to_string(case_seed);
+          }
         }
-        const Index n = rng.uniform(0, options.max_n);
-        const Index d = rng.uniform(1, options.max_d);
-        const Index dv = rng.uniform(1, options.max_d);
-        const Sequence<Rational> s =
-            random_sequence(rng, n, d, dv, c % 2 ? EntryKind::dyadic : EntryKind::integer, 4);
-        fast::ScanOptions scan;
-        scan.chunk = rng.uniform(1, n + 2);
-        scan.threads = static_cast<int>(rng.uniform(1, 2));
-        const bool exact_ok = !on_gpu && agrees<Rational>(spec, impl, form, scan, s);
-        const bool modp_ok = on_gpu ? gpu_agrees(spec, impl, form, scan, s) : agrees<ModP>(spec, impl, form, scan, s);
-        row.exact_agree += exact_ok;
-        row.modp_agree += modp_ok;
-        ++row.cases;
-        if (((!exact_ok && !on_gpu) || !modp_ok) && row.first_difference.empty()) {
-          row.first_difference = "n=" + std::to_string(n) + " d=" + std::to_string(d) +
-                                 " dv=" + std::to_string(dv) + " gamma=" + format_rational(spec.decay) +
-                                 " case-seed=" + std::to_string(case_seed);
-        }
+        rows.push_back(row);
       }
-      rows.push_back(row);
     }
     progress << "audit: " << (g + 1) << "/" << grid.size() << " operators " << describe(base) << "\n";
   }
@@ -174,7 +149,8 @@ bool print_audit(const std::vector<AuditRow>& rows, std::ostream& out) {
       << "verdict\n";
   out << std::string(110, '-') << "\n";
   for (const AuditRow& r : rows) {
-    const bool equal = (r.on_gpu || r.exact_agree == r.cases) && r.modp_agree == r.cases;
+    const bool on_gpu = fast::on_gpu(r.implementation);
+    const bool equal = (on_gpu || r.exact_agree == r.cases) && r.modp_agree == r.cases;
     std::string verdict;
     if (equal) {
       verdict = "equal to the reference";
@@ -189,13 +165,10 @@ bool print_audit(const std::vector<AuditRow>& rows, std::ostream& out) {
       all_as_expected = false;
     }
     out << std::left << std::setw(8) << variant_name(r.spec.variant) << std::setw(32) << options_text(r.spec)
+        << column(fast::implementation_name(r.implementation), 11) << std::setw(11) << fast::form_name(r.form)
         << std::setw(11)
-        << (r.on_gpu ? "gpu-" + std::string(r.implementation == fast::Impl::scan ? "scan" : "stream")
-                     : std::string(fast::impl_name(r.implementation)))
-        << std::setw(11) << fast::form_name(r.form) << std::setw(11)
-        << (r.on_gpu ? std::string("n/a") : std::to_string(r.exact_agree) + "/" + std::to_string(r.cases))
-        << std::setw(11)
-        << (std::to_string(r.modp_agree) + "/" + std::to_string(r.cases)) << verdict << "\n";
+        << (on_gpu ? std::string("n/a") : std::to_string(r.exact_agree) + "/" + std::to_string(r.cases))
+        << std::setw(11) << (std::to_string(r.modp_agree) + "/" + std::to_string(r.cases)) << verdict << "\n";
   }
   return all_as_expected;
 }

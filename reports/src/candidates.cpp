@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "hla/fast/chunked.hpp"
+#include "hla/fast/gpu_types.hpp"
 #include "hla/fast/scan.hpp"
 #include "hla/fast/streaming.hpp"
 #include "hla/reports/rounding_depth.hpp"
@@ -31,10 +32,8 @@ double round_input(InputFormat format, double x) {
     case InputFormat::f32:
       return static_cast<float>(x);
     case InputFormat::bf16: {
-      // Ties to even on the upper 16 bits of the float32 pattern (finite values).
       const auto bits = std::bit_cast<std::uint32_t>(static_cast<float>(x));
-      const std::uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u;
-      return std::bit_cast<float>(rounded);
+      return std::bit_cast<float>(std::uint32_t(fast::gpu::bfloat16_from_float_bits(bits).bits) << 16);
     }
   }
   return x;
@@ -42,7 +41,7 @@ double round_input(InputFormat format, double x) {
 
 namespace {
 
-using fast::Impl;
+using fast::Implementation;
 
 template <class T>
 Terms<double> widen(const Terms<T>& t) {
@@ -85,26 +84,27 @@ Depths depth_in(const Algorithm& algorithm, const OperatorSpec& spec, Index n, I
 struct Streaming {
   template <class T>
   Terms<T> operator()(const OperatorSpec& spec, const Sequence<T>& s, Index) const {
-    return fast::streaming_terms(spec, fast::default_form(spec, Impl::streaming), s);
+    return fast::streaming_terms(spec, fast::default_form(spec, Implementation::streaming), s);
   }
 };
 struct Scan {
   template <class T>
   Terms<T> operator()(const OperatorSpec& spec, const Sequence<T>& s, Index chunk) const {
-    return fast::scan_terms(spec, fast::default_form(spec, Impl::scan), s, fast::ScanOptions{chunk, 1});
+    return fast::scan_terms(spec, fast::default_form(spec, Implementation::scan), s, fast::ScanOptions{chunk, 1});
   }
 };
 struct Chunked {
   template <class T>
   Terms<T> operator()(const OperatorSpec& spec, const Sequence<T>& s, Index chunk) const {
-    return fast::chunked_terms(spec, fast::default_form(spec, Impl::chunked), s, fast::ScanOptions{chunk, 1});
+    return fast::chunked_terms(spec, fast::default_form(spec, Implementation::chunked), s, fast::ScanOptions{chunk, 1});
   }
 };
 
 template <class Algorithm>
-void add_rows(std::vector<Candidate>& out, const std::string& name, Impl impl, bool uses_chunk) {
+void add_rows(std::vector<Candidate>& out, Implementation impl, bool uses_chunk) {
+  const std::string name(fast::implementation_name(impl));
   const auto covers = [impl](const OperatorSpec& spec) {
-    return fast::is_available(spec, impl, fast::default_form(spec, impl));
+    return !fast::unavailable(spec, impl, fast::default_form(spec, impl));
   };
   // Depths are taken with constants exact only when they fit 24 bits, for float64 as well: a
   // constant exact in 24 bits is exact in 53, so these depths bound float64's too (they differ
@@ -168,9 +168,9 @@ Depths streaming_depth(const OperatorSpec& spec, Index n, Index d, Index dv) {
 
 std::vector<Candidate> cpu_candidates() {
   std::vector<Candidate> out;
-  add_rows<Streaming>(out, "streaming", Impl::streaming, false);
-  add_rows<Scan>(out, "scan", Impl::scan, true);
-  add_rows<Chunked>(out, "chunked", Impl::chunked, true);
+  add_rows<Streaming>(out, Implementation::streaming, false);
+  add_rows<Scan>(out, Implementation::scan, true);
+  add_rows<Chunked>(out, Implementation::chunked, true);
   return out;
 }
 

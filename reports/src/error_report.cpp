@@ -153,7 +153,7 @@ Sequence<double> prefix(const Sequence<double>& s, Index n) {
 Terms<ReferenceFloat> mpfr_reference(const OperatorSpec& spec, const Sequence<double>& s) {
   using R = ReferenceFloat;
   const Sequence<R> exact{s.q.cast<R>(), s.k.cast<R>(), s.v.cast<R>()};
-  return fast::streaming_terms(spec, fast::default_form(spec, fast::Impl::streaming), exact);
+  return fast::streaming_terms(spec, fast::default_form(spec, fast::Implementation::streaming), exact);
 }
 
 // The reference as double-double pairs (hi + lo, |lo| <= ulp(hi) / 2): an error |x - hi - lo| is

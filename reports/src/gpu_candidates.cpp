@@ -19,23 +19,20 @@ namespace hla::reports {
 #if HLA_HAVE_CUDA
 namespace {
 
-using fast::gpu::Method;
-
-fast::Form form_of(const OperatorSpec& spec, Method method) {
-  return fast::default_form(spec, method == Method::streaming ? fast::Impl::streaming : fast::Impl::scan);
-}
+using fast::Implementation;
 
 // The a-priori depths of docs/gpu.md: streaming K_t = (r + 1)(6 (t + 1) + 3 d + 12); the scan
 // K = (r + 1)(6 L + 4 d + 16) with L = 2 C + 2 ceil(log2 B) for B chunks of C tokens.
-Depths gpu_depth(const OperatorSpec& spec, Method method, Index n, Index d, Index dv, Index chunk) {
+Depths gpu_depth(const OperatorSpec& spec, Implementation impl, Index n, Index d, Index dv, Index chunk) {
   const std::int64_t r = order(spec.variant);
   Depths out{Matrix<std::int64_t>(n, dv), Vector<std::int64_t>(n)};
   const Index size = std::min<Index>(std::max<Index>(chunk, 1), std::max<Index>(n, 1));
   const Index chunks = (n + size - 1) / size;
-  const std::int64_t levels = 2 * size + 2 * (chunks <= 1 ? 0 : 64 - std::countl_zero(std::uint64_t(chunks - 1)));
+  const std::int64_t levels =
+      2 * size + 2 * (chunks <= 1 ? 0 : 64 - std::countl_zero(std::uint64_t(chunks - 1)));
   for (Index t = 0; t < n; ++t) {
-    const std::int64_t k =
-        method == Method::streaming ? (r + 1) * (6 * (t + 1) + 3 * d + 12) : (r + 1) * (6 * levels + 4 * d + 16);
+    const std::int64_t k = impl == Implementation::gpu_streaming ? (r + 1) * (6 * (t + 1) + 3 * d + 12)
+                                                                 : (r + 1) * (6 * levels + 4 * d + 16);
     out.num.row(t).setConstant(k);
     out.den(t) = k;
   }
@@ -44,12 +41,14 @@ Depths gpu_depth(const OperatorSpec& spec, Method method, Index n, Index d, Inde
 
 // The gauge of the GPU's algorithm: the CPU stream (the same recurrences) or the CPU twin of the
 // GPU scan's bracketing (fast::chunk_fold_terms), on |q|, |k|, |v|.
-Terms<double> gpu_gauge(const OperatorSpec& spec, Method method, const Sequence<double>& s, Index chunk) {
+Terms<double> gpu_gauge(const OperatorSpec& spec, Implementation impl, const Sequence<double>& s,
+                        Index chunk) {
   using G = testing::Gauge<double>;
   const Sequence<G> magnitudes{s.q.cast<G>(), s.k.cast<G>(), s.v.cast<G>()};
-  const fast::Form form = form_of(spec, method);
-  const Terms<G> gauge = method == Method::streaming ? fast::streaming_terms(spec, form, magnitudes)
-                                                     : fast::chunk_fold_terms(spec, form, magnitudes, chunk);
+  const fast::Form form = fast::default_form(spec, impl);
+  const Terms<G> gauge = impl == Implementation::gpu_streaming
+                             ? fast::streaming_terms(spec, form, magnitudes)
+                             : fast::chunk_fold_terms(spec, form, magnitudes, chunk);
   return {gauge.num.unaryExpr([](const G& x) { return x.value(); }),
           gauge.den.unaryExpr([](const G& x) { return x.value(); })};
 }
@@ -59,37 +58,35 @@ Terms<double> widen(const Terms<T>& t) {
   return {t.num.template cast<double>(), t.den.template cast<double>()};
 }
 
-void add_rows(std::vector<Candidate>& out, Method method) {
-  const std::string name = method == Method::streaming ? "gpu-streaming" : "gpu-scan";
-  const bool uses_chunk = method == Method::scan;
-  const auto covers = [method](const OperatorSpec& spec) {
-    try {
-      fast::gpu::validate(spec, form_of(spec, method), method);
-      return true;
-    } catch (const Error&) {
-      return false;
-    }
+void add_rows(std::vector<Candidate>& out, Implementation impl) {
+  const std::string name(fast::implementation_name(impl));
+  const bool uses_chunk = impl == Implementation::gpu_scan;
+  const auto covers = [impl](const OperatorSpec& spec) {
+    return !fast::unavailable(spec, impl, fast::default_form(spec, impl));
   };
-  const auto depth = [method](const OperatorSpec& spec, Index n, Index d, Index dv, Index chunk) {
-    return gpu_depth(spec, method, n, d, dv, chunk);
+  const auto depth = [impl](const OperatorSpec& spec, Index n, Index d, Index dv, Index chunk) {
+    return gpu_depth(spec, impl, n, d, dv, chunk);
   };
-  const auto in_double = [method](const OperatorSpec& spec, const Sequence<double>& s, Index chunk) {
-    const Terms<double> terms = fast::gpu::terms(spec, form_of(spec, method), method, {s}, chunk).front();
-    return CandidateRun{terms, reference::finish(spec, terms), gpu_gauge(spec, method, s, chunk)};
+  const auto in_double = [impl](const OperatorSpec& spec, const Sequence<double>& s, Index chunk) {
+    const Terms<double> terms =
+        fast::gpu::terms(spec, fast::default_form(spec, impl), impl, {s}, chunk).front();
+    return CandidateRun{terms, reference::finish(spec, terms), gpu_gauge(spec, impl, s, chunk)};
   };
-  const auto in_float = [method](bool bf16) {
-    return [method, bf16](const OperatorSpec& spec, const Sequence<double>& s, Index chunk) {
+  const auto in_float = [impl](bool bf16) {
+    return [impl, bf16](const OperatorSpec& spec, const Sequence<double>& s, Index chunk) {
       const Sequence<float> inputs{s.q.cast<float>(), s.k.cast<float>(), s.v.cast<float>()};  // exact
-      const fast::Form form = form_of(spec, method);
-      const Terms<float> terms = bf16 ? fast::gpu::terms_bf16(spec, form, method, {inputs}, chunk).front()
-                                      : fast::gpu::terms(spec, form, method, {inputs}, chunk).front();
+      const fast::Form form = fast::default_form(spec, impl);
+      const Terms<float> terms = bf16 ? fast::gpu::terms_bf16(spec, form, impl, {inputs}, chunk).front()
+                                      : fast::gpu::terms(spec, form, impl, {inputs}, chunk).front();
       return CandidateRun{widen(terms), reference::finish(spec, terms).cast<double>(),
-                          gpu_gauge(spec, method, s, chunk)};
+                          gpu_gauge(spec, impl, s, chunk)};
     };
   };
   out.push_back({name, "float64", InputFormat::f64, 53, uses_chunk, !uses_chunk, covers, in_double, depth});
-  out.push_back({name, "float32", InputFormat::f32, 24, uses_chunk, !uses_chunk, covers, in_float(false), depth});
-  out.push_back({name, "bf16-in/f32", InputFormat::bf16, 24, uses_chunk, !uses_chunk, covers, in_float(true), depth});
+  out.push_back(
+      {name, "float32", InputFormat::f32, 24, uses_chunk, !uses_chunk, covers, in_float(false), depth});
+  out.push_back(
+      {name, "bf16-in/f32", InputFormat::bf16, 24, uses_chunk, !uses_chunk, covers, in_float(true), depth});
 }
 
 // The fast path (matrix units, gpu::fast_forward): masked unnormalized hla2 and ahla without decay,
@@ -100,8 +97,7 @@ void add_rows(std::vector<Candidate>& out, Method method) {
 constexpr Index fast_width = 64;
 
 bool fast_covers(const OperatorSpec& spec) {
-  return (spec.variant == Variant::hla2 || spec.variant == Variant::ahla) && spec.masked && !spec.normalize &&
-         !spec.decayed() && spec.ridge == 0;
+  return !fast::unavailable(spec, Implementation::gpu_fast, fast::Form::published);
 }
 
 // docs/gpu.md, "The fast path's bound": at most three roundings to bf16 (u = 2^-8) and
@@ -123,12 +119,12 @@ CandidateRun fast_run(const OperatorSpec& spec, const Sequence<double>& s) {
     out.topLeftCorner(n, m.cols()) = m.cast<float>();
     return out;
   };
-  const Matrix<float> num = fast::gpu::fast_forward(spec.variant, {{pad(s.q), pad(s.k), pad(s.v)}}).front();
+  const Matrix<float> num = fast::gpu::fast_forward(spec, {{pad(s.q), pad(s.k), pad(s.v)}}).front();
   Terms<double> terms{num.topLeftCorner(n, dv).cast<double>(), Vector<double>::Zero(n)};
   Matrix<double> output = terms.num;
   // The gauge: every monomial of these operators has coefficient +1, so any algorithm's gauge is
   // the operator on |q|, |k|, |v|; the CPU stream's computes it.
-  return {std::move(terms), std::move(output), gpu_gauge(spec, Method::streaming, s, 0), false};
+  return {std::move(terms), std::move(output), gpu_gauge(spec, Implementation::gpu_streaming, s, 0), false};
 }
 
 void add_fast_row(std::vector<Candidate>& out) {
@@ -144,8 +140,8 @@ std::vector<Candidate> gpu_candidates() {
 #if HLA_HAVE_CUDA
   if (fast::gpu::unavailable_reason()) return {};
   std::vector<Candidate> out;
-  add_rows(out, Method::streaming);
-  add_rows(out, Method::scan);
+  add_rows(out, Implementation::gpu_streaming);
+  add_rows(out, Implementation::gpu_scan);
   add_fast_row(out);
   return out;
 #else

@@ -115,7 +115,7 @@ TEST_CASE("report/the gauge computed in double bounds the exact gauge", "[report
       const Sequence<double> s = inputs_for(c, Family::gaussian, seed, n, d, dv);
       const Sequence<Rational> e = exact_inputs(s);
       const Sequence<G> magnitudes{e.q.cast<G>(), e.k.cast<G>(), e.v.cast<G>()};
-      const fast::Form form = fast::default_form(spec, fast::parse_impl(implementation).value());
+      const fast::Form form = fast::default_form(spec, fast::parse_implementation(implementation).value());
       const fast::ScanOptions options{chunk, 1};
       const Terms<G> exact = implementation == "streaming" ? fast::streaming_terms(spec, form, magnitudes)
                              : implementation == "scan"

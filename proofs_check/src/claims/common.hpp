@@ -26,6 +26,10 @@ T gamma_of(const Case<T>& c) {
   return from_rational<T>(c.parameters.gamma);
 }
 
+inline fast::Form form_of(bool corrected) {
+  return corrected ? fast::Form::corrected : fast::Form::published;
+}
+
 // The reference's num and den.
 template <class T>
 Terms<T> defined(Variant variant, bool masked, const Case<T>& c) {

@@ -8,7 +8,7 @@ namespace {
 
 template <class T>
 fast::Hla2Segments<T> hla2_segments(const Case<T>& c, bool masked, bool corrected) {
-  return fast::Hla2Segments<T>(c.d(), c.dv(), gamma_of(c), T(0), masked, corrected);
+  return fast::Hla2Segments<T>(c.d(), c.dv(), gamma_of(c), T(0), masked, form_of(corrected));
 }
 
 // The serial recurrence of Sec. 3.1's online updates with Sec. 4.3's decay (published:
@@ -16,7 +16,7 @@ fast::Hla2Segments<T> hla2_segments(const Case<T>& c, bool masked, bool correcte
 template <class T>
 std::vector<fast::Hla2Summary<T>> serial_states(const Case<T>& c, bool masked, bool corrected) {
   const T g = gamma_of(c);
-  const T previous = corrected ? g * g : g, incoming = corrected ? g : T(1);
+  const auto [previous, incoming] = fast::hla2_coefficients(form_of(corrected), g);
   fast::Hla2Summary<T> x = hla2_segments(c, masked, corrected).identity();
   std::vector<fast::Hla2Summary<T>> out;
   for (Index t = 0; t < c.n(); ++t) {
@@ -69,7 +69,7 @@ Matrix<T> algorithm1(const Case<T>& c, bool normalize, bool corrected) {
     const Matrix<T> s = g * p.key_moment + ds;  // line 5
     const Matrix<T> cv = g * p.query_value + q * v_(c, t);
     const Vector<T> m = g * p.query_mass + q;
-    const T previous = corrected ? g * g : g, incoming = corrected ? g : T(1);
+    const auto [previous, incoming] = fast::hla2_coefficients(form_of(corrected), g);
     const Matrix<T> gt = previous * p.cross_value + incoming * ds * p.query_value;  // line 6
     const Vector<T> h = previous * p.cross_mass + incoming * ds * p.query_mass;
     const Matrix<T> s_eff = s + lambda * Matrix<T>::Identity(c.d(), c.d());  // line 7

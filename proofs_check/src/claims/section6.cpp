@@ -81,7 +81,7 @@ Matrix<T> algorithm2(const Case<T>& c, bool normalize) {
 
 template <class T>
 fast::AhlaSegments<T> ahla_segments(const Case<T>& c, bool corrected) {
-  return fast::AhlaSegments<T>(c.d(), c.dv(), gamma_of(c), corrected);
+  return fast::AhlaSegments<T>(c.d(), c.dv(), gamma_of(c), form_of(corrected));
 }
 
 // The serial recurrence of Thm 6.1 (Sec. 6.1 decay) as per-token states; R is the plain sum of

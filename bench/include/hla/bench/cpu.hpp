@@ -20,7 +20,7 @@ struct CpuBenchOptions {
 // Throughput of the float32 masked operator: streaming, and the chunk-parallel form on one and
 // two threads, measured in one run (a warm-up, then the median of `repetitions`). Prints a table,
 // then one JSON line: {"variant", "n", "d", "dv", "streaming_tokens_per_s",
-// "scan_1_thread_tokens_per_s", "scan_2_threads_tokens_per_s", ...}.
+// "chunked_1_thread_tokens_per_s", "chunked_2_threads_tokens_per_s", ...}.
 void run_cpu_bench(const CpuBenchOptions& options, std::ostream& out);
 
 }  // namespace hla::bench

@@ -3,8 +3,7 @@
 #include <optional>
 #include <string>
 
-#include "hla/fast/form.hpp"
-#include "hla/fast/gpu_types.hpp"
+#include "hla/fast/implementation.hpp"
 #include "hla/fast/scan.hpp"
 #include "hla/reference/operator_spec.hpp"
 
@@ -12,10 +11,8 @@ namespace hla::cli {
 
 struct EvalRequest {
   OperatorSpec spec;
-  std::optional<fast::Form> form;  // streaming and scan; default: the form that equals the reference
-  fast::Impl impl = fast::Impl::reference;
-  std::optional<fast::gpu::Method> gpu;  // --impl gpu (the chunk scan) or gpu-streaming: impl is its CPU twin
-  bool gpu_fast = false;                 // --impl gpu-fast (gpu::fast_forward): impl is chunked, its CPU twin
+  std::optional<fast::Form> form;  // default: the form that equals the reference
+  fast::Implementation impl = fast::Implementation::reference;
   fast::ScanOptions scan;
   ScalarKind scalar = ScalarKind::exact;
   std::string q_path, k_path, v_path, out_path;

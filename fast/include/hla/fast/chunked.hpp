@@ -23,9 +23,6 @@
 
 namespace hla::fast {
 
-// Throws hla::Error when the chunked form does not cover `spec` in `form`.
-void validate_chunked(const OperatorSpec& spec, Form form);
-
 namespace chunked_detail {
 
 // The masks and powers of gamma for a chunk of a given length, built once per length.
@@ -83,7 +80,7 @@ class Hla2Chunks {
       : spec_(spec),
         gamma_(from_rational<T>(spec.decay)),
         ridge_(from_rational<T>(spec.ridge)),
-        segments_(d, dv, gamma_, ridge_, spec.masked, true) {}
+        segments_(d, dv, gamma_, ridge_, spec.masked, Form::corrected) {}
 
   const Segments& segments() const { return segments_; }
   const T& gamma() const { return gamma_; }
@@ -213,8 +210,10 @@ class AhlaChunks {
   using Segments = AhlaSegments<T>;
   using Summary = typename Segments::Summary;
 
-  AhlaChunks(const OperatorSpec& spec, bool corrected, Index d, Index dv)
-      : corrected_(corrected), gamma_(from_rational<T>(spec.decay)), segments_(d, dv, gamma_, true) {}
+  AhlaChunks(const OperatorSpec& spec, Form form, Index d, Index dv)
+      : routes_own_token_(ahla_coefficients(form, T(1)).routes_own_token),
+        gamma_(from_rational<T>(spec.decay)),
+        segments_(d, dv, gamma_, Form::corrected) {}
 
   const Segments& segments() const { return segments_; }
   const T& gamma() const { return gamma_; }
@@ -236,7 +235,7 @@ class AhlaChunks {
     const Matrix<T> w_decayed = a.cwiseProduct(ch.decay);
     const Matrix<T> weights = w_decayed * w_decayed;  // intra: [(A A) . L] V, A = L_g . Q K^T
     // carry: g^tau q_t^T (E + R_{<=t} P); Figure 2(C) prints R_{<t} (F6).
-    const Matrix<T> routed = a.cwiseProduct(corrected_ ? ch.causal : ch.strict);
+    const Matrix<T> routed = a.cwiseProduct(routes_own_token_ ? ch.causal : ch.strict);
     const Matrix<T> carry_value = ch.q * p.routed_value + routed * (ch.q * p.key_value);
     const Vector<T> carry_mass = ch.q * p.routed_mass + routed * (ch.q * p.key_mass);
     return {weights * ch.v + chunked_detail::scale_rows(ch.offset, carry_value),
@@ -244,7 +243,7 @@ class AhlaChunks {
   }
 
  private:
-  bool corrected_;
+  bool routes_own_token_;
   T gamma_;
   Segments segments_;
 };
@@ -314,23 +313,20 @@ Terms<T> chunked_terms_with(const Chunks& form, const Sequence<T>& s, const Scan
 template <class T>
 Terms<T> chunked_terms(const OperatorSpec& spec, Form form, const Sequence<T>& s,
                        const ScanOptions& options) {
-  validate(spec);
-  validate_form(spec, Impl::chunked, form);
-  validate_chunked(spec, form);
+  require_available(spec, Implementation::chunked, form);
   validate(options);
-  const bool corrected = form == Form::corrected;
   const Index d = s.key_dim(), dv = s.value_dim();
   switch (spec.variant) {
     case Variant::linear:
       return chunked_terms_with(LinearChunks<T>(spec, d, dv), s, options);
     case Variant::hla2:
-      if (spec.masked && corrected) {
+      if (spec.masked && form == Form::corrected) {
         const Index chunks = chunk_layout(s.length(), options).count;
         return chunked_terms_with(Hla2MaskedChunks<T>(spec, d, dv, chunks), s, options);
       }
       return chunked_terms_with(Hla2Chunks<T>(spec, d, dv), s, options);
     case Variant::ahla:
-      return chunked_terms_with(AhlaChunks<T>(spec, corrected, d, dv), s, options);
+      return chunked_terms_with(AhlaChunks<T>(spec, form, d, dv), s, options);
     case Variant::hla3:
       break;
   }

@@ -17,29 +17,27 @@
 #include <string>
 #include <vector>
 
-#include "hla/fast/form.hpp"
+#include "hla/fast/catalogue.hpp"
 #include "hla/fast/gpu_types.hpp"
 #include "hla/reference/sequence.hpp"
 
 namespace hla::fast::gpu {
 
-BFloat16 to_bfloat16(float x);  // rounds to nearest, ties to even; NaN stays NaN
+BFloat16 to_bfloat16(float x);  // bfloat16_from_float_bits
 float to_float(BFloat16 x);     // exact
 
 // Why the kernels cannot run here ("no CUDA device: ..."), or nullopt when they can.
 std::optional<std::string> unavailable_reason();
 
-// Throws hla::Error when the GPU has no `method` for `spec` in `form`: the published masked
-// third-order scan (Eqs. 7.6-7.7) keeps O(d^3 dv) maps per summary and is CPU-only.
-void validate(const OperatorSpec& spec, Form form, Method method);
-
-// num and den of every sequence-head, from device pointers; `chunk` tokens per chunk (scan).
-// Asynchronous on `stream` (scan workspace is allocated stream-ordered). Throws hla::Error for
-// an unsupported operator, shapes the kernels cannot hold in shared memory, or a CUDA failure.
+// num and den of every sequence-head, from device pointers, by `impl` (gpu_streaming or gpu_scan);
+// `chunk` tokens per chunk (scan). Asynchronous on `stream` (scan workspace is allocated
+// stream-ordered). Throws hla::Error for what the catalogue says is unavailable, shapes the
+// kernels cannot hold in shared memory, or a CUDA failure.
 // In: float (T float), BFloat16 (T float), double (T double), ModP (T ModP).
 template <class In, class T>
-void terms(const OperatorSpec& spec, Form form, Method method, const Problem& problem, std::int64_t chunk,
-           const In* q, const In* k, const In* v, T* num, T* den, CUstream_st* stream = nullptr);
+void terms(const OperatorSpec& spec, Form form, Implementation impl, const Problem& problem,
+           std::int64_t chunk, const In* q, const In* k, const In* v, T* num, T* den,
+           CUstream_st* stream = nullptr);
 
 // out = num / (den + eps) when spec.normalize, else num; device pointers, out [.., value_dim].
 // Throws hla::Error naming the first token whose divisor is zero in Z/p. Synchronizes `stream`.
@@ -47,30 +45,32 @@ template <class T>
 void finish(const OperatorSpec& spec, const Problem& problem, const T* num, const T* den, T* out,
             CUstream_st* stream = nullptr);
 
-// The fast path on the matrix units: masked, unnormalized hla2 or ahla with gamma = 1, bf16
-// inputs, float32 accumulation and state, d = dv = 64 and n a multiple of 64 (chunks of 64 tokens).
-// Writes num only (the output of the unnormalized operator). Throws hla::Error for anything else.
-void fast_forward(Variant variant, const Problem& problem, const BFloat16* q, const BFloat16* k, const BFloat16* v,
-                  float* num, CUstream_st* stream = nullptr);
+// The fast path on the matrix units (Implementation::gpu_fast: the operators the catalogue says),
+// bf16 inputs, float32 accumulation and state, d = dv = 64 and n a multiple of 64 (chunks of 64
+// tokens). Writes num only (the output of the unnormalized operator). Throws hla::Error for
+// anything else.
+void fast_forward(const OperatorSpec& spec, const Problem& problem, const BFloat16* q, const BFloat16* k,
+                  const BFloat16* v, float* num, CUstream_st* stream = nullptr);
 // Host convenience: each head's inputs rounded to bf16, num of each head back.
-std::vector<Matrix<float>> fast_forward(Variant variant, const std::vector<Sequence<float>>& heads);
+std::vector<Matrix<float>> fast_forward(const OperatorSpec& spec, const std::vector<Sequence<float>>& heads);
 
 // data[i] = scale * a standard normal sample, from a hash of (seed, i); for benchmarks (never
 // time on zeros). In: float or BFloat16 (rounded to nearest even).
 template <class In>
-void fill_gaussian(In* data, std::int64_t count, std::uint64_t seed, float scale, CUstream_st* stream = nullptr);
+void fill_gaussian(In* data, std::int64_t count, std::uint64_t seed, float scale,
+                   CUstream_st* stream = nullptr);
 
 // Host convenience: copies the sequence-heads to the device (batch 1, heads = their number),
 // runs `terms` and copies the results back. All heads must share n, d, dv.
-std::vector<Terms<float>> terms(const OperatorSpec& spec, Form form, Method method,
+std::vector<Terms<float>> terms(const OperatorSpec& spec, Form form, Implementation impl,
                                 const std::vector<Sequence<float>>& heads, std::int64_t chunk);
-std::vector<Terms<double>> terms(const OperatorSpec& spec, Form form, Method method,
+std::vector<Terms<double>> terms(const OperatorSpec& spec, Form form, Implementation impl,
                                  const std::vector<Sequence<double>>& heads, std::int64_t chunk);
-std::vector<Terms<ModP>> terms(const OperatorSpec& spec, Form form, Method method,
+std::vector<Terms<ModP>> terms(const OperatorSpec& spec, Form form, Implementation impl,
                                const std::vector<Sequence<ModP>>& heads, std::int64_t chunk);
 
 // The same with bf16 inputs: each entry of `heads` is rounded to bf16 (to_bfloat16) on the way.
-std::vector<Terms<float>> terms_bf16(const OperatorSpec& spec, Form form, Method method,
+std::vector<Terms<float>> terms_bf16(const OperatorSpec& spec, Form form, Implementation impl,
                                      const std::vector<Sequence<float>>& heads, std::int64_t chunk);
 
 }  // namespace hla::fast::gpu

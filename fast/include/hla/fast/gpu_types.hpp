@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "hla/reference/host_device.hpp"
+
 struct CUstream_st;  // cudaStream_t is CUstream_st*
 
 namespace hla::fast::gpu {
@@ -13,7 +15,12 @@ struct BFloat16 {
   std::uint16_t bits;
 };
 
-enum class Method { streaming, scan };
+// The bf16 nearest to the float32 with these bits, ties to even; a NaN stays a NaN (quieted,
+// sign and leading payload kept) instead of rounding into an infinity.
+HLA_HOST_DEVICE BFloat16 bfloat16_from_float_bits(std::uint32_t bits) {
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return {static_cast<std::uint16_t>((bits >> 16) | 0x40u)};
+  return {static_cast<std::uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16)};
+}
 
 struct Problem {
   std::int64_t batch = 1, heads = 1, length = 0;

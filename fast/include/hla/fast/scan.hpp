@@ -11,7 +11,7 @@
 #include "hla/fast/algebra/hla2.hpp"
 #include "hla/fast/algebra/hla3.hpp"
 #include "hla/fast/algebra/linear.hpp"
-#include "hla/fast/form.hpp"
+#include "hla/fast/catalogue.hpp"
 #include "hla/reference/definition.hpp"
 
 namespace hla::fast {
@@ -116,10 +116,13 @@ Terms<T> chunk_fold_terms_with(const Segments& seg, const Sequence<T>& s, Index 
   using Summary = typename Segments::Summary;
   const Index n = s.length();
   const ChunkLayout layout = chunk_layout(n, ScanOptions{chunk, 1});
-  const auto token = [&](Index t) { return seg.token(s.q.row(t).transpose(), s.k.row(t).transpose(), s.v.row(t)); };
+  const auto token = [&](Index t) {
+    return seg.token(s.q.row(t).transpose(), s.k.row(t).transpose(), s.v.row(t));
+  };
   std::vector<Summary> carry(layout.count, seg.identity());
   for (Index c = 0; c < layout.count; ++c) {
-    for (Index t = c * layout.size; t < std::min(n, (c + 1) * layout.size); ++t) carry[c] = seg.combine(carry[c], token(t));
+    for (Index t = c * layout.size; t < std::min(n, (c + 1) * layout.size); ++t)
+      carry[c] = seg.combine(carry[c], token(t));
   }
   exclusive_scan(
       carry, seg.identity(), [&seg](const Summary& a, const Summary& b) { return seg.combine(a, b); }, 1);
@@ -136,27 +139,20 @@ Terms<T> chunk_fold_terms_with(const Segments& seg, const Sequence<T>& s, Index 
   return out;
 }
 
-// Throws hla::Error when `form` has no scan operator for `spec` (the published third-order one
-// is printed for gamma = 1 only).
-void validate_scan(const OperatorSpec& spec, Form form);
-
 // Calls f with the segment algebra of `spec` in `form`.
 template <class T, class F>
 decltype(auto) with_segments(const OperatorSpec& spec, Form form, Index d, Index dv, F&& f) {
-  validate(spec);
-  validate_form(spec, Impl::scan, form);
-  validate_scan(spec, form);
+  require_available(spec, Implementation::scan, form);
   const T gamma = from_rational<T>(spec.decay);
-  const bool corrected = form == Form::corrected;
   switch (spec.variant) {
     case Variant::linear:
       return f(LinearSegments<T>(d, dv, gamma));
     case Variant::hla2:
-      return f(Hla2Segments<T>(d, dv, gamma, from_rational<T>(spec.ridge), spec.masked, corrected));
+      return f(Hla2Segments<T>(d, dv, gamma, from_rational<T>(spec.ridge), spec.masked, form));
     case Variant::ahla:
-      return f(AhlaSegments<T>(d, dv, gamma, corrected));
+      return f(AhlaSegments<T>(d, dv, gamma, form));
     case Variant::hla3:
-      if (spec.masked && !corrected) return f(Hla3PublishedSegments<T>(d, dv));
+      if (spec.masked && form == Form::published) return f(Hla3PublishedSegments<T>(d, dv));
       return f(Hla3Segments<T>(d, dv, gamma, spec.masked));
   }
   throw Error("unknown variant");

@@ -4,7 +4,7 @@
 #include "hla/fast/algebra/hla2.hpp"
 #include "hla/fast/algebra/hla3.hpp"
 #include "hla/fast/algebra/linear.hpp"
-#include "hla/fast/form.hpp"
+#include "hla/fast/catalogue.hpp"
 #include "hla/reference/definition.hpp"
 
 namespace hla::fast {
@@ -27,18 +27,13 @@ Terms<T> run_stream(Stream stream, const Sequence<T>& s) {
 // Calls f with the streaming state of `spec` in `form`, constructed for s's dimensions.
 template <class T, class F>
 decltype(auto) with_stream(const OperatorSpec& spec, Form form, Index d, Index dv, F&& f) {
-  validate(spec);
-  validate_form(spec, Impl::streaming, form);
+  require_available(spec, Implementation::streaming, form);
   const T gamma = from_rational<T>(spec.decay);
   switch (spec.variant) {
     case Variant::linear:
       return f(LinearStream<T>(d, dv, gamma));
-    case Variant::hla2: {
-      using Stream = Hla2Stream<T>;
-      const auto cross = form == Form::corrected ? Stream::corrected_cross_decay(gamma)
-                                                 : Stream::published_cross_decay(gamma);
-      return f(Stream(d, dv, gamma, from_rational<T>(spec.ridge), spec.masked, cross));
-    }
+    case Variant::hla2:
+      return f(Hla2Stream<T>(d, dv, gamma, from_rational<T>(spec.ridge), spec.masked, form));
     case Variant::ahla:
       return f(AhlaStream<T>(d, dv, gamma));
     case Variant::hla3:

@@ -1,21 +1,11 @@
 #pragma once
 
-#include <array>
-#include <optional>
 #include <string>
-#include <string_view>
 
 #include "hla/reference/scalar.hpp"
+#include "hla/reference/variant.hpp"
 
 namespace hla {
-
-enum class Variant { linear, hla2, ahla, hla3 };
-
-inline constexpr std::array<Variant, 4> all_variants{Variant::linear, Variant::hla2, Variant::ahla,
-                                                     Variant::hla3};
-
-std::string_view variant_name(Variant v);
-std::optional<Variant> parse_variant(std::string_view name);
 
 // One operator of the family, with its options. The defaults give the masked, unnormalized,
 // undecayed operator.
@@ -31,17 +21,10 @@ struct OperatorSpec {
   friend bool operator==(const OperatorSpec&, const OperatorSpec&) = default;
 };
 
-bool supports_unmasked(Variant v);  // hla2 and hla3
-bool supports_ridge(Variant v);     // hla2
-
 // Throws hla::Error, naming the flag, when the options do not describe an operator.
 void validate(const OperatorSpec& spec);
 
 // "hla2 masked normalized eps=1/10 ridge=0 decay=1/2": the options that are in effect.
 std::string describe(const OperatorSpec& spec);
-
-// Polynomial degree of the numerator in the inputs (q, k, v together): the order of the
-// operator plus one for v; used for Schwartz-Zippel bounds and rounding-error depths.
-int order(Variant v);
 
 }  // namespace hla

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "hla/fast/form.hpp"
+#include "hla/fast/implementation.hpp"
 #include "hla/reference/operator_spec.hpp"
 
 namespace hla::reports {
@@ -20,9 +20,8 @@ struct AuditOptions {
 };
 
 struct AuditRow {
-  OperatorSpec spec;  // decay = 1/2 stands for "a random gamma < 1 per case"
-  fast::Impl implementation;  // on the GPU: streaming (the streaming kernel) or scan (the chunk scan)
-  bool on_gpu = false;        // GPU rows are checked in Z/p only (exact_agree stays 0)
+  OperatorSpec spec;                    // decay = 1/2 stands for "a random gamma < 1 per case"
+  fast::Implementation implementation;  // GPU rows are checked in Z/p only (exact_agree stays 0)
   fast::Form form;
   bool expected_equal;  // false for published forms recorded in docs/findings.md
   std::string finding;  // e.g. "F1"; empty when none

@@ -4,7 +4,7 @@
 
 #include <ostream>
 
-#include "hla/fast/form.hpp"
+#include "hla/fast/catalogue.hpp"
 #include "hla/reference/operator_spec.hpp"
 #include "hla/reference/sequence.hpp"
 

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "hla/fast/algebra/coefficients.hpp"
 #include "hla/fast/algebra/linear.hpp"
 
 namespace hla::fast {
@@ -59,14 +60,13 @@ struct AhlaSummary {
 //   R_AB = rho_B R_A + R_B   (published),
 // which is not associative for gamma < 1 (docs/findings.md, F4). The cross-term of a token i in B
 // is gamma^(end-i) k_i q_i^T gamma^(i-end_A) P_A = rho_B k_i q_i^T P_A whatever i, so R^KQ must not
-// decay: corrected R_AB = R_A + R_B. Undecayed, the two agree.
+// decay: corrected R_AB = R_A + R_B. Undecayed, the two agree (ahla_coefficients).
 template <class T>
 class AhlaSegments {
  public:
   using Summary = AhlaSummary<T>;
 
-  AhlaSegments(Index d, Index dv, const T& gamma, bool corrected)
-      : d_(d), dv_(dv), gamma_(gamma), corrected_(corrected) {}
+  AhlaSegments(Index d, Index dv, const T& gamma, Form form) : d_(d), dv_(dv), gamma_(gamma), form_(form) {}
 
   Summary identity() const {
     return {Matrix<T>::Zero(d_, d_),  Matrix<T>::Zero(d_, dv_), Vector<T>::Zero(d_),
@@ -78,7 +78,7 @@ class AhlaSegments {
     return {k * q.transpose(), k * v, k, score * (k * v), score * k, gamma_};
   }
   Summary combine(const Summary& a, const Summary& b) const {
-    const T key_query_decay = corrected_ ? T(1) : b.rho;
+    const T key_query_decay = ahla_coefficients(form_, b.rho).key_query_age;
     return {key_query_decay * a.key_query + b.key_query,
             b.rho * a.key_value + b.key_value,
             b.rho * a.key_mass + b.key_mass,
@@ -93,7 +93,7 @@ class AhlaSegments {
  private:
   Index d_, dv_;
   T gamma_;
-  bool corrected_;
+  Form form_;
 };
 
 }  // namespace hla::fast

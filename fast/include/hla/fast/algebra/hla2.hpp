@@ -1,5 +1,6 @@
 #pragma once
 
+#include "hla/fast/algebra/coefficients.hpp"
 #include "hla/fast/algebra/linear.hpp"
 
 namespace hla::fast {
@@ -22,27 +23,17 @@ Readout<T> hla2_read(const Vector<T>& q, const T& ridge, bool masked, const Matr
 // Second-order HLA: prefix moments S^K, C^QV, m^Q (Sec. 3), the cross-summaries G, h that make
 // it strictly causal (Thm 3.1), an optional ridge S^K + lambda I (Alg. 1) and decay (Sec. 4.3).
 //
-// The cross-summaries follow G_t = a G_{t-1} + b k_t (k_t^T C^QV_{t-1}), likewise h_t:
-//   published (Sec. 3.1 online updates; Sec. 4.3; Alg. 1 line 6): a = gamma,   b = 1;
-//   corrected (docs/findings.md, F1):                              a = gamma^2, b = gamma.
-// The two agree for gamma = 1.
+// The cross-summaries follow G_t = age G_{t-1} + gain k_t (k_t^T C^QV_{t-1}), likewise h_t, with
+// the form's coefficients (hla2_coefficients: published Sec. 3.1, Sec. 4.3, Alg. 1 line 6; F1).
 template <class T>
 class Hla2Stream {
  public:
-  struct CrossDecay {
-    T previous;  // a
-    T incoming;  // b
-  };
-
-  static CrossDecay published_cross_decay(const T& gamma) { return {gamma, T(1)}; }
-  static CrossDecay corrected_cross_decay(const T& gamma) { return {gamma * gamma, gamma}; }
-
   // masked = false drops (G, h): the unmasked prefix form of Eq. 3.1 (Sec. 5.1).
-  Hla2Stream(Index d, Index dv, const T& gamma, const T& ridge, bool masked, CrossDecay cross)
+  Hla2Stream(Index d, Index dv, const T& gamma, const T& ridge, bool masked, Form form)
       : gamma_(gamma),
         ridge_(ridge),
         masked_(masked),
-        cross_(cross),
+        cross_(hla2_coefficients(form, gamma)),
         key_moment_(Matrix<T>::Zero(d, d)),
         query_value_(Matrix<T>::Zero(d, dv)),
         query_mass_(Vector<T>::Zero(d)),
@@ -51,8 +42,8 @@ class Hla2Stream {
 
   void push(const Vector<T>& q, const Vector<T>& k, const RowVector<T>& v) {
     if (masked_) {  // (k k^T) X = k (k^T X): O(d dv), read before C and m take token t
-      cross_value_ = cross_.previous * cross_value_ + cross_.incoming * k * (k.transpose() * query_value_);
-      cross_mass_ = cross_.previous * cross_mass_ + cross_.incoming * k * k.dot(query_mass_);
+      cross_value_ = cross_.age * cross_value_ + cross_.gain * k * (k.transpose() * query_value_);
+      cross_mass_ = cross_.age * cross_mass_ + cross_.gain * k * k.dot(query_mass_);
     }
     key_moment_ = gamma_ * key_moment_ + k * k.transpose();
     query_value_ = gamma_ * query_value_ + q * v;
@@ -72,7 +63,7 @@ class Hla2Stream {
  private:
   T gamma_, ridge_;
   bool masked_;
-  CrossDecay cross_;
+  Hla2Coefficients<T> cross_;
   Matrix<T> key_moment_;   // S^K
   Matrix<T> query_value_;  // C^QV
   Vector<T> query_mass_;   // m^Q
@@ -98,13 +89,14 @@ struct Hla2Summary {
 // which is not associative for gamma < 1 (docs/findings.md, F3); corrected:
 //   G_AB = rho_B^2 G_A + G_B + rho_B S_B C_A,
 // since S_AB C_AB = (rho_B S_A + S_B)(rho_B C_A + C_B) ages A's own pairs by rho_B^2. Same for h.
+// The age of G_A is hla2_coefficients(form, rho_B).age.
 template <class T>
 class Hla2Segments {
  public:
   using Summary = Hla2Summary<T>;
 
-  Hla2Segments(Index d, Index dv, const T& gamma, const T& ridge, bool masked, bool corrected)
-      : d_(d), dv_(dv), gamma_(gamma), ridge_(ridge), masked_(masked), corrected_(corrected) {}
+  Hla2Segments(Index d, Index dv, const T& gamma, const T& ridge, bool masked, Form form)
+      : d_(d), dv_(dv), gamma_(gamma), ridge_(ridge), masked_(masked), form_(form) {}
 
   Summary identity() const {
     return {Matrix<T>::Zero(d_, d_),  Matrix<T>::Zero(d_, dv_), Vector<T>::Zero(d_),
@@ -122,7 +114,7 @@ class Hla2Segments {
               Vector<T>(),
               a.rho * b.rho};
     if (masked_) {
-      const T carried = corrected_ ? b.rho * b.rho : b.rho;
+      const T carried = hla2_coefficients(form_, b.rho).age;
       r.cross_value = carried * a.cross_value + b.cross_value + b.key_moment * (b.rho * a.query_value);
       r.cross_mass = carried * a.cross_mass + b.cross_mass + b.key_moment * (b.rho * a.query_mass);
     } else {
@@ -139,7 +131,8 @@ class Hla2Segments {
  private:
   Index d_, dv_;
   T gamma_, ridge_;
-  bool masked_, corrected_;
+  bool masked_;
+  Form form_;
 };
 
 template <class T>

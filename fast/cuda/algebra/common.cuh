@@ -1,0 +1,48 @@
+#pragma once
+
+// What every device algebra (fast/cuda/algebra/<variant>.cuh) shares. The device side of every variant: the
+// streaming states (fast/algebra/*.hpp, the *Stream classes) and the segment summaries with their
+// concatenation (the *Segments classes), on flat row-major arrays that one thread block updates together.
+// Each function here is the CPU class's formula, specialised where one operand is a single token: absorb(s,
+// q, k, v) is combine(s, token(q, k, v)) with the token's rank-one summary multiplied out, O(d^2 + d dv)
+// instead of O(d^2 dv). In Z/p both are the same polynomial, so the results agree bit for bit.
+//
+// Conventions: every thread of the block calls every function. push/absorb end with a barrier;
+// read and combine do not (the caller synchronizes before the state or scratch changes again).
+// Everything is __host__ __device__: on the host a "block" is one thread (block.cuh), so the CPU
+// tests check these formulas against the CPU algebra bit for bit in Z/p on every machine.
+// `scratch` holds scratch_size(d, dv) scalars of the block's own (combine: combine_scratch_size
+// where an algebra defines it).
+
+#include "../block.cuh"
+#include "hla/fast/algebra/coefficients.hpp"
+
+namespace hla::fast::gpu {
+
+template <class T>
+struct Params {
+  int d, dv;
+  T gamma, ridge;
+  bool masked;
+  Form form;  // the form's coefficients come from algebra/coefficients.hpp
+};
+
+// The empty segment: every field zero, rho (the last scalar) one. One write per entry: a fill
+// followed by a separate write of rho would race between threads.
+template <class T>
+HLA_HOST_DEVICE void empty_summary(T* s, int size) {
+  block::each(size, [&](int i) { s[i] = i == size - 1 ? T(1) : T(0); });
+}
+
+// Carves consecutive fields out of a flat summary.
+template <class P>
+struct Carver {
+  P next;
+  HLA_HOST_DEVICE P take(int count) {
+    P field = next;
+    next += count;
+    return field;
+  }
+};
+
+}  // namespace hla::fast::gpu

@@ -1,0 +1,56 @@
+#pragma once
+
+#include "common.cuh"
+
+namespace hla::fast::gpu {
+
+// Linear attention (Sec. 2.2): P^KV, m^K; as segments also rho.
+
+template <class T>
+struct LinearAlgebra {
+  template <class P>
+  struct Fields {
+    P key_value, key_mass, rho;
+    HLA_HOST_DEVICE Fields(P base, int d, int dv) {
+      Carver<P> c{base};
+      key_value = c.take(d * dv);
+      key_mass = c.take(d);
+      rho = c.take(1);
+    }
+  };
+  static constexpr bool has_segments = true;
+  static constexpr int summary_size(int d, int dv) { return d * dv + d + 1; }
+  static constexpr int scratch_size(int, int) { return 0; }
+
+  Params<T> p;
+
+  HLA_HOST_DEVICE void identity(T* s) const { empty_summary(s, summary_size(p.d, p.dv)); }
+  // P = g P + k v^T, m = g m + k.
+  HLA_HOST_DEVICE void absorb(T* s, T*, const T*, const T* k, const T* v) const {
+    Fields<T*> f(s, p.d, p.dv);
+    block::each(p.d * p.dv,
+                [&](int i) { f.key_value[i] = p.gamma * f.key_value[i] + k[i / p.dv] * v[i % p.dv]; });
+    block::each(p.d, [&](int i) { f.key_mass[i] = p.gamma * f.key_mass[i] + k[i]; });
+    block::each(1, [&](int) { *f.rho = *f.rho * p.gamma; });
+    block::sync();
+  }
+  HLA_HOST_DEVICE void combine(const T* a, const T* b, T* out, T*) const {
+    Fields<const T*> x(a, p.d, p.dv), y(b, p.d, p.dv);
+    Fields<T*> o(out, p.d, p.dv);
+    const T rho = *y.rho;
+    block::each(p.d * p.dv, [&](int i) { o.key_value[i] = rho * x.key_value[i] + y.key_value[i]; });
+    block::each(p.d, [&](int i) { o.key_mass[i] = rho * x.key_mass[i] + y.key_mass[i]; });
+    block::each(1, [&](int) { *o.rho = *x.rho * rho; });
+  }
+  HLA_HOST_DEVICE void read(const T* s, T*, const T* q, T* num, T* den) const {
+    Fields<const T*> f(s, p.d, p.dv);
+    block::row_times(q, f.key_value, p.d, p.dv, num);
+    block::each(1, [&](int) { *den = block::dot(q, f.key_mass, p.d); });
+  }
+  // The stream is the segment summary without rho.
+  HLA_HOST_DEVICE void push(T* s, T* scratch, const T* q, const T* k, const T* v) const {
+    absorb(s, scratch, q, k, v);
+  }
+};
+
+}  // namespace hla::fast::gpu

@@ -1,0 +1,99 @@
+#pragma once
+
+// Hopper's copy primitives (sm_90): shared-memory barriers that count arriving bytes (mbarrier),
+// loads of 2-D boxes by the tensor memory accelerator (TMA, cp.async.bulk.tensor) into 128-byte
+// swizzled tiles (wgmma.cuh's layout), and bulk stores from shared to device memory. PTX ISA,
+// "Parallel Synchronization and Communication Instructions: mbarrier" and "Data Movement:
+// cp.async.bulk".
+
+#include <cuda.h>  // CUtensorMap (the driver's encoder is reached through the runtime)
+#include <cudaTypedefs.h>
+
+#include <cstdint>
+#include <string>
+
+#include "hla/fast/gpu_status.hpp"
+#include "hla/fast/gpu_types.hpp"
+#include "wgmma.cuh"
+
+namespace hla::fast::gpu::detail::tma {
+
+__device__ inline std::uint32_t shared_address(const void* p) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// A shared-memory barrier that completes when the bytes announced to it have arrived.
+struct Arrival {
+  std::uint64_t word;
+  __device__ void init() {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(shared_address(&word)) : "memory");
+  }
+  __device__ void expect(int bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_address(&word)),
+                 "r"(bytes)
+                 : "memory");
+  }
+  // After init() by one thread: the barriers' initialisation visible to the copy engine.
+  __device__ static void fence_init() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+  // Waits for the completion of the phase with this parity (0 for the first use, 1 for the next, ...).
+  __device__ void wait(int parity) {
+    asm volatile(
+        "{\n.reg .pred done;\nwaiting:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra waiting;\n}\n" ::"r"(shared_address(&word)),
+        "r"(parity)
+        : "memory");
+  }
+};
+
+// Starts copying the 64 x 64 box at `row` of a tile_map (rows row .. row + 63) into a tile in the
+// 128-byte swizzle, signalling `arrival` (the tensor memory accelerator; one thread issues it).
+__device__ inline void start_loading(const CUtensorMap& map, std::int64_t row, void* to, Arrival& arrival) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+      "[%4];\n" ::"r"(shared_address(to)),
+      "l"(&map), "r"(0), "r"(static_cast<int>(row)), "r"(shared_address(&arrival.word))
+      : "memory");
+}
+
+// Bulk copies from shared to device memory (sm_90), tracked in groups by the issuing thread.
+__device__ inline void start_storing(float* to, const float* from, int bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(to),
+               "r"(shared_address(from)), "r"(bytes)
+               : "memory");
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+__device__ inline void wait_stores_read() {
+  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+}
+__device__ inline void wait_stores_done() {
+  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+}
+
+// The tensor map of a [rows, 64] bf16 tensor, read in 64 x 64 boxes into 128-byte swizzled tiles.
+inline CUtensorMap tile_map(const BFloat16* data, std::int64_t rows) {
+  static const auto encode = [] {
+    void* function = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    check(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &function, 12000, cudaEnableDefault,
+                                           &found),
+          "cudaGetDriverEntryPointByVersion");
+    if (found != cudaDriverEntryPointSuccess || function == nullptr) {
+      throw Error("fast path: the driver has no cuTensorMapEncodeTiled");
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(function);
+  }();
+  CUtensorMap map;
+  const cuuint64_t dims[] = {static_cast<cuuint64_t>(wgmma::width), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[] = {wgmma::width * sizeof(BFloat16)};  // bytes between rows
+  const cuuint32_t box[] = {wgmma::width, wgmma::width}, element_strides[] = {1, 1};
+  const CUresult status =
+      encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<BFloat16*>(data), dims, strides, box,
+             element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (status != CUDA_SUCCESS)
+    throw Error("fast path: cuTensorMapEncodeTiled failed (" + std::to_string(status) + ")");
+  return map;
+}
+
+}  // namespace hla::fast::gpu::detail::tma

@@ -1,0 +1,58 @@
+#pragma once
+
+// What exists where: which implementation evaluates which operator in which form, and where the
+// paper's printed formulas disagree with the definition (docs/findings.md). Every consumer (the
+// drivers' preconditions, `hla variants` and `hla eval`, the audit, the error report, the fuzz
+// registry, the tests and benchmarks) asks here; nothing else decides it.
+
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hla/fast/implementation.hpp"
+#include "hla/reference/operator_spec.hpp"
+
+namespace hla::fast {
+
+// One place where the paper's printed formulas disagree with the operator they define.
+struct Finding {
+  std::string_view id;       // "F1"
+  std::string_view summary;  // one line, as docs/findings.md heads it
+  std::string_view place;    // in the paper
+  std::vector<Variant> variants;
+  bool needs_decay;                             // shows only for gamma < 1
+  std::vector<Implementation> implementations;  // whose published form it affects (none: a cost claim)
+  std::vector<std::string_view> ledger_ids;     // the ledger entries it fails
+  std::vector<std::string_view> fuzz_ids;       // the fuzz operators whose laws it breaks
+};
+
+// F1-F7, in docs/findings.md's order.
+std::span<const Finding> findings();
+
+// The finding that makes `impl` in `form` differ from the reference on `spec`, or nullptr.
+// Every finding concerns a masked operator (ahla is always masked).
+const Finding* finding_for(const OperatorSpec& spec, Implementation impl, Form form);
+
+// Whether `impl` has a corrected form for spec's variant and mask: some finding affects it.
+bool has_corrected_form(const OperatorSpec& spec, Implementation impl);
+
+// The form that equals the reference: corrected where one exists, else published.
+Form default_form(const OperatorSpec& spec, Implementation impl);
+
+// Why `impl` cannot evaluate `spec` in `form`, as one line that names the flag to change, or
+// nullopt when it can. Whether this machine has a usable GPU is asked of gpu::unavailable_reason().
+// @pre validate(spec) passed
+std::optional<std::string> unavailable(const OperatorSpec& spec, Implementation impl, Form form);
+
+// validate(spec), then throws hla::Error with unavailable()'s reason.
+void require_available(const OperatorSpec& spec, Implementation impl, Form form);
+
+// Why `impl` does not compute in `scalar`, or nullopt.
+std::optional<std::string> unavailable(Implementation impl, ScalarKind scalar);
+
+// One line per implementation for `hla variants`: what it is and what it covers.
+std::string implementation_summary(Implementation impl);
+
+}  // namespace hla::fast

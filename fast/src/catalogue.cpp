@@ -1,0 +1,192 @@
+#include "hla/fast/catalogue.hpp"
+
+#include <algorithm>
+
+namespace hla::fast {
+namespace {
+
+using enum Implementation;
+
+// What the fast path covers; its summary and its refusal say the same words.
+constexpr std::string_view gpu_fast_coverage =
+    "masked, unnormalized hla2 and ahla without --decay or --ridge";
+
+bool affects(const Finding& f, Implementation impl) {
+  return std::find(f.implementations.begin(), f.implementations.end(), cpu_twin(impl)) !=
+         f.implementations.end();
+}
+bool concerns(const Finding& f, Variant v) {
+  return std::find(f.variants.begin(), f.variants.end(), v) != f.variants.end();
+}
+
+// Findings name CPU implementations; a generic GPU kernel inherits its twin's (cpu_twin).
+const std::vector<Finding> table{
+    {"F1",
+     "Decayed hla2 cross-summaries",
+     "Sec. 4.3; Alg. 1 line 6",
+     {Variant::hla2},
+     true,
+     {streaming},
+     {"sec-4.3/num", "sec-4.3/den", "alg-1/decay"},
+     {}},
+    {"F2",
+     "Masked third-order streaming",
+     "Thm 7.1, Eqs. 7.1-7.3, Alg. 3; Eqs. 7.4-7.7, Alg. 4",
+     {Variant::hla3},
+     false,
+     {streaming, scan},
+     {"thm-7.1/num", "thm-7.1/den", "thm-7.1/normalized", "alg-3", "alg-3/normalized", "alg-3/decay", "alg-4",
+      "alg-4/normalized"},
+     {}},
+    {"F3",
+     "Decay-aware masked scan operator for hla2",
+     "Sec. 4.2",
+     {Variant::hla2},
+     true,
+     {scan},
+     {"eq-4.1-decay/assoc", "thm-4.1/masked-decay", "rem-4.2/two-level-decay"},
+     {"eq-4.1-decay"}},
+    {"F4",
+     "Decay-aware scan operator for AHLA",
+     "Sec. 6.2",
+     {Variant::ahla},
+     true,
+     {scan},
+     {"eq-6.2-decay/assoc", "sec-6.2/scan-decay"},
+     {"eq-6.2-decay"}},
+    {"F5",
+     "Chunk-parallel output of Figure 1(C) (hla2)",
+     "Figure 1(C)",
+     {Variant::hla2},
+     false,
+     {chunked},
+     {"fig-1c"},
+     {}},
+    {"F6",
+     "Chunk-parallel output of Figure 2(C) (AHLA)",
+     "Figure 2(C)",
+     {Variant::ahla},
+     false,
+     {chunked},
+     {"fig-2c"},
+     {}},
+    {"F7",
+     "The stated cost of the chunk forms",
+     "Figures 1(C) and 2(C)",
+     {Variant::hla2, Variant::ahla},
+     false,
+     {},
+     {"fig-1c/time", "fig-2c/time"},
+     {}},
+};
+
+}  // namespace
+
+std::span<const Finding> findings() {
+  return table;
+}
+
+const Finding* finding_for(const OperatorSpec& spec, Implementation impl, Form form) {
+  if (form != Form::published || !spec.masked) return nullptr;
+  for (const Finding& f : table) {
+    if (concerns(f, spec.variant) && affects(f, impl) && (!f.needs_decay || spec.decayed())) return &f;
+  }
+  return nullptr;
+}
+
+bool has_corrected_form(const OperatorSpec& spec, Implementation impl) {
+  if (!spec.masked) return false;
+  return std::any_of(table.begin(), table.end(),
+                     [&](const Finding& f) { return concerns(f, spec.variant) && affects(f, impl); });
+}
+
+Form default_form(const OperatorSpec& spec, Implementation impl) {
+  return has_corrected_form(spec, impl) ? Form::corrected : Form::published;
+}
+
+std::optional<std::string> unavailable(const OperatorSpec& spec, Implementation impl, Form form) {
+  const bool hla3_printed_scan = spec.variant == Variant::hla3 && spec.masked && form == Form::published;
+  if (form == Form::corrected && !has_corrected_form(spec, impl)) {
+    return "--form corrected: " + describe(spec) + " has no corrected " +
+           std::string(implementation_name(impl)) + " form; its published form equals the reference";
+  }
+  switch (impl) {
+    case reference:
+    case streaming:
+    case gpu_streaming:
+      return std::nullopt;
+    case scan:
+    case gpu_scan:
+      if (hla3_printed_scan && spec.decayed()) {
+        return "--form published: the third-order scan operator (Eqs. 7.6-7.7, Alg. 4) is printed for gamma "
+               "= 1 "
+               "only";
+      }
+      if (hla3_printed_scan && impl == gpu_scan) {
+        return "--impl gpu-scan: the published third-order scan (Eqs. 7.6-7.7) keeps O(d^3 dv) maps per "
+               "summary; the GPU scan has the corrected form (use --impl scan for the published one)";
+      }
+      return std::nullopt;
+    case chunked:
+      if (spec.variant == Variant::hla3) {
+        return "--impl chunked: the paper draws no chunk-parallel matrix form for hla3 (use --impl scan)";
+      }
+      if (form == Form::published && spec.masked && spec.variant != Variant::linear &&
+          (spec.decayed() || spec.ridge != 0)) {
+        return std::string("--form published: Figure ") + (spec.variant == Variant::hla2 ? "1(C)" : "2(C)") +
+               " prints the chunk form without decay or ridge";
+      }
+      return std::nullopt;
+    case gpu_fast:
+      if ((spec.variant != Variant::hla2 && spec.variant != Variant::ahla) || !spec.masked ||
+          spec.normalize || spec.decayed() || spec.ridge != 0) {
+        return "--impl gpu-fast: covers " + std::string(gpu_fast_coverage) + " only";
+      }
+      return std::nullopt;
+  }
+  return "unknown implementation";
+}
+
+void require_available(const OperatorSpec& spec, Implementation impl, Form form) {
+  validate(spec);
+  if (const auto reason = unavailable(spec, impl, form)) throw Error(*reason);
+}
+
+std::optional<std::string> unavailable(Implementation impl, ScalarKind scalar) {
+  const std::string name(scalar_kind_name(scalar));
+  if ((impl == gpu_streaming || impl == gpu_scan) &&
+      (scalar == ScalarKind::exact || scalar == ScalarKind::mpfr)) {
+    return "--impl " + std::string(implementation_name(impl)) + ": --scalar " + name +
+           " has no GPU form; use f64, f32 or modp";
+  }
+  if (impl == gpu_fast && scalar != ScalarKind::f32) {
+    return "--impl gpu-fast: computes with bf16 inputs and float32 sums; use --scalar f32 (the inputs are "
+           "rounded "
+           "to bf16)";
+  }
+  return std::nullopt;
+}
+
+std::string implementation_summary(Implementation impl) {
+  switch (impl) {
+    case reference:
+      return "the n x n definition, O(n^3 + n^2 d)";
+    case streaming:
+      return "the recurrence, O(d^2 + d dv) per token";
+    case scan:
+      return "two-level Blelloch scan of segment summaries, Alg. 1 and 4 (--chunk C, --threads T)";
+    case chunked:
+      return "chunk-parallel matrix form of Figures 1(C), 2(C): linear, hla2, ahla (--chunk, --threads)";
+    case gpu_streaming:
+      return "CUDA streaming kernel, one thread block per sequence (f64, f32, modp)";
+    case gpu_scan:
+      return "CUDA chunk-parallel scan: chunk summaries, Blelloch scan, chunk outputs (--chunk; f64, f32, "
+             "modp; also --impl gpu)";
+    case gpu_fast:
+      return "the fast path on Hopper's matrix units: " + std::string(gpu_fast_coverage) +
+             ", d = dv = 64, n a multiple of 64; inputs rounded to bf16, sums in float32 (--scalar f32)";
+  }
+  return "?";
+}
+
+}  // namespace hla::fast

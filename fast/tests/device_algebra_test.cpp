@@ -1,0 +1,202 @@
+// The device algebra (fast/cuda/algebra/) run on the host, where a thread block is one thread,
+// against the CPU algebra (fast/algebra/): every push and read of the streaming states and every
+// absorb, combine and read of the segment summaries equal the CPU's bit for bit in Z/p, for every
+// variant, option and form the GPU implementations have. So the kernels' formulas are checked on
+// every machine, CI included; the GPU tests check the drivers around them on the device.
+
+#include <catch2/catch.hpp>
+
+#include "../cuda/algebra/dispatch.cuh"
+#include "hla/fast/scan.hpp"
+#include "hla/fast/streaming.hpp"
+#include "hla/testing/generators.hpp"
+#include "hla/testing/property.hpp"
+
+using namespace hla;
+using hla::testing::property;
+namespace gpu = hla::fast::gpu;
+using fast::Form;
+using fast::Implementation;
+using T = ModP;
+using Flat = std::vector<T>;
+
+namespace {
+
+// Writes a CPU matrix or vector into a device field (row-major, like the device arrays).
+template <class M>
+void put(T* field, const M& m) {
+  for (Index i = 0; i < m.size(); ++i) field[i] = m.data()[i];
+}
+
+// A CPU summary in the layout of the device algebra that holds it.
+Flat flat(const fast::LinearSummary<T>& s, Index d, Index dv) {
+  Flat out(gpu::LinearAlgebra<T>::summary_size(d, dv));
+  const gpu::LinearAlgebra<T>::Fields<T*> f(out.data(), d, dv);
+  put(f.key_value, s.key_value), put(f.key_mass, s.key_mass), *f.rho = s.rho;
+  return out;
+}
+Flat flat(const fast::Hla2Summary<T>& s, Index d, Index dv) {
+  Flat out(gpu::Hla2Algebra<T>::summary_size(d, dv));
+  const gpu::Hla2Algebra<T>::Fields<T*> f(out.data(), d, dv);
+  put(f.key_moment, s.key_moment), put(f.query_value, s.query_value), put(f.query_mass, s.query_mass);
+  put(f.cross_value, s.cross_value), put(f.cross_mass, s.cross_mass), *f.rho = s.rho;
+  return out;
+}
+Flat flat(const fast::AhlaSummary<T>& s, Index d, Index dv) {
+  Flat out(gpu::AhlaAlgebra<T>::summary_size(d, dv));
+  const gpu::AhlaAlgebra<T>::Fields<T*> f(out.data(), d, dv);
+  put(f.key_value, s.key_value), put(f.key_mass, s.key_mass), put(f.routed_value, s.routed_value);
+  put(f.routed_mass, s.routed_mass), put(f.key_query, s.key_query), *f.rho = s.rho;
+  return out;
+}
+Flat flat(const fast::Hla3Summary<T>& s, Index d, Index dv) {
+  Flat out(gpu::Hla3Algebra<T>::summary_size(d, dv));
+  const gpu::Hla3Algebra<T>::Fields<T*> f(out.data(), d, dv);
+  put(f.key_moment, s.key_moment), put(f.key_value, s.key_value), put(f.key_mass, s.key_mass);
+  put(f.corrected_value, s.corrected_value), put(f.corrected_mass, s.corrected_mass);
+  put(f.query_moment, s.query_moment), put(f.query_value, s.query_value), put(f.query_mass, s.query_mass);
+  put(f.key_query, s.key_query), *f.rho = s.rho;
+  return out;
+}
+Flat flat(const fast::Hla3PublishedSummary<T>&, Index, Index) {
+  throw Error("the published third-order scan has no device algebra");
+}
+
+struct Token {
+  Flat q, k, v;
+};
+Token token(const Sequence<T>& s, Index t) {
+  const auto row = [t](const Matrix<T>& m) { return Flat(m.row(t).data(), m.row(t).data() + m.cols()); };
+  return {row(s.q), row(s.k), row(s.v)};
+}
+
+// Scratch for any algebra at these sizes.
+Flat scratch(Index d, Index dv) {
+  return Flat(4 * (d * d + d * dv + d + dv) + 8);
+}
+
+// Every operator the GPU evaluates, with the implementation and form, as the catalogue lists them.
+struct Config {
+  OperatorSpec spec;
+  Implementation impl;
+  Form form;
+};
+std::vector<Config> configs() {
+  std::vector<Config> out;
+  for (const Variant variant : all_variants) {
+    for (const bool masked : {true, false}) {
+      for (const bool ridge : {false, true}) {
+        for (const bool decayed : {false, true}) {
+          if ((!masked && !supports_unmasked(variant)) || (ridge && !supports_ridge(variant))) continue;
+          OperatorSpec spec{.variant = variant, .masked = masked};
+          spec.ridge = ridge ? Rational(1, 2) : Rational(0);
+          spec.decay = decayed ? Rational(1, 2) : Rational(1);  // replaced by a random gamma below
+          for (const Implementation impl : {Implementation::gpu_streaming, Implementation::gpu_scan}) {
+            for (const Form form : {Form::published, Form::corrected}) {
+              if (!fast::unavailable(spec, impl, form)) out.push_back({spec, impl, form});
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+std::string name(const Config& c) {
+  OperatorSpec undecayed = c.spec;
+  undecayed.decay = 1;
+  return describe(undecayed) + (c.spec.decayed() ? " decayed" : "") + " " +
+         std::string(fast::implementation_name(c.impl)) + " " + std::string(fast::form_name(c.form));
+}
+
+gpu::Params<T> params(const OperatorSpec& spec, Form form, Index d, Index dv) {
+  return {static_cast<int>(d),          static_cast<int>(dv), from_rational<T>(spec.decay),
+          from_rational<T>(spec.ridge), spec.masked,          form};
+}
+
+// The streaming kernel's loop on the host: push token t, read o_t.
+template <class Algebra>
+Terms<T> device_stream(const Algebra& algebra, const Sequence<T>& s) {
+  const Index d = s.key_dim(), dv = s.value_dim(), n = s.length();
+  Flat state(gpu::streaming_state_size<Algebra>(d, dv), T(0)), work = scratch(d, dv);
+  Terms<T> out{Matrix<T>(n, dv), Vector<T>(n)};
+  Flat num(dv);
+  for (Index t = 0; t < n; ++t) {
+    Token x = token(s, t);
+    algebra.push(state.data(), work.data(), x.q.data(), x.k.data(), x.v.data());
+    algebra.read(state.data(), work.data(), x.q.data(), num.data(), &out.den(t));
+    for (Index j = 0; j < dv; ++j) out.num(t, j) = num[j];
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("device algebra/streaming push and read equal the CPU stream in Z/p", "[device][exact]") {
+  for (const Config& c : configs()) {
+    if (c.impl != Implementation::gpu_streaming) continue;
+    property(name(c), [&c] {
+      const Sequence<Rational> exact = *testing::gen_any_sequence(8, 4).as("sequence");
+      OperatorSpec spec = c.spec;
+      if (spec.decayed()) spec.decay = *testing::gen_decay().as("gamma");
+      const Sequence<T> s = convert<T>(exact);
+      const Terms<T> expected = fast::streaming_terms(spec, c.form, s);
+      gpu::with_algebra(gpu::detail::algebra_id(spec.variant, c.impl, c.form),
+                        params(spec, c.form, s.key_dim(), s.value_dim()), [&](const auto& algebra) {
+                          const Terms<T> actual = device_stream(algebra, s);
+                          RC_ASSERT(actual.num == expected.num);
+                          RC_ASSERT(actual.den == expected.den);
+                        });
+    });
+  }
+}
+
+TEST_CASE("device algebra/absorb combine and read equal the CPU segments in Z/p", "[device][exact]") {
+  for (const Config& c : configs()) {
+    if (c.impl != Implementation::gpu_scan) continue;
+    property(name(c), [&c] {
+      const Sequence<Rational> exact = *testing::gen_any_sequence(8, 4, 1).as("sequence");
+      OperatorSpec spec = c.spec;
+      if (spec.decayed()) spec.decay = *testing::gen_decay().as("gamma");
+      const Sequence<T> s = convert<T>(exact);
+      const Index n = s.length(), d = s.key_dim(), dv = s.value_dim();
+      const Index cut = *testing::gen_position(0, n + 1).as("cut");
+      fast::with_segments<T>(spec, c.form, d, dv, [&](const auto& seg) {
+        gpu::with_algebra(
+            gpu::detail::algebra_id(spec.variant, c.impl, c.form), params(spec, c.form, d, dv),
+            [&]<class Algebra>(const Algebra& algebra) {
+              if constexpr (Algebra::has_segments) {
+                auto left = seg.identity(), right = seg.identity();
+                Flat device_left(Algebra::summary_size(d, dv)), device_right = device_left;
+                algebra.identity(device_left.data());
+                algebra.identity(device_right.data());
+                Flat work = scratch(d, dv);
+                for (Index t = 0; t < n; ++t) {  // absorb(s, x) == combine(s, token(x))
+                  Token x = token(s, t);
+                  auto& cpu = t < cut ? left : right;
+                  Flat& device = t < cut ? device_left : device_right;
+                  cpu =
+                      seg.combine(cpu, seg.token(s.q.row(t).transpose(), s.k.row(t).transpose(), s.v.row(t)));
+                  algebra.absorb(device.data(), work.data(), x.q.data(), x.k.data(), x.v.data());
+                  RC_ASSERT(device == flat(cpu, d, dv));
+                }
+                Flat joined(Algebra::summary_size(d, dv));
+                algebra.combine(device_left.data(), device_right.data(), joined.data(), work.data());
+                const auto whole = seg.combine(left, right);
+                RC_ASSERT(joined == flat(whole, d, dv));
+                const Token last = token(s, n - 1);
+                Flat num(dv);
+                T den(0);
+                algebra.read(joined.data(), work.data(), last.q.data(), num.data(), &den);
+                const fast::Readout<T> r = seg.read(whole, s.q.row(n - 1).transpose());
+                RC_ASSERT(num == Flat(r.num.data(), r.num.data() + dv));
+                RC_ASSERT(den == r.den);
+              } else {
+                RC_FAIL("the catalogue lists a scan without device segments");
+              }
+            });
+      });
+    });
+  }
+}
