@@ -86,8 +86,8 @@ void measure(const char* name, int sms, float* sink, long long* cycles) {
   long long first = 0;
   check(cudaMemcpy(&first, cycles, sizeof first, cudaMemcpyDeviceToHost));
   const double steps = 4.0 * products, flop = 2.0 * 64 * 64 * 16 * steps * sms;
-  std::printf("%s,%s,%.1f,%.0f\n", name, wait_each ? "one product at a time" : "back to back", double(first) / steps,
-              flop / (ms * 1e-3) / 1e12);
+  std::printf("%s,%s,%.1f,%.0f\n", name, wait_each ? "one product at a time" : "back to back",
+              double(first) / steps, flop / (ms * 1e-3) / 1e12);
 }
 
 }  // namespace

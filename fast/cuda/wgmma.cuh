@@ -17,12 +17,14 @@
 
 namespace hla::fast::gpu::detail::wgmma {
 
-constexpr int width = 64;                     // tile rows and columns
+constexpr int width = 64;                      // tile rows and columns
 constexpr int tile_bytes = width * width * 2;  // bf16
 constexpr int tile_alignment = 1024;           // one period of the swizzle: 8 rows of 128 bytes
 
 // Element index of (r, c) in a tile.
-__device__ constexpr int offset(int r, int c) { return r * width + ((c / 8) ^ (r % 8)) * 8 + c % 8; }
+__device__ constexpr int offset(int r, int c) {
+  return r * width + ((c / 8) ^ (r % 8)) * 8 + c % 8;
+}
 
 enum class Major { k, mn };
 
@@ -35,15 +37,17 @@ __device__ std::uint64_t descriptor(const __nv_bfloat16* tile, int kk) {
   const std::uint32_t address = start + kk * (major == Major::k ? 32 : 16 * width * 2);
   constexpr std::uint32_t leading = 16, stride = 8 * width * 2;
   constexpr std::uint64_t swizzle_128 = 1;
-  return std::uint64_t((address >> 4) & 0x3FFF) | std::uint64_t(leading >> 4) << 16 | std::uint64_t(stride >> 4) << 32 |
-         swizzle_128 << 62;
+  return std::uint64_t((address >> 4) & 0x3FFF) | std::uint64_t(leading >> 4) << 16 |
+         std::uint64_t(stride >> 4) << 32 | swizzle_128 << 62;
 }
 
 // A warpgroup's 64 x 64 float32 accumulator: thread t holds rows 16 (t / 32) + (t % 32) / 4 (+ 8)
 // and columns 8 j + 2 (t % 4) (+ 1), j = 0..7, as element [4 j + 2 (second row) + (second column)].
 struct Accumulator {
   float x[32];
-  __device__ static int row(int i) { return 16 * (threadIdx.x % 128 / 32) + threadIdx.x % 32 / 4 + 8 * (i / 2 % 2); }
+  __device__ static int row(int i) {
+    return 16 * (threadIdx.x % 128 / 32) + threadIdx.x % 32 / 4 + 8 * (i / 2 % 2);
+  }
   __device__ static int column(int i) { return 8 * (i / 4) + 2 * (threadIdx.x % 4) + i % 2; }
 };
 
@@ -60,31 +64,39 @@ __device__ inline void fence_operand(Accumulator& d) {
   for (int i = 0; i < 32; ++i) asm volatile("" : "+f"(d.x[i])::"memory");
 }
 
-__device__ inline void fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ inline void commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ inline void fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ inline void commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
 template <int pending>
 __device__ void wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(pending) : "memory");
 }
 // Ordinary shared-memory stores made visible to the tensor cores (before the barrier).
-__device__ inline void fence_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ inline void fence_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
 
-#define HLA_WGMMA_D                                                                                              \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, " \
+#define HLA_WGMMA_D                                                                                       \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, " \
+  "%22, "                                                                                                 \
   "%23, %24, %25, %26, %27, %28, %29, %30, %31}"
-#define HLA_WGMMA_D_OPERANDS(d)                                                                                     \
-  "+f"(d.x[0]), "+f"(d.x[1]), "+f"(d.x[2]), "+f"(d.x[3]), "+f"(d.x[4]), "+f"(d.x[5]), "+f"(d.x[6]), "+f"(d.x[7]),   \
-      "+f"(d.x[8]), "+f"(d.x[9]), "+f"(d.x[10]), "+f"(d.x[11]), "+f"(d.x[12]), "+f"(d.x[13]), "+f"(d.x[14]),        \
-      "+f"(d.x[15]), "+f"(d.x[16]), "+f"(d.x[17]), "+f"(d.x[18]), "+f"(d.x[19]), "+f"(d.x[20]), "+f"(d.x[21]),      \
-      "+f"(d.x[22]), "+f"(d.x[23]), "+f"(d.x[24]), "+f"(d.x[25]), "+f"(d.x[26]), "+f"(d.x[27]), "+f"(d.x[28]),      \
-      "+f"(d.x[29]), "+f"(d.x[30]), "+f"(d.x[31])
+#define HLA_WGMMA_D_OPERANDS(d)                                                                             \
+  "+f"(d.x[0]), "+f"(d.x[1]), "+f"(d.x[2]), "+f"(d.x[3]), "+f"(d.x[4]), "+f"(d.x[5]), "+f"(d.x[6]),         \
+      "+f"(d.x[7]), "+f"(d.x[8]), "+f"(d.x[9]), "+f"(d.x[10]), "+f"(d.x[11]), "+f"(d.x[12]), "+f"(d.x[13]), \
+      "+f"(d.x[14]), "+f"(d.x[15]), "+f"(d.x[16]), "+f"(d.x[17]), "+f"(d.x[18]), "+f"(d.x[19]),             \
+      "+f"(d.x[20]), "+f"(d.x[21]), "+f"(d.x[22]), "+f"(d.x[23]), "+f"(d.x[24]), "+f"(d.x[25]),             \
+      "+f"(d.x[26]), "+f"(d.x[27]), "+f"(d.x[28]), "+f"(d.x[29]), "+f"(d.x[30]), "+f"(d.x[31])
 
 // d (+)= A B over K = 16 with A and B in shared memory; `accumulate` false overwrites d.
 template <Major major_a, Major major_b>
 __device__ void step(Accumulator& d, std::uint64_t a, std::uint64_t b, bool accumulate) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " HLA_WGMMA_D ", %32, %33, p, 1, 1, %35, %36;\n}\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " HLA_WGMMA_D
+      ", %32, %33, p, 1, 1, %35, %36;\n}\n"
       : HLA_WGMMA_D_OPERANDS(d)
       : "l"(a), "l"(b), "r"(int(accumulate)), "n"(int(major_a == Major::mn)), "n"(int(major_b == Major::mn)));
 }
@@ -94,9 +106,11 @@ template <Major major_b>
 __device__ void step(Accumulator& d, const std::uint32_t (&a)[4], std::uint64_t b, bool accumulate) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " HLA_WGMMA_D ", {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " HLA_WGMMA_D
+      ", {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
       : HLA_WGMMA_D_OPERANDS(d)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(int(accumulate)), "n"(int(major_b == Major::mn)));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(int(accumulate)),
+        "n"(int(major_b == Major::mn)));
 }
 
 #undef HLA_WGMMA_D
@@ -142,7 +156,8 @@ __device__ inline RowOperand round_to_masked_operand(const Accumulator& d) {
 __device__ inline void round_to_tile(const Accumulator& d, __nv_bfloat16* tile) {
 #pragma unroll
   for (int i = 0; i < 32; i += 2)
-    *reinterpret_cast<std::uint32_t*>(tile + offset(Accumulator::row(i), Accumulator::column(i))) = pack(d.x[i], d.x[i + 1]);
+    *reinterpret_cast<std::uint32_t*>(tile + offset(Accumulator::row(i), Accumulator::column(i))) =
+        pack(d.x[i], d.x[i + 1]);
 }
 
 __device__ inline void zero(Accumulator& d) {
