@@ -8,7 +8,7 @@
 #if HLA_HAVE_CUDA
 #include <bit>
 
-#include "gauge_double.hpp"
+#include "hla/checking/gauge_double.hpp"
 #include "hla/fast/gpu.hpp"
 #include "hla/fast/scan.hpp"
 #include "hla/fast/streaming.hpp"

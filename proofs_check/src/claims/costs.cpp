@@ -3,11 +3,15 @@
 // operations per token counted by running the code on the Counted scalar.
 
 #include "common.hpp"
+#include "hla/checking/counted.hpp"
 #include "hla/fast/chunked.hpp"
 
 namespace hla::proofs::claims {
 namespace {
 
+using checking::Counted;
+using checking::counting_input;
+using checking::operation_count;
 using Point = std::vector<Index>;
 
 Monomial term(std::vector<int> exponents) {
