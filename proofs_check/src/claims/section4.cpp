@@ -57,7 +57,7 @@ Matrix<T> algorithm1(const Case<T>& c, bool normalize, bool corrected) {
   const T g = gamma_of(c), lambda = from_rational<T>(c.parameters.ridge),
           eps = from_rational<T>(c.parameters.eps);
   const auto seg = hla2_segments(c, true, corrected);
-  auto prefixes = token_segments(seg, c.tokens);  // line 1: (dS, dC, dm, 0, 0)
+  auto prefixes = token_summaries(seg, c.tokens);  // line 1: (dS, dC, dm, 0, 0)
   fast::exclusive_scan(
       prefixes, seg.identity(), [&seg](const auto& a, const auto& b) { return seg.combine(a, b); },
       1);  // line 2

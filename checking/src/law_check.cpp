@@ -1,88 +1,16 @@
-#include "hla/fuzz/laws.hpp"
+#include "hla/checking/law_check.hpp"
 
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <functional>
 #include <sstream>
 
-#include "hla/fast/algebra/ahla.hpp"
-#include "hla/fast/algebra/hla2.hpp"
-#include "hla/fast/algebra/hla3.hpp"
-#include "hla/fast/algebra/linear.hpp"
-#include "hla/proofs/laws.hpp"
+#include "hla/checking/counterexample.hpp"
+#include "hla/checking/laws.hpp"
 #include "hla/reference/error.hpp"
 
-namespace hla::fuzz {
+namespace hla::checking {
 namespace {
-
-// A law's outcome on one input: empty when it holds, else (law, where).
-struct Broken {
-  std::string law, where;
-};
-
-// The first component that differs between two summaries.
-template <class T, class Summary>
-std::string differing(const Summary& a, const Summary& b) {
-  const proofs::Named<T> x = proofs::components(a), y = proofs::components(b);
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    if (x[i].second != y[i].second) return x[i].first;
-  }
-  return "?";
-}
-
-template <class T, class Segments>
-std::optional<Broken> first_broken_law(const Segments& seg, const Sequence<T>& s,
-                                       const std::vector<Index>& lengths) {
-  using Summary = typename Segments::Summary;
-  const Index n = s.length();
-  std::vector<Summary> tokens;
-  for (Index t = 0; t < n; ++t)
-    tokens.push_back(seg.token(s.q.row(t).transpose(), s.k.row(t).transpose(), s.v.row(t)));
-  const auto fold = [&](Index begin, Index end) {
-    Summary acc = seg.identity();
-    for (Index t = begin; t < end; ++t) acc = seg.combine(acc, tokens[t]);
-    return acc;
-  };
-  std::vector<Summary> parts;
-  std::vector<Index> starts;
-  for (Index begin = 0; Index l : lengths) {
-    starts.push_back(begin);
-    parts.push_back(fold(begin, begin + l));
-    begin += l;
-  }
-  const Summary e = seg.identity();
-  for (std::size_t i = 0; i < parts.size(); ++i) {
-    const std::string at = "segment " + std::to_string(i + 1);
-    const Summary left = seg.combine(e, parts[i]), right = seg.combine(parts[i], e);
-    if (!(left == parts[i]))
-      return Broken{"left identity", at + ", component " + differing<T>(left, parts[i])};
-    if (!(right == parts[i]))
-      return Broken{"right identity", at + ", component " + differing<T>(right, parts[i])};
-  }
-  for (std::size_t i = 0; i + 2 < parts.size(); ++i) {
-    const Summary grouped_left = seg.combine(seg.combine(parts[i], parts[i + 1]), parts[i + 2]);
-    const Summary grouped_right = seg.combine(parts[i], seg.combine(parts[i + 1], parts[i + 2]));
-    if (!(grouped_left == grouped_right)) {
-      return Broken{"associativity", "segments " + std::to_string(i + 1) + "-" + std::to_string(i + 3) +
-                                         ", component " + differing<T>(grouped_left, grouped_right)};
-    }
-  }
-  // Homomorphism: the summary of the whole sequence (the serial left fold) is the combination of
-  // its two parts, for every split point. The suffixes are folded from the right, a grouping the
-  // serial fold never uses.
-  std::vector<Summary> prefix(n + 1, e), suffix(n + 1, e);
-  for (Index t = 0; t < n; ++t) prefix[t + 1] = seg.combine(prefix[t], tokens[t]);
-  for (Index t = n - 1; t >= 0; --t) suffix[t] = seg.combine(tokens[t], suffix[t + 1]);
-  const Summary& whole = prefix[n];
-  for (Index split = 0; split <= n; ++split) {
-    const Summary joined = seg.combine(prefix[split], suffix[split]);
-    if (!(joined == whole)) {
-      return Broken{"homomorphism", "split after token " + std::to_string(split) + ", component " +
-                                        differing<T>(joined, whole)};
-    }
-  }
-  return std::nullopt;
-}
 
 // Each operator: its laws evaluated on tokens of type T.
 struct Entry {
@@ -281,61 +209,8 @@ Violation minimize(const std::string& operator_id, Violation violation) {
     const auto broken = exact_check(e, x);
     return broken && broken->law == violation.law;
   };
-  Input& c = violation.input;
-  const auto drop_token = [](Input x, Index t) {
-    for (Matrix<Rational>* m : {&x.tokens.q, &x.tokens.k, &x.tokens.v}) {
-      Matrix<Rational> out(m->rows() - 1, m->cols());
-      out << m->topRows(t), m->bottomRows(m->rows() - t - 1);
-      *m = out;
-    }
-    for (Index begin = 0; Index & l : x.segments) {
-      if (t < begin + l) {
-        --l;
-        break;
-      }
-      begin += l;
-    }
-    return x;
-  };
-  for (bool progress = true; progress;) {
-    progress = false;
-    for (Index t = c.tokens.length() - 1; t >= 0; --t) {
-      Input x = drop_token(c, t);
-      if (still(x)) c = std::move(x), progress = true;
-    }
-    const auto drop_column = [](const Matrix<Rational>& m, Index col) {
-      Matrix<Rational> out(m.rows(), m.cols() - 1);
-      out << m.leftCols(col), m.rightCols(m.cols() - col - 1);
-      return out;
-    };
-    for (Index col = 0; col < c.tokens.key_dim() && c.tokens.key_dim() > 1; ++col) {
-      Input x = c;
-      x.tokens.q = drop_column(c.tokens.q, col);
-      x.tokens.k = drop_column(c.tokens.k, col);
-      if (still(x)) c = std::move(x), progress = true;
-    }
-    for (Index col = 0; col < c.tokens.value_dim() && c.tokens.value_dim() > 1; ++col) {
-      Input x = c;
-      x.tokens.v = drop_column(c.tokens.v, col);
-      if (still(x)) c = std::move(x), progress = true;
-    }
-    for (Matrix<Rational>* m : {&c.tokens.q, &c.tokens.k, &c.tokens.v}) {
-      for (Index i = 0; i < m->size(); ++i) {
-        const Rational value = m->data()[i];
-        if (value == 0) continue;
-        for (const Rational& smaller : {Rational(0), Rational(value > 0 ? 1 : -1)}) {
-          if (smaller == value) continue;
-          m->data()[i] = smaller;
-          if (still(c)) {
-            progress = true;
-            break;
-          }
-          m->data()[i] = value;
-        }
-      }
-    }
-  }
-  violation.where = exact_check(e, c)->where;
+  violation.input = shrink(violation.input, still, 0);
+  violation.where = exact_check(e, violation.input)->where;
   return violation;
 }
 
@@ -345,4 +220,4 @@ std::string report(const std::string& operator_id, const Violation& violation) {
          violation.where + "\n" + describe(violation.input);
 }
 
-}  // namespace hla::fuzz
+}  // namespace hla::checking
