@@ -11,6 +11,7 @@
 
 #include "hla/reference/operator_spec.hpp"
 #include "hla/reports/candidates.hpp"
+#include "hla/reports/options.hpp"
 
 namespace hla::reports {
 
@@ -19,20 +20,6 @@ namespace hla::reports {
 // denominators nearly cancel (normalized variants only).
 enum class Family { gaussian, unit_keys, drift, cancel };
 std::string_view family_name(Family family);
-
-struct ReportOptions {
-  std::uint64_t seed = 1;
-  int max_log2_n = 16;  // n = 2^6, 2^8, ..., 2^max_log2_n
-  int min_log2_n = 6;
-  int log2_n_step = 2;
-  int seeds = 2;  // inputs per cell; the worst is reported with its seed
-  Index d = 4, dv = 4;
-  std::vector<Index> chunks{16, 64};
-  int threads = 0;                     // 0: the hardware's
-  std::vector<std::string> operators;  // names of report_specs() to run; empty: all
-  // Where report.md links the ledger and docs/ (relative to the report's directory).
-  std::string ledger_link = "../ledger.md", docs_link = "../../docs";
-};
 
 // One operator with its options, as the report names it ("hla2/normalized").
 struct ReportSpec {
