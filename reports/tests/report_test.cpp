@@ -190,8 +190,8 @@ TEST_CASE("report/every error is within its a-priori bound, and the same seed gi
   for (const ReportRow& r : first.rows) {
     INFO(r.spec << " gamma=" << r.decay << " " << r.family << " " << r.implementation << " " << r.precision
                 << " n=" << r.n << " chunk=" << r.chunk << " input seed " << r.worst_seed);
-    CHECK(r.test_ratio <= 1);
-    CHECK(std::isfinite(r.normwise_u));
+    CHECK(r.metrics.test_ratio <= 1);
+    CHECK(std::isfinite(r.metrics.normwise_u));
   }
   options.threads = 1;
   const Report second = run_report(options, cpu_candidates(), quiet);
