@@ -51,16 +51,13 @@ void check_finding(const OperatorSpec& spec, const Sequence<Rational>& s, bool d
   CHECK(corrected.den == reference.den);
   // Minimal: the exhaustive search (n <= 2, d = dv = 1, entries in {-1, 0, 1}) finds this very
   // input first.
-  const auto zeros = [](Index n, Index d, Index dv) {
-    return Sequence<Rational>{Matrix<Rational>::Zero(n, d), Matrix<Rational>::Zero(n, d),
-                              Matrix<Rational>::Zero(n, dv)};
-  };
   const auto differs = [&](const Sequence<Rational>& x) {
     const Terms<Rational> printed = fast::streaming_terms(spec, fast::Form::published, x);
     const Terms<Rational> expected = reference::terms(spec, x);
     return denominator ? printed.den != expected.den : printed.num != expected.num;
   };
-  const auto found = checking::exhaustive_search({.first_n = 1, .last_n = 2, .max_d = 1}, zeros, differs);
+  const auto found =
+      checking::exhaustive_search({.first_n = 1, .last_n = 2, .max_d = 1}, checking::zero_tokens, differs);
   REQUIRE(found.has_value());
   CHECK(found->q == s.q);
   CHECK(found->k == s.k);

@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "hla/checking/counterexample.hpp"
 #include "hla/checking/laws.hpp"
 #include "hla/fast/chunked.hpp"
 #include "hla/fast/streaming.hpp"
@@ -176,11 +177,8 @@ Sequence<Rational> three_tokens(std::array<int, 3> a, std::array<int, 3> b, std:
 // ((a b) c) versus (a (b c)) of the three single-token segments of s.
 template <class Segments>
 auto both_groupings(const Segments& seg, const Sequence<Rational>& s) {
-  const auto token = [&](Index t) {
-    return seg.token(s.q.row(t).transpose(), s.k.row(t).transpose(), s.v.row(t));
-  };
-  return std::pair(seg.combine(seg.combine(token(0), token(1)), token(2)),
-                   seg.combine(token(0), seg.combine(token(1), token(2))));
+  const auto t = checking::token_summaries(seg, s);
+  return checking::associativity(seg, t[0], t[1], t[2]);
 }
 
 }  // namespace
@@ -224,21 +222,16 @@ TEST_CASE("scan/F3 and F4 counterexamples are minimal", "[scan][findings]") {
   // non-zero entries that break associativity; 10 means none does. Fewer than three segments
   // cannot break it, and d = dv = 1 is the smallest dimension.
   const auto smallest_failure = [](const auto& seg) {
-    int best = 10;
-    for (int code = 0; code < 19683; ++code) {  // 3^9 assignments of (q, k, v) x 3 tokens
-      std::array<std::array<int, 3>, 3> tokens{};
-      int rest = code, nonzero = 0;
-      for (auto& token : tokens) {
-        for (int& x : token) {
-          x = rest % 3 - 1;
-          rest /= 3;
-          nonzero += x != 0;
-        }
-      }
-      const auto [left, right] = both_groupings(seg, three_tokens(tokens[0], tokens[1], tokens[2]));
-      if (!(left == right)) best = std::min(best, nonzero);
-    }
-    return best;
+    const auto breaks = [&seg](const Sequence<Rational>& s) {
+      const auto [left, right] = both_groupings(seg, s);
+      return !(left == right);
+    };
+    // All 3^9 inputs, fewest non-zero entries first.
+    auto found = checking::exhaustive_search({.first_n = 3, .last_n = 3, .max_d = 1, .max_nonzero = 9},
+                                             checking::zero_tokens, breaks);
+    if (!found) return 10L;
+    const auto e = checking::entries(*found);
+    return static_cast<long>(std::count_if(e.begin(), e.end(), [](const Rational* x) { return *x != 0; }));
   };
   const Rational gamma(1, 2);
   CHECK(smallest_failure(fast::Hla2Segments<Rational>(1, 1, gamma, 0, true, false)) == 2);

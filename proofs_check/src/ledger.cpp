@@ -114,7 +114,7 @@ Counterexample make_counterexample(const IdentityCheck& check, Case<Rational> c,
 
 Case<Rational> tiny_case(const Domain& domain, Index n, Index d, Index dv) {
   Case<Rational> c;
-  c.tokens = {Matrix<Rational>::Zero(n, d), Matrix<Rational>::Zero(n, d), Matrix<Rational>::Zero(n, dv)};
+  c.tokens = checking::zero_tokens(n, d, dv);
   if (domain.segments > 0) {
     c.segments.assign(domain.segments, 1);
     c.segments.back() = n - (domain.segments - 1);

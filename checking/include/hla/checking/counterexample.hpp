@@ -30,6 +30,11 @@ std::vector<Rational*> entries(Input& x) {
   return entries(x.tokens);
 }
 
+// The all-zero tokens of these sizes, from which exhaustive_search sets entries.
+inline Sequence<Rational> zero_tokens(Index n, Index d, Index dv) {
+  return {Matrix<Rational>::Zero(n, d), Matrix<Rational>::Zero(n, d), Matrix<Rational>::Zero(n, dv)};
+}
+
 struct SearchBounds {
   Index first_n = 1, last_n = 1;  // lengths tried
   Index max_d = 2;                // d and dv tried: 1..max_d
