@@ -75,6 +75,15 @@ Matrix<T> rows(const std::vector<RowVector<T>>& xs, Index cols) {
   return out;
 }
 
+// What a claim compares: the numerator, the denominator or the normalized output.
+enum class Term { num, den, normalized };
+// The parts comparing num ("num") or den ("den", as a column).
+template <class T>
+Sides<T> term_sides(const Terms<T>& lhs, const Terms<T>& rhs, Term term) {
+  if (term == Term::den) return {{"den", column(lhs.den), column(rhs.den)}};
+  return {{"num", lhs.num, rhs.num}};
+}
+
 // num / (den + eps), row by row.
 template <class T>
 Matrix<T> normalized(const Terms<T>& terms, const Case<T>& c) {

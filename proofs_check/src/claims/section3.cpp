@@ -223,13 +223,11 @@ std::vector<Claim> section3_claims() {
 
   // Sec. 4.3: the decayed states, through the streaming forms of fast/ (Hla2Stream, published and
   // corrected cross decay).
-  const auto streaming = [](Variant variant, bool masked, fast::Form form, bool den) {
+  const auto streaming = [](Variant variant, bool masked, fast::Form form, Term term) {
     return [=]<class T>(const Case<T>& c) {
       const OperatorSpec spec = spec_of(variant, masked, c.parameters);
       const Terms<T> lhs = fast::streaming_terms(spec, form, c.tokens);
-      const Terms<T> rhs = reference::terms(spec, c.tokens);
-      if (den) return Sides<T>{{"den", column(lhs.den), column(rhs.den)}};
-      return Sides<T>{{"num", lhs.num, rhs.num}};
+      return term_sides(lhs, reference::terms(spec, c.tokens), term);
     };
   };
   const Domain decayed = second_order({.decay = true});
@@ -237,28 +235,30 @@ std::vector<Claim> section3_claims() {
                      "With decay, S^K_t = g S^K_{t-1} + k_t k_t^T, C^QV_t = g C^QV_{t-1} + q_t v_t^T give "
                      "o_t = q_t^T S^K_t C^QV_t, the unmasked operator with weights g^((t-i)+(t-j)).",
                      identity(decayed, Scope::sizes_tried, 0,
-                              streaming(Variant::hla2, false, fast::Form::published, false))));
-  out.push_back(make(
-      "sec-4.3/num", 8,
-      "With decay, G_t = g G_{t-1} + k_t k_t^T C^QV_{t-1} gives the masked decayed numerator "
-      "q_t^T (S^K_t C^QV_t - G_t).",
-      identity(decayed, Scope::sizes_tried, 0, streaming(Variant::hla2, true, fast::Form::published, false)),
-      {.corrected_by = "sec-4.3-corrected/num"}));
-  out.push_back(make(
-      "sec-4.3/den", 8,
-      "With decay, h_t = g h_{t-1} + k_t k_t^T m^Q_{t-1} gives the masked decayed denominator "
-      "q_t^T (S^K_t m^Q_t - h_t).",
-      identity(decayed, Scope::sizes_tried, 0, streaming(Variant::hla2, true, fast::Form::published, true)),
-      {.corrected_by = "sec-4.3-corrected/den"}));
-  out.push_back(make(
-      "sec-4.3-corrected/num", 8,
-      "Corrected (F1): G_t = g^2 G_{t-1} + g k_t (k_t^T C^QV_{t-1}) gives the masked decayed numerator.",
-      identity(decayed, Scope::sizes_tried, 0, streaming(Variant::hla2, true, fast::Form::corrected, false)),
-      {.corrects = "sec-4.3/num"}));
+                              streaming(Variant::hla2, false, fast::Form::published, Term::num))));
+  out.push_back(make("sec-4.3/num", 8,
+                     "With decay, G_t = g G_{t-1} + k_t k_t^T C^QV_{t-1} gives the masked decayed numerator "
+                     "q_t^T (S^K_t C^QV_t - G_t).",
+                     identity(decayed, Scope::sizes_tried, 0,
+                              streaming(Variant::hla2, true, fast::Form::published, Term::num)),
+                     {.corrected_by = "sec-4.3-corrected/num"}));
+  out.push_back(make("sec-4.3/den", 8,
+                     "With decay, h_t = g h_{t-1} + k_t k_t^T m^Q_{t-1} gives the masked decayed denominator "
+                     "q_t^T (S^K_t m^Q_t - h_t).",
+                     identity(decayed, Scope::sizes_tried, 0,
+                              streaming(Variant::hla2, true, fast::Form::published, Term::den)),
+                     {.corrected_by = "sec-4.3-corrected/den"}));
+  out.push_back(
+      make("sec-4.3-corrected/num", 8,
+           "Corrected (F1): G_t = g^2 G_{t-1} + g k_t (k_t^T C^QV_{t-1}) gives the masked decayed numerator.",
+           identity(decayed, Scope::sizes_tried, 0,
+                    streaming(Variant::hla2, true, fast::Form::corrected, Term::num)),
+           {.corrects = "sec-4.3/num"}));
   out.push_back(make(
       "sec-4.3-corrected/den", 8,
       "Corrected (F1): h_t = g^2 h_{t-1} + g k_t (k_t^T m^Q_{t-1}) gives the masked decayed denominator.",
-      identity(decayed, Scope::sizes_tried, 0, streaming(Variant::hla2, true, fast::Form::corrected, true)),
+      identity(decayed, Scope::sizes_tried, 0,
+               streaming(Variant::hla2, true, fast::Form::corrected, Term::den)),
       {.corrects = "sec-4.3/den"}));
   return out;
 }

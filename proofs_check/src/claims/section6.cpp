@@ -186,23 +186,21 @@ std::vector<Claim> section6_claims() {
         return Sides<T>{{"E_t", stack(e_online), stack(e_defined)},
                         {"n_t", stack(n_online), stack(n_defined)}};
       })));
-  const auto streaming = [](bool den) {
-    return [den]<class T>(const Case<T>& c) {
+  const auto streaming = [](Term term) {
+    return [term]<class T>(const Case<T>& c) {
       const OperatorSpec spec = spec_of(Variant::ahla, true, c.parameters);
       const Terms<T> lhs = fast::streaming_terms(spec, fast::Form::published, c.tokens);
-      const Terms<T> rhs = reference::terms(spec, c.tokens);
-      if (den) return Sides<T>{{"den", column(lhs.den), column(rhs.den)}};
-      return Sides<T>{{"num", lhs.num, rhs.num}};
+      return term_sides(lhs, reference::terms(spec, c.tokens), term);
     };
   };
   out.push_back(
       make("sec-6.1-decay/num", 12,
            "With decay (P = g P + k v^T, m = g m + k, E = g E + k (q^T P)), q_t^T E_t is the masked operator "
            "with weights g^(t-j).",
-           identity(second_order({.decay = true}), Scope::sizes_tried, 0, streaming(false))));
+           identity(second_order({.decay = true}), Scope::sizes_tried, 0, streaming(Term::num))));
   out.push_back(make("sec-6.1-decay/den", 12,
                      "With decay (n = g n + k (q^T m)), q_t^T n_t is the masked decayed denominator.",
-                     identity(second_order({.decay = true}), Scope::sizes_tried, 0, streaming(true))));
+                     identity(second_order({.decay = true}), Scope::sizes_tried, 0, streaming(Term::den))));
 
   // The concatenation's laws: associativity on three segments, the identity on one.
   struct Laws {

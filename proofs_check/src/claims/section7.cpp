@@ -139,12 +139,6 @@ fast::Hla3Segments<T> corrected_segments(const Case<T>& c) {
   return fast::Hla3Segments<T>(c.d(), c.dv(), gamma_of(c), true);
 }
 
-template <class T>
-Sides<T> num_den(const Terms<T>& lhs, const Terms<T>& rhs, bool den) {
-  if (den) return {{"den", column(lhs.den), column(rhs.den)}};
-  return {{"num", lhs.num, rhs.num}};
-}
-
 }  // namespace
 }  // namespace hla::proofs::claims
 
@@ -171,34 +165,36 @@ std::vector<Claim> section7_claims() {
                        const Matrix<T> product = a * a.transpose() * a;
                        return Sides<T>{{"sum", product, sum}, {"moment", product, moment}};
                      })));
-  const auto unmasked = [](bool den) {
-    return [den]<class T>(const Case<T>& c) {
+  const auto unmasked = [](Term term) {
+    return [term]<class T>(const Case<T>& c) {
       Terms<T> lhs{Matrix<T>(c.n(), c.dv()), Vector<T>(c.n())};
       for (Index t = 0; t < c.n(); ++t) {
         const Moments<T> x = moments(c, t);
         lhs.num.row(t) = q_(c, t).transpose() * x.sk * x.sq * x.p;
         lhs.den(t) = q_(c, t).dot(x.sk * x.sq * x.m);
       }
-      return num_den(lhs, defined(Variant::hla3, false, c), den);
+      return term_sides(lhs, defined(Variant::hla3, false, c), term);
     };
   };
   out.push_back(make("sec-7.1/num", 14, "Unmasked third order: o_t = q_t^T S^K_t S^Q_t P^KV_t.",
-                     identity(plain, Scope::order_pattern, 4, unmasked(false))));
+                     identity(plain, Scope::order_pattern, 4, unmasked(Term::num))));
   out.push_back(make("sec-7.1/den", 14, "Unmasked third order: den_t = q_t^T S^K_t S^Q_t m^K_t.",
-                     identity(plain, Scope::order_pattern, 4, unmasked(true))));
-  const auto theorem = [](bool den) {
-    return [den]<class T>(const Case<T>& c) {
-      return num_den(theorem_terms(c), defined(Variant::hla3, true, c), den);
+                     identity(plain, Scope::order_pattern, 4, unmasked(Term::den))));
+  const auto theorem = [](Term term) {
+    return [term]<class T>(const Case<T>& c) {
+      return term_sides(theorem_terms(c), defined(Variant::hla3, true, c), term);
     };
   };
-  out.push_back(make(
-      "thm-7.1/num", 14,
-      "The masked third-order output is q_t^T (S^K_t S^Q_t P^KV_t - G1_t - G2_t - G3_t), i.e. row t of "
-      "(W W^T W) V with W = L . Q K^T.",
-      identity(plain, Scope::order_pattern, 4, theorem(false)), {.corrected_by = "thm-7.1-corrected/num"}));
-  out.push_back(make(
-      "thm-7.1/den", 14, "The masked third-order denominator is q_t^T (S^K S^Q m^K - h1 - h2 - h3).",
-      identity(plain, Scope::order_pattern, 4, theorem(true)), {.corrected_by = "thm-7.1-corrected/den"}));
+  out.push_back(
+      make("thm-7.1/num", 14,
+           "The masked third-order output is q_t^T (S^K_t S^Q_t P^KV_t - G1_t - G2_t - G3_t), i.e. row t of "
+           "(W W^T W) V with W = L . Q K^T.",
+           identity(plain, Scope::order_pattern, 4, theorem(Term::num)),
+           {.corrected_by = "thm-7.1-corrected/num"}));
+  out.push_back(make("thm-7.1/den", 14,
+                     "The masked third-order denominator is q_t^T (S^K S^Q m^K - h1 - h2 - h3).",
+                     identity(plain, Scope::order_pattern, 4, theorem(Term::den)),
+                     {.corrected_by = "thm-7.1-corrected/den"}));
   out.push_back(make("thm-7.1/normalized", 14,
                      "The normalized masked third-order output is num^mask / (den^mask + eps).",
                      identity(third_order({.normalize = true}), Scope::order_pattern, 4,
@@ -262,31 +258,32 @@ std::vector<Claim> section7_claims() {
        third_order({.decay = true}), {.corrected_by = "thm-7.1-corrected/decay"});
 
   // The corrected streaming form (F2), with and without decay.
-  const auto corrected = [](bool normalize, bool den) {
-    return [=]<class T>(const Case<T>& c) {
+  const auto corrected = [](Term term) {
+    return [term]<class T>(const Case<T>& c) {
+      const bool normalize = term == Term::normalized;
       const OperatorSpec spec = spec_of(Variant::hla3, true, c.parameters, normalize);
       const Terms<T> lhs = fast::streaming_terms(spec, fast::Form::corrected, c.tokens);
       if (normalize) return Sides<T>{{"o", normalized(lhs, c), reference::output(spec, c.tokens)}};
-      return num_den(lhs, reference::terms(spec, c.tokens), den);
+      return term_sides(lhs, reference::terms(spec, c.tokens), term);
     };
   };
   out.push_back(make("thm-7.1-corrected/num", 14,
                      "Corrected (F2): o_t = q_t^T F_t with F_t = F_{t-1} + (S^K_t q_t)(q_t^T P^KV_t).",
-                     identity(plain, Scope::order_pattern, 4, corrected(false, false)),
+                     identity(plain, Scope::order_pattern, 4, corrected(Term::num)),
                      {.corrects = "thm-7.1/num"}));
   out.push_back(make("thm-7.1-corrected/den", 14,
                      "Corrected (F2): den_t = q_t^T eta_t with eta_t = eta_{t-1} + (S^K_t q_t)(q_t^T m^K_t).",
-                     identity(plain, Scope::order_pattern, 4, corrected(false, true)),
+                     identity(plain, Scope::order_pattern, 4, corrected(Term::den)),
                      {.corrects = "thm-7.1/den"}));
   out.push_back(
       make("thm-7.1-corrected/normalized", 14,
            "Corrected (F2): the normalized output q_t^T F_t / (q_t^T eta_t + eps).",
-           identity(third_order({.normalize = true}), Scope::order_pattern, 4, corrected(true, false)),
+           identity(third_order({.normalize = true}), Scope::order_pattern, 4, corrected(Term::normalized)),
            {.corrects = "thm-7.1/normalized"}));
   out.push_back(make("thm-7.1-corrected/decay", 15,
                      "Corrected (F2) with Alg. 3's decay: F_t = g^3 F_{t-1} + (S^K_t q_t)(q_t^T P^KV_t), "
                      "moments decayed by g.",
-                     identity(third_order({.decay = true}), Scope::sizes_tried, 0, corrected(false, false)),
+                     identity(third_order({.decay = true}), Scope::sizes_tried, 0, corrected(Term::num)),
                      {.corrects = "alg-3/decay"}));
 
   out.push_back(make("eq-7.4", 16,
