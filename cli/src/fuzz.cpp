@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "hla/fuzz/laws.hpp"
+#include "hla/checking/law_check.hpp"
 #include "hla/reference/error.hpp"
 
 namespace fs = std::filesystem;
@@ -33,8 +33,8 @@ fs::path fuzzer_binary() {
   return binary;
 }
 
-const fuzz::Operator& operator_named(const std::string& id) {
-  const fuzz::Operator* op = fuzz::find_operator(id);
+const checking::Operator& operator_named(const std::string& id) {
+  const checking::Operator* op = checking::find_operator(id);
   if (op == nullptr) throw Error("--operator: unknown operator '" + id + "' (hla fuzz --list names them)");
   return *op;
 }
@@ -109,14 +109,14 @@ Progress progress_of(const fs::path& log) {
 }  // namespace
 
 void list_fuzz_operators(std::ostream& out) {
-  for (const fuzz::Operator& op : fuzz::operators()) {
-    out << std::left << std::setw(24) << op.id << (op.lawful ? "lawful     " : "finding    ")
+  for (const checking::Operator& op : checking::operators()) {
+    out << std::left << std::setw(24) << op.id << (op.finding.empty() ? "lawful     " : "finding " + op.finding + " ")
         << op.description << "\n";
   }
 }
 
 int run_fuzz(const FuzzOptions& options, std::ostream& out, std::ostream& progress) {
-  const fuzz::Operator& op = operator_named(options.operator_id);
+  const checking::Operator& op = operator_named(options.operator_id);
   if (!(options.seconds > 0)) throw Error("--seconds: must be positive");
   if (options.jobs < 1) throw Error("--jobs: must be at least 1");
   const fs::path binary = fuzzer_binary();
@@ -201,19 +201,19 @@ int explain_fuzz_input(const FuzzOptions& options, std::ostream& out) {
   std::string id = options.operator_id;
   if (id.empty()) {  // fuzz/findings/<operator>/<file>
     id = fs::path(options.explain).parent_path().filename().string();
-    if (fuzz::find_operator(id) == nullptr)
+    if (checking::find_operator(id) == nullptr)
       throw Error("--explain: name the operator with --operator (hla fuzz --list names them)");
   }
   operator_named(id);
   if (!fs::is_regular_file(options.explain)) throw Error("--explain: " + options.explain + ": no such file");
   const std::string bytes = read_file(options.explain);
   const auto* data = reinterpret_cast<const std::uint8_t*>(bytes.data());
-  const fuzz::Input input = fuzz::decode(data, bytes.size());
-  if (const auto violation = fuzz::check(id, input)) {
-    out << fuzz::report(id, fuzz::minimize(id, *violation)) << "\n";
+  const checking::Input input = checking::decode(data, bytes.size());
+  if (const auto violation = checking::check(id, input)) {
+    out << checking::report(id, checking::minimize(id, *violation)) << "\n";
     return 1;
   }
-  out << "every law of " << id << " holds on this input: " << fuzz::describe(input) << "\n";
+  out << "every law of " << id << " holds on this input: " << checking::describe(input) << "\n";
   return 0;
 }
 

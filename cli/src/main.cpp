@@ -7,9 +7,13 @@
 #include <iostream>
 #include <sstream>
 
+#include "hla/bench/cpu.hpp"
 #include "hla/cli/command.hpp"
 #include "hla/cli/npy.hpp"
 #include "hla/fast/catalogue.hpp"
+#include "hla/proofs/ledger.hpp"
+#include "hla/reports/audit.hpp"
+#include "hla/reports/error_report.hpp"
 
 namespace {
 

@@ -11,7 +11,7 @@
 #include <limits>
 #include <sstream>
 
-#include "hla/cli/npy.hpp"
+#include "hla/io/npy.hpp"
 #include "hla/fast/streaming.hpp"
 #if defined(HLA_HAVE_CUDA)
 #include "hla/fast/gpu.hpp"
@@ -44,7 +44,7 @@ class Workspace {
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
   void matrix(const std::string& name, std::int64_t rows, std::int64_t cols,
               std::vector<double> values) const {
-    cli::write_npy(path(name), rows, cols, values);
+    io::write_npy(path(name), rows, cols, values);
   }
 
   // Runs hla eval with the default files unless `args` names others; output goes to out.npy,
@@ -81,7 +81,7 @@ class Workspace {
 
   // A written .npy file's values, exactly.
   Matrix<Rational> exact(const std::string& name) const {
-    const cli::NpyMatrix m = cli::read_npy_matrix(path(name));
+    const io::NpyMatrix m = io::read_npy_matrix(path(name));
     Matrix<Rational> out(m.rows, m.cols);
     for (Index i = 0; i < m.rows * m.cols; ++i) out(i / m.cols, i % m.cols) = Rational(m.values[i]);
     return out;
@@ -239,7 +239,7 @@ TEST_CASE("cli/eval writes the operator's output", "[cli]") {
     const Run r = w.eval(std::string("--variant hla3 --normalize --eps 0.1 --decay 3/4 --impl ") + impl);
     INFO(r.err);
     REQUIRE(r.status == 0);
-    const cli::NpyMatrix out = cli::read_npy_matrix(w.path("out.npy"));
+    const io::NpyMatrix out = io::read_npy_matrix(w.path("out.npy"));
     REQUIRE(out.rows == 3);
     for (Index t = 0; t < 3; ++t) CHECK(out(t, 0) == to_double(expected(t, 0)));  // correctly rounded
   }
@@ -271,7 +271,7 @@ TEST_CASE("cli/eval with the scan and chunked implementations", "[cli]") {
     const Run r = w.eval(std::string("--variant hla2 --decay 1/2 --impl ") + impl);
     INFO(impl << ": " << r.err);
     REQUIRE(r.status == 0);
-    const cli::NpyMatrix out = cli::read_npy_matrix(w.path("out.npy"));
+    const io::NpyMatrix out = io::read_npy_matrix(w.path("out.npy"));
     for (Index t = 0; t < 3; ++t) CHECK(out(t, 0) == to_double(expected(t, 0)));
   }
   check_rejected(w, w.eval("--variant hla3 --impl chunked"), "--impl chunked",

@@ -1,11 +1,11 @@
-#include "hla/cli/npy.hpp"
+#include "hla/io/npy.hpp"
 
 #include <catch2/catch.hpp>
 
 #include "hla/reference/error.hpp"
 #include "npy_fixtures.hpp"
 
-using namespace hla::cli;
+using namespace hla::io;
 using namespace hla::cli::fixtures;
 
 TEST_CASE("npy/reads float64 and float32 in every order", "[cli][npy]") {

@@ -20,14 +20,14 @@
 #include "hla/fast/streaming.hpp"
 #include "hla/reference/definition.hpp"
 #include "hla/reference/random.hpp"
-#include "hla/testing/gauge.hpp"
+#include "hla/checking/gauge.hpp"
 #include "hla/testing/generators.hpp"
 #include "hla/testing/property.hpp"
 
 using namespace hla;
 using fast::Form;
 using fast::Implementation;
-using testing::Gauge;
+using checking::Gauge;
 using testing::property;
 
 namespace {

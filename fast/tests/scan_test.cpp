@@ -4,6 +4,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "hla/checking/counterexample.hpp"
+#include "hla/checking/laws.hpp"
 #include "hla/fast/chunked.hpp"
 #include "hla/fast/streaming.hpp"
 #include "hla/testing/generators.hpp"
@@ -13,16 +15,6 @@ using namespace hla;
 using hla::testing::property;
 
 namespace {
-
-// The serial left fold of single-token segments: a segment's summary from first principles.
-template <class Segments, class T>
-typename Segments::Summary fold(const Segments& seg, const Sequence<T>& s, Index begin, Index end) {
-  auto acc = seg.identity();
-  for (Index t = begin; t < end; ++t) {
-    acc = seg.combine(acc, seg.token(s.q.row(t).transpose(), s.k.row(t).transpose(), s.v.row(t)));
-  }
-  return acc;
-}
 
 // Every (variant, masked, form) that has a scan operator, named after the paper's equations.
 struct OperatorCase {
@@ -49,6 +41,13 @@ const std::vector<OperatorCase>& operator_cases() {
   return cases;
 }
 
+// Every law of the operator on s cut into segments of these lengths.
+template <class Segments, class T>
+void check_laws(const Segments& seg, const Sequence<T>& s, const std::vector<Index>& lengths) {
+  if (const auto broken = checking::first_broken_law(seg, s, lengths))
+    RC_FAIL(broken->law + " at " + broken->where);
+}
+
 OperatorSpec spec_for(const OperatorCase& c, const Rational& gamma) {
   OperatorSpec spec;
   spec.variant = c.variant;
@@ -71,11 +70,7 @@ TEMPLATE_TEST_CASE("scan/operators are associative with identity and fold homomo
       const auto i = *testing::gen_position(0, n + 1).as("first cut");
       const auto j = *testing::gen_position(i, n + 1).as("second cut");
       fast::with_segments<TestType>(spec, c.form, d, dv, [&](const auto& seg) {
-        const auto a = fold(seg, s, 0, i), b = fold(seg, s, i, j), z = fold(seg, s, j, n);
-        RC_ASSERT(seg.combine(seg.combine(a, b), z) == seg.combine(a, seg.combine(b, z)));
-        RC_ASSERT(seg.combine(seg.identity(), a) == a);
-        RC_ASSERT(seg.combine(a, seg.identity()) == a);
-        RC_ASSERT(fold(seg, s, 0, j) == seg.combine(a, b));  // the summary of a concatenation
+        check_laws(seg, s, {i, j - i, n - j});
       });
     });
   }
@@ -92,14 +87,12 @@ TEMPLATE_TEST_CASE("scan/the masked moment operator is lawful and reads out mask
     const auto j = *testing::gen_position(i, n + 1).as("second cut");
     const fast::Hla2MomentSegments<TestType> seg(
         s.key_dim(), s.value_dim(), from_rational<TestType>(spec.decay), from_rational<TestType>(spec.ridge));
-    const auto a = fold(seg, s, 0, i), b = fold(seg, s, i, j), z = fold(seg, s, j, n);
-    RC_ASSERT(seg.combine(seg.combine(a, b), z) == seg.combine(a, seg.combine(b, z)));
-    RC_ASSERT(seg.combine(seg.identity(), a) == a);
-    RC_ASSERT(seg.combine(a, seg.identity()) == a);
-    RC_ASSERT(fold(seg, s, 0, j) == seg.combine(a, b));
+    check_laws(seg, s, {i, j - i, n - j});
     const Terms<TestType> expected = reference::terms(spec, s);
+    const auto tokens = checking::token_summaries(seg, s);
     for (Index t = 0; t < n; ++t) {
-      const fast::Readout<TestType> r = seg.read(fold(seg, s, 0, t + 1), s.q.row(t).transpose());
+      const fast::Readout<TestType> r =
+          seg.read(checking::fold(seg, tokens, 0, t + 1), s.q.row(t).transpose());
       RC_ASSERT(r.num == RowVector<TestType>(expected.num.row(t)));
       RC_ASSERT(r.den == expected.den(t));
     }
@@ -184,11 +177,8 @@ Sequence<Rational> three_tokens(std::array<int, 3> a, std::array<int, 3> b, std:
 // ((a b) c) versus (a (b c)) of the three single-token segments of s.
 template <class Segments>
 auto both_groupings(const Segments& seg, const Sequence<Rational>& s) {
-  const auto token = [&](Index t) {
-    return seg.token(s.q.row(t).transpose(), s.k.row(t).transpose(), s.v.row(t));
-  };
-  return std::pair(seg.combine(seg.combine(token(0), token(1)), token(2)),
-                   seg.combine(token(0), seg.combine(token(1), token(2))));
+  const auto t = checking::token_summaries(seg, s);
+  return checking::associativity(seg, t[0], t[1], t[2]);
 }
 
 }  // namespace
@@ -233,21 +223,16 @@ TEST_CASE("scan/F3 and F4 counterexamples are minimal", "[scan][findings]") {
   // non-zero entries that break associativity; 10 means none does. Fewer than three segments
   // cannot break it, and d = dv = 1 is the smallest dimension.
   const auto smallest_failure = [](const auto& seg) {
-    int best = 10;
-    for (int code = 0; code < 19683; ++code) {  // 3^9 assignments of (q, k, v) x 3 tokens
-      std::array<std::array<int, 3>, 3> tokens{};
-      int rest = code, nonzero = 0;
-      for (auto& token : tokens) {
-        for (int& x : token) {
-          x = rest % 3 - 1;
-          rest /= 3;
-          nonzero += x != 0;
-        }
-      }
-      const auto [left, right] = both_groupings(seg, three_tokens(tokens[0], tokens[1], tokens[2]));
-      if (!(left == right)) best = std::min(best, nonzero);
-    }
-    return best;
+    const auto breaks = [&seg](const Sequence<Rational>& s) {
+      const auto [left, right] = both_groupings(seg, s);
+      return !(left == right);
+    };
+    // All 3^9 inputs, fewest non-zero entries first.
+    auto found = checking::exhaustive_search({.first_n = 3, .last_n = 3, .max_d = 1, .max_nonzero = 9},
+                                             checking::zero_tokens, breaks);
+    if (!found) return 10L;
+    const auto e = checking::entries(*found);
+    return static_cast<long>(std::count_if(e.begin(), e.end(), [](const Rational* x) { return *x != 0; }));
   };
   const Rational gamma(1, 2);
   CHECK(smallest_failure(fast::Hla2Segments<Rational>(1, 1, gamma, 0, true, fast::Form::published)) == 2);

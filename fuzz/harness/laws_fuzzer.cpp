@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "hla/fuzz/laws.hpp"
+#include "hla/checking/law_check.hpp"
 
 namespace {
 std::string operator_id;
@@ -21,7 +21,7 @@ extern "C" const char* __asan_default_options() {
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   const char* id = std::getenv("HLA_FUZZ_OPERATOR");
-  if (id == nullptr || hla::fuzz::find_operator(id) == nullptr) {
+  if (id == nullptr || hla::checking::find_operator(id) == nullptr) {
     std::fprintf(stderr, "hla-fuzz: set HLA_FUZZ_OPERATOR to one of the operators of `hla fuzz --list`\n");
     std::exit(2);
   }
@@ -30,8 +30,9 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  if (const auto violation = hla::fuzz::check_bytes(operator_id, data, size)) {
-    const std::string message = hla::fuzz::report(operator_id, hla::fuzz::minimize(operator_id, *violation));
+  if (const auto violation = hla::checking::check_bytes(operator_id, data, size)) {
+    const std::string message =
+        hla::checking::report(operator_id, hla::checking::minimize(operator_id, *violation));
     std::fprintf(stderr, "hla-fuzz violation: %s\n", message.c_str());
     std::abort();
   }

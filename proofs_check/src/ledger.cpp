@@ -7,6 +7,7 @@
 #include <ostream>
 #include <thread>
 
+#include "hla/checking/counterexample.hpp"
 #include "hla/reference/error.hpp"
 #include "hla/reference/random.hpp"
 
@@ -113,7 +114,7 @@ Counterexample make_counterexample(const IdentityCheck& check, Case<Rational> c,
 
 Case<Rational> tiny_case(const Domain& domain, Index n, Index d, Index dv) {
   Case<Rational> c;
-  c.tokens = {Matrix<Rational>::Zero(n, d), Matrix<Rational>::Zero(n, d), Matrix<Rational>::Zero(n, dv)};
+  c.tokens = checking::zero_tokens(n, d, dv);
   if (domain.segments > 0) {
     c.segments.assign(domain.segments, 1);
     c.segments.back() = n - (domain.segments - 1);
@@ -125,125 +126,37 @@ Case<Rational> tiny_case(const Domain& domain, Index n, Index d, Index dv) {
   return c;
 }
 
-std::vector<Rational*> entries(Case<Rational>& c) {
-  std::vector<Rational*> out;
-  for (Matrix<Rational>* m : {&c.tokens.q, &c.tokens.k, &c.tokens.v}) {
-    for (Index i = 0; i < m->size(); ++i) out.push_back(m->data() + i);
-  }
-  return out;
+// Whether the two sides differ on a (defined) case.
+template <class T>
+bool differs(const std::function<Sides<T>(const Case<T>&)>& sides, const Case<T>& c) {
+  const auto diff = difference<T>(sides, c);
+  return diff && !diff->empty();
 }
 
-// Exhaustive search in order: smallest n (up to 4 beyond the least meaningful), then d, then dv
-// (each up to 2), then fewest non-zero entries (up to 4, each 1 or -1), then the positions and
-// signs lexicographically. Candidates are screened in Z/p
-// (a difference there is a difference over the rationals) and confirmed in rationals.
+// The first counterexample in checking::exhaustive_search's order (n up to 4 beyond the least
+// meaningful, d, dv <= 2, up to 4 entries 1 or -1), screened in Z/p (a difference there is a
+// difference over the rationals) and confirmed in rationals.
 std::optional<Counterexample> exhaustive_search(const IdentityCheck& check) {
   const Domain& domain = check.domain;
   const Index first_n = std::max<Index>(domain.min_n, std::max(domain.segments, 1));
-  long budget = 1'500'000;
-  for (Index n = first_n; n <= first_n + 4; ++n) {
-    for (Index d = 1; d <= 2; ++d) {
-      for (Index dv = 1; dv <= 2; ++dv) {
-        Case<Rational> base = tiny_case(domain, n, d, dv);
-        const Index size = n * (2 * d + dv);
-        for (Index nonzero = 1; nonzero <= std::min<Index>(size, 4); ++nonzero) {
-          std::vector<Index> positions(nonzero);
-          for (Index i = 0; i < nonzero; ++i) positions[i] = i;
-          while (true) {
-            for (std::uint64_t signs = 0; signs < (std::uint64_t{1} << nonzero); ++signs) {
-              if (--budget < 0) return std::nullopt;
-              Case<Rational> c = base;
-              const std::vector<Rational*> e = entries(c);
-              for (Index i = 0; i < nonzero; ++i) *e[positions[i]] = (signs >> i) & 1 ? -1 : 1;
-              const Case<ModP> f{convert<ModP>(c.tokens), c.segments, c.chunk, c.parameters};
-              const auto in_field = difference<ModP>(check.field, f);
-              if (!in_field || in_field->empty()) continue;
-              const auto exact = difference<Rational>(check.exact, c);
-              if (exact && !exact->empty()) {
-                return make_counterexample(
-                    check, std::move(c),
-                    "exhaustive search: no smaller input with entries in {-1, 0, 1} "
-                    "(smallest n, then d, dv <= 2, then fewest non-zero entries, <= 4)");
-              }
-            }
-            // next combination of positions
-            Index i = nonzero - 1;
-            while (i >= 0 && positions[i] == size - nonzero + i) --i;
-            if (i < 0) break;
-            ++positions[i];
-            for (Index j = i + 1; j < nonzero; ++j) positions[j] = positions[j - 1] + 1;
-          }
-        }
-      }
-    }
-  }
-  return std::nullopt;
+  const auto zeros = [&domain](Index n, Index d, Index dv) { return tiny_case(domain, n, d, dv); };
+  const auto fails = [&check](const Case<Rational>& c) {
+    return differs<ModP>(check.field, {convert<ModP>(c.tokens), c.segments, c.chunk, c.parameters}) &&
+           differs<Rational>(check.exact, c);
+  };
+  auto found = checking::exhaustive_search({.first_n = first_n, .last_n = first_n + 4}, zeros, fails);
+  if (!found) return std::nullopt;
+  return make_counterexample(check, std::move(*found),
+                             "exhaustive search: no smaller input with entries in {-1, 0, 1} "
+                             "(smallest n, then d, dv <= 2, then fewest non-zero entries, <= 4)");
 }
 
-// Greedy shrinking of a failing case: fewer tokens, smaller d and dv, entries set to 0 or +-1.
+// Greedy shrinking of a failing case (checking::shrink), keeping the tokens the domain needs.
 Case<Rational> shrink(const IdentityCheck& check, Case<Rational> c) {
-  const auto fails = [&](const Case<Rational>& x) {
-    const auto diff = difference<Rational>(check.exact, x);
-    return diff && !diff->empty();
-  };
-  const auto drop_row = [](Matrix<Rational>& m, Index r) {
-    Matrix<Rational> out(m.rows() - 1, m.cols());
-    out << m.topRows(r), m.bottomRows(m.rows() - r - 1);
-    m = out;
-  };
-  bool progress = true;
-  while (progress) {
-    progress = false;
-    for (Index t = 0; t < c.n() && c.n() > static_cast<Index>(c.segments.size()); ++t) {  // remove token t
-      Case<Rational> x = c;
-      for (Matrix<Rational>* m : {&x.tokens.q, &x.tokens.k, &x.tokens.v}) drop_row(*m, t);
-      if (!x.segments.empty()) {
-        Index begin = 0;
-        for (Index& l : x.segments) {
-          if (t < begin + l) {
-            --l;
-            break;
-          }
-          begin += l;
-        }
-      }
-      if (x.n() >= check.domain.min_n && fails(x)) {
-        c = std::move(x);
-        progress = true;
-      }
-    }
-    for (int which = 0; which < 2; ++which) {  // drop the last column of q and k, or of v
-      Case<Rational> x = c;
-      if (which == 0 && c.d() > 1) {
-        x.tokens.q = Matrix<Rational>(c.tokens.q.leftCols(c.d() - 1));
-        x.tokens.k = Matrix<Rational>(c.tokens.k.leftCols(c.d() - 1));
-      } else if (which == 1 && c.dv() > 1) {
-        x.tokens.v = Matrix<Rational>(c.tokens.v.leftCols(c.dv() - 1));
-      } else {
-        continue;
-      }
-      if (fails(x)) {
-        c = std::move(x);
-        progress = true;
-      }
-    }
-    const std::size_t count = entries(c).size();
-    for (std::size_t i = 0; i < count; ++i) {  // each change lowers (non-zeros, entries not +-1)
-      const Rational e = *entries(c)[i];
-      if (e == 0) continue;
-      for (const Rational& candidate : {Rational(0), Rational(e > 0 ? 1 : -1)}) {
-        if (candidate == e) continue;
-        Case<Rational> x = c;
-        *entries(x)[i] = candidate;
-        if (fails(x)) {
-          c = std::move(x);
-          progress = true;
-          break;
-        }
-      }
-    }
-  }
-  return c;
+  const Index min_tokens = std::max<Index>(check.domain.min_n, c.segments.size());
+  return checking::shrink(
+      std::move(c), [&check](const Case<Rational>& x) { return differs<Rational>(check.exact, x); },
+      min_tokens);
 }
 
 std::string range(Index lo, Index hi) {
@@ -380,9 +293,7 @@ Entry check_claim(const Claim& claim, const LedgerOptions& options) {
 }
 
 bool differs_at(const Claim& claim, const Counterexample& counterexample) {
-  const auto& check = std::get<IdentityCheck>(claim.check);
-  const auto diff = difference<Rational>(check.exact, counterexample.input);
-  return diff && !diff->empty();
+  return differs<Rational>(std::get<IdentityCheck>(claim.check).exact, counterexample.input);
 }
 
 std::vector<Entry> run_ledger(const std::vector<Claim>& claims, const LedgerOptions& options,

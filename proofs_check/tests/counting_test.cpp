@@ -4,10 +4,12 @@
 
 #include <catch2/catch.hpp>
 
+#include "hla/checking/counted.hpp"
 #include "hla/reference/error.hpp"
 
 using namespace hla;
 using namespace hla::proofs;
+using namespace hla::checking;
 
 namespace {
 

@@ -4,12 +4,12 @@
 #include <cmath>
 #include <limits>
 
+#include "hla/checking/depth.hpp"
+#include "hla/checking/gauge_double.hpp"
 #include "hla/fast/chunked.hpp"
 #include "hla/fast/gpu_types.hpp"
 #include "hla/fast/scan.hpp"
 #include "hla/fast/streaming.hpp"
-#include "hla/reports/rounding_depth.hpp"
-#include "gauge_double.hpp"
 
 namespace hla::reports {
 
@@ -41,6 +41,7 @@ double round_input(InputFormat format, double x) {
 
 namespace {
 
+using checking::Depth;
 using fast::Implementation;
 
 template <class T>
@@ -64,7 +65,7 @@ CandidateRun run_in(const Algorithm& algorithm, const OperatorSpec& spec, const 
   CandidateRun out;
   out.terms = widen(terms);
   out.output = reference::finish(spec, terms).template cast<double>();
-  using G = testing::Gauge<double>;
+  using G = checking::Gauge<double>;
   const Sequence<G> magnitudes{s.q.cast<G>(), s.k.cast<G>(), s.v.cast<G>()};
   const Terms<G> gauge = algorithm(spec, magnitudes, chunk);
   out.gauge = {gauge.num.unaryExpr([](const G& x) { return x.value(); }),

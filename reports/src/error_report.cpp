@@ -451,12 +451,16 @@ Report run_report(const ReportOptions& options, const std::vector<Candidate>& ca
     report.candidate_names.push_back(c.implementation + " " + c.precision);
   for (const auto& [key, value] : worst) {
     const Candidate& c = candidates[key.candidate];
-    const CellMetrics& m = value.first;
-    report.rows.push_back({specs[key.spec].name, format_rational(decays[key.decay]),
-                           std::string(family_name(key.family)), c.implementation, c.precision,
-                           c.unit_roundoff_bits, key.n, key.chunk, m.normwise_u, m.componentwise_u,
-                           m.bound_normwise_u, m.test_ratio, m.min_den_ratio, m.unbounded, m.outputs,
-                           value.second});
+    report.rows.push_back({.spec = specs[key.spec].name,
+                           .decay = format_rational(decays[key.decay]),
+                           .family = std::string(family_name(key.family)),
+                           .implementation = c.implementation,
+                           .precision = c.precision,
+                           .unit_roundoff_bits = c.unit_roundoff_bits,
+                           .n = key.n,
+                           .chunk = key.chunk,
+                           .metrics = value.first,
+                           .worst_seed = value.second});
   }
   return report;
 }

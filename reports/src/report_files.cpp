@@ -59,18 +59,18 @@ std::map<std::pair<std::string, std::string>, Summary> summarize(const Report& r
       spec_order.push_back(r.spec);
     const auto key = std::make_pair(r.spec, r.implementation + " " + r.precision);
     Summary& s = out[key];
-    if (r.normwise_u > s.normwise_u || s.worst_where.empty()) {
-      s.normwise_u = std::max(s.normwise_u, r.normwise_u);
+    if (r.metrics.normwise_u > s.normwise_u || s.worst_where.empty()) {
+      s.normwise_u = std::max(s.normwise_u, r.metrics.normwise_u);
       s.worst_seed = r.worst_seed;
       s.worst_where = "gamma=" + r.decay + " " + r.family + " n=" + std::to_string(r.n) +
                       (r.chunk > 0 ? " C=" + std::to_string(r.chunk) : "");
     }
-    s.componentwise_u = std::max(s.componentwise_u, r.componentwise_u);
-    s.test_ratio = std::max(s.test_ratio, r.test_ratio);
-    s.unbounded += r.unbounded;
-    s.outputs += r.outputs;
+    s.componentwise_u = std::max(s.componentwise_u, r.metrics.componentwise_u);
+    s.test_ratio = std::max(s.test_ratio, r.metrics.test_ratio);
+    s.unbounded += r.metrics.unbounded;
+    s.outputs += r.metrics.outputs;
     double& e = by_n[key][r.n];
-    e = std::max(e, r.normwise_u);
+    e = std::max(e, r.metrics.normwise_u);
   }
   for (auto& [key, s] : out) {
     double sx = 0, sy = 0, sxx = 0, sxy = 0;
@@ -116,10 +116,10 @@ std::string to_csv(const Report& report) {
          "bound_normwise_u,test_ratio,min_den_ratio,unbounded,outputs,worst_seed\n";
   for (const ReportRow& r : report.rows) {
     out << r.spec << "," << r.decay << "," << r.family << "," << r.implementation << "," << r.precision << ","
-        << r.unit_roundoff_bits << "," << r.n << "," << r.chunk << "," << number(r.normwise_u) << ","
-        << number(r.componentwise_u) << "," << number(r.bound_normwise_u) << "," << number(r.test_ratio)
-        << "," << number(r.min_den_ratio) << "," << r.unbounded << "," << r.outputs << "," << r.worst_seed
-        << "\n";
+        << r.unit_roundoff_bits << "," << r.n << "," << r.chunk << "," << number(r.metrics.normwise_u) << ","
+        << number(r.metrics.componentwise_u) << "," << number(r.metrics.bound_normwise_u) << ","
+        << number(r.metrics.test_ratio) << "," << number(r.metrics.min_den_ratio) << ","
+        << r.metrics.unbounded << "," << r.metrics.outputs << "," << r.worst_seed << "\n";
   }
   return out.str();
 }
@@ -142,13 +142,13 @@ std::string to_json(const Report& report) {
     out << "    {\"spec\": \"" << r.spec << "\", \"decay\": \"" << r.decay << "\", \"family\": \"" << r.family
         << "\", \"implementation\": \"" << r.implementation << "\", \"precision\": \"" << r.precision
         << "\", \"u_bits\": " << r.unit_roundoff_bits << ", \"n\": " << r.n << ", \"chunk\": " << r.chunk
-        << ", \"normwise_u\": " << json_number(r.normwise_u)
-        << ", \"componentwise_u\": " << json_number(r.componentwise_u)
-        << ", \"bound_normwise_u\": " << json_number(r.bound_normwise_u)
-        << ", \"test_ratio\": " << json_number(r.test_ratio)
-        << ", \"min_den_ratio\": " << json_number(r.min_den_ratio) << ", \"unbounded\": " << r.unbounded
-        << ", \"outputs\": " << r.outputs << ", \"worst_seed\": " << r.worst_seed << "}"
-        << (i + 1 < report.rows.size() ? "," : "") << "\n";
+        << ", \"normwise_u\": " << json_number(r.metrics.normwise_u)
+        << ", \"componentwise_u\": " << json_number(r.metrics.componentwise_u)
+        << ", \"bound_normwise_u\": " << json_number(r.metrics.bound_normwise_u)
+        << ", \"test_ratio\": " << json_number(r.metrics.test_ratio)
+        << ", \"min_den_ratio\": " << json_number(r.metrics.min_den_ratio)
+        << ", \"unbounded\": " << r.metrics.unbounded << ", \"outputs\": " << r.metrics.outputs
+        << ", \"worst_seed\": " << r.worst_seed << "}" << (i + 1 < report.rows.size() ? "," : "") << "\n";
   }
   out << "  ]\n}\n";
   return out.str();
@@ -163,9 +163,9 @@ std::string to_markdown(const Report& report) {
   for (const ReportRow& r : report.rows) {
     const int i = r.unit_roundoff_bits == 53 ? 0 : 1;
     double& worst = i == 0 ? worst_f64 : worst_other;
-    worst = std::max(worst, r.test_ratio);
-    unbounded[i] += r.unbounded;
-    if (r.spec.find("normalized") != std::string::npos) normalized_outputs[i] += r.outputs;
+    worst = std::max(worst, r.metrics.test_ratio);
+    unbounded[i] += r.metrics.unbounded;
+    if (r.spec.find("normalized") != std::string::npos) normalized_outputs[i] += r.metrics.outputs;
   }
   const auto percent = [](long part, long whole) {
     return whole == 0 ? std::string("0") : number(100.0 * part / whole);

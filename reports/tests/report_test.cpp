@@ -8,13 +8,13 @@
 #include <iostream>
 #include <sstream>
 
+#include "hla/checking/depth.hpp"
+#include "hla/checking/gauge.hpp"
 #include "hla/fast/chunked.hpp"
 #include "hla/fast/scan.hpp"
 #include "hla/fast/streaming.hpp"
 #include "hla/reference/random.hpp"
 #include "hla/reports/error_report.hpp"
-#include "hla/reports/rounding_depth.hpp"
-#include "hla/testing/gauge.hpp"
 
 using namespace hla;
 using namespace hla::reports;
@@ -104,7 +104,7 @@ TEST_CASE("report/the gauge computed in double bounds the exact gauge", "[report
   // Gauge<Rational> runs the same algorithm exactly; the report's gauge, computed in double and
   // divided by 1 - gamma_53(K), must not fall below it, for every implementation.
   const std::uint64_t seed = test_seed();
-  using G = testing::Gauge<Rational>;
+  using G = checking::Gauge<Rational>;
   const Index n = 24, d = 3, dv = 2, chunk = 5;
   for (const ReportSpec& rs : report_specs()) {
     OperatorSpec spec = rs.spec;
@@ -151,14 +151,14 @@ TEST_CASE("report/streaming depths stay below the closed form of docs/operators.
 }
 
 TEST_CASE("report/rounding depth counts products and sums in any order", "[report][depth]") {
-  using D = Depth<24>;
+  using D = checking::Depth<24>;
   const D x = D::input(), y = D::input();
   CHECK((x * y).count() == 1);
   CHECK((x * y + x * y + x * y).count() == 3);                   // three summands: depth 1 + 2
   CHECK(((x * y) * (x * y)).count() == 3);                       // 1 + 1 + 1
   CHECK((D(0.5) * (x * y + x)).count() == (x * y + x).count());  // a power of two rounds nothing
   CHECK((D(0.75) * x).count() == 1);                             // any other constant rounds once
-  CHECK(!(D(1) - D(1)).is_zero());          // 0, but its gauge (as testing::Gauge computes it) is 2
+  CHECK(!(D(1) - D(1)).is_zero());          // 0, but its gauge (as Gauge computes it) is 2
   CHECK((D(0) * x).is_zero());              // a true zero drops out
   CHECK((D(0.75) * D(0.75)).count() == 0);  // exact constants stay exact
   // 3 5 7 11 13 17 19 = 4849845 < 2^24: exact, so only the product with x rounds
@@ -190,8 +190,8 @@ TEST_CASE("report/every error is within its a-priori bound, and the same seed gi
   for (const ReportRow& r : first.rows) {
     INFO(r.spec << " gamma=" << r.decay << " " << r.family << " " << r.implementation << " " << r.precision
                 << " n=" << r.n << " chunk=" << r.chunk << " input seed " << r.worst_seed);
-    CHECK(r.test_ratio <= 1);
-    CHECK(std::isfinite(r.normwise_u));
+    CHECK(r.metrics.test_ratio <= 1);
+    CHECK(std::isfinite(r.metrics.normwise_u));
   }
   options.threads = 1;
   const Report second = run_report(options, cpu_candidates(), quiet);

@@ -3,6 +3,7 @@
 // Shared by the claim files: operators of the reference built from a case's parameters, literal
 // prefix sums, and domain presets.
 
+#include <string>
 #include <vector>
 
 #include "hla/fast/streaming.hpp"
@@ -78,6 +79,15 @@ Matrix<T> rows(const std::vector<RowVector<T>>& xs, Index cols) {
   return out;
 }
 
+// What a claim compares: the numerator, the denominator or the normalized output.
+enum class Term { num, den, normalized };
+// The parts comparing num ("num") or den ("den", as a column).
+template <class T>
+Sides<T> term_sides(const Terms<T>& lhs, const Terms<T>& rhs, Term term) {
+  if (term == Term::den) return {{"den", column(lhs.den), column(rhs.den)}};
+  return {{"num", lhs.num, rhs.num}};
+}
+
 // num / (den + eps), row by row.
 template <class T>
 Matrix<T> normalized(const Terms<T>& terms, const Case<T>& c) {
@@ -87,28 +97,41 @@ Matrix<T> normalized(const Terms<T>& terms, const Case<T>& c) {
   return reference::finish(spec, terms);
 }
 
-// An entry: `corrected_by` names the entry that corrects a failing printed claim, `corrects` the
-// printed claim that a derived entry corrects.
+// An entry's links to docs/findings.md: `corrected_by` names the entry that corrects a failing
+// printed claim, `corrects` the printed claim that a derived entry corrects.
+struct Links {
+  std::string corrected_by, corrects;
+};
+// The links of one part of a claim (e.g. "/assoc"): each named entry's same part.
+inline Links part_links(const Links& links, const std::string& part) {
+  const auto of = [&part](const std::string& id) { return id.empty() ? id : id + part; };
+  return {of(links.corrected_by), of(links.corrects)};
+}
+
 inline Claim make(std::string id, int page, std::string statement,
-                  std::variant<IdentityCheck, CountCheck> check, std::string corrected_by = "",
-                  std::string corrects = "") {
-  return {std::move(id),   page, std::move(statement), std::move(corrected_by), std::move(corrects),
-          std::move(check)};
+                  std::variant<IdentityCheck, CountCheck> check, Links links = {}) {
+  return {
+      std::move(id),   page, std::move(statement), std::move(links.corrected_by), std::move(links.corrects),
+      std::move(check)};
 }
 
 // Domains. Degrees: hla2 and ahla numerators have degree 5 in the entries (q k k q v and
 // q k q k v), hla3 7; normalized identities compared after division: twice that, plus eps.
-inline Domain second_order(bool decay = false, bool normalize = false) {
+struct Drawn {
+  bool decay = false;      // gamma < 1 drawn
+  bool normalize = false;  // eps > 0 drawn
+};
+inline Domain second_order(Drawn drawn = {}) {
   Domain d;
-  d.decay = decay;
-  d.normalize = normalize;
-  d.degree = normalize ? 11 : 5;
+  d.decay = drawn.decay;
+  d.normalize = drawn.normalize;
+  d.degree = drawn.normalize ? 11 : 5;
   d.gamma_degree_per_token = 2;
   return d;
 }
-inline Domain third_order(bool decay = false, bool normalize = false) {
-  Domain d = second_order(decay, normalize);
-  d.degree = normalize ? 15 : 7;
+inline Domain third_order(Drawn drawn = {}) {
+  Domain d = second_order(drawn);
+  d.degree = drawn.normalize ? 15 : 7;
   d.gamma_degree_per_token = 3;
   d.max_n = 7;
   d.field_max_n = 24;

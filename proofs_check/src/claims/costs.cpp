@@ -3,11 +3,15 @@
 // operations per token counted by running the code on the Counted scalar.
 
 #include "common.hpp"
+#include "hla/checking/counted.hpp"
 #include "hla/fast/chunked.hpp"
 
 namespace hla::proofs::claims {
 namespace {
 
+using checking::Counted;
+using checking::counting_input;
+using checking::operation_count;
 using Point = std::vector<Index>;
 
 Monomial term(std::vector<int> exponents) {
@@ -126,7 +130,7 @@ std::vector<Claim> cost_claims() {
   out.push_back(make(
       "fig-1c/time", 4, "Figure 1(C): O(N C (d + dv) + M (d^2 + d dv)) time for N = M C tokens in M chunks.",
       chunk_cost([=](const Point& p) { return chunk_operations(hla2, published, p[0], p[1], p[2]); }),
-      "fig-1c-corrected/time"));
+      {.corrected_by = "fig-1c-corrected/time"}));
   out.push_back(
       make("fig-1c-corrected/time", 4,
            "Derived (F7): the corrected hla2 chunk form costs O(N (C (d + dv) + d^2 + d dv) + M d^2 dv): "
@@ -137,7 +141,7 @@ std::vector<Claim> cost_claims() {
                       {term({1, 1, 0}), term({1, 0, 1}), term({0, 2, 0}), term({0, 1, 1}), term({-1, 2, 1})},
                       "operations per token",
                       [=](const Point& p) { return chunk_operations(hla2, corrected, p[0], p[1], p[2]); }},
-           "", "fig-1c/time"));
+           {.corrects = "fig-1c/time"}));
   out.push_back(
       make("sec-6/time", 10, "AHLA admits strictly causal streaming with O(d^2 + d dv) per-token cost.",
            per_token(quadratic,
@@ -165,7 +169,7 @@ std::vector<Claim> cost_claims() {
   out.push_back(make(
       "fig-2c/time", 11, "Figure 2(C): O(N C (d + dv) + M (d^2 + d dv)) time for N = M C tokens in M chunks.",
       chunk_cost([=](const Point& p) { return chunk_operations(ahla, published, p[0], p[1], p[2]); }),
-      "fig-2c-corrected/time"));
+      {.corrected_by = "fig-2c-corrected/time"}));
   out.push_back(make(
       "fig-2c-corrected/time", 11,
       "Derived (F7): the AHLA chunk form costs O(N (C^2 + C (d + dv) + d^2 + d dv) + M d^2 dv), C^2 from "
@@ -177,7 +181,7 @@ std::vector<Claim> cost_claims() {
                   term({-1, 2, 1})},
                  "operations per token",
                  [=](const Point& p) { return chunk_operations(ahla, corrected, p[0], p[1], p[2]); }},
-      "", "fig-2c/time"));
+      {.corrects = "fig-2c/time"}));
   out.push_back(
       make("sec-7.3/maps", 17,
            "Stored densely, the segment maps M^KQP and M^KQm of the third-order scan take O(d^3 dv) and "
@@ -197,7 +201,7 @@ std::vector<Claim> cost_claims() {
               [](const Point& p) {
                 return summary_scalars(fast::Hla3Segments<Counted>(p[0], p[1], Counted(1), true).identity());
               }),
-      "", "sec-7.3/maps"));
+      {.corrects = "sec-7.3/maps"}));
   out.push_back(
       make("sec-7.3/summary", 17,
            "The printed third-order scan state (Sec. 7.3): S^K, S^Q, P, m, F, eta, R^QP, r^Qm, U^KQ and the "
@@ -213,13 +217,13 @@ std::vector<Claim> cost_claims() {
            "Derived (F2): the corrected third-order streaming update and read cost O(d^2 + d dv) per token.",
            per_token(quadratic,
                      [=](const Point& p) { return token_operations(hla3, corrected, p[0], p[1], true); }),
-           "", "thm-7.1/num"));
+           {.corrects = "thm-7.1/num"}));
   out.push_back(
       make("thm-7.1-corrected/state", 14,
            "Derived (F2): the corrected third-order streaming state (S^K, P, m, F, eta) has O(d^2 + d dv) "
            "scalars.",
-           scalars(quadratic, [=](const Point& p) { return state_scalars(hla3, corrected, p[0], p[1]); }), "",
-           "thm-7.1/num"));
+           scalars(quadratic, [=](const Point& p) { return state_scalars(hla3, corrected, p[0], p[1]); }),
+           {.corrects = "thm-7.1/num"}));
   return out;
 }
 

@@ -95,8 +95,8 @@ std::vector<Claim> figure_claims() {
            "Figure 1(C): O^(k)_t = q_t^T (S^K,(k-1) C^QV,(k-1) - G^(k-1)) + [(L . Q^(k) K^(k)T)(L . Q^(k) "
            "K^(k)T)^T . L]_t V^(k) is the masked output.",
            identity(chunked(plain), Scope::sizes_tried, 0, chunk_form(Variant::hla2, fast::Form::published)),
-           "fig-1c-corrected"));
-  Domain decay_ridge = second_order(true);
+           {.corrected_by = "fig-1c-corrected"}));
+  Domain decay_ridge = second_order({.decay = true});
   decay_ridge.ridge = true;
   decay_ridge.degree = 6;
   out.push_back(make(
@@ -104,7 +104,7 @@ std::vector<Claim> figure_claims() {
       "Corrected (F5): adding the cross term q_t^T S^K,(k-1) sum_{j in chunk k, j<=t} q_j v_j^T (with "
       "decay and ridge) gives the masked output for any chunk size.",
       identity(chunked(decay_ridge), Scope::sizes_tried, 0, chunk_form(Variant::hla2, fast::Form::corrected)),
-      "", "fig-1c"));
+      {.corrects = "fig-1c"}));
   out.push_back(make("fig-2a", 11,
                      "Figure 2(A): the recurrent form (P, m, E, n updates, read q_t^T E_t) gives "
                      "o_t = sum_{j<=t} sum_{i=j}^{t} (q_t^T k_i)(q_i^T k_j) v_j^T = [((AA) . L) V]_t.",
@@ -130,13 +130,13 @@ std::vector<Claim> figure_claims() {
       "Figure 2(C): O^(k)_t = q_t^T (E^(k-1) + R^KQ,(k)_{<t} P^KV,(k-1)) + [((A^(k) A^(k)) . L)]_t V^(k) is "
       "the masked AHLA output.",
       identity(chunked(plain), Scope::sizes_tried, 0, chunk_form(Variant::ahla, fast::Form::published)),
-      "fig-2c-corrected"));
+      {.corrected_by = "fig-2c-corrected"}));
   out.push_back(
       make("fig-2c-corrected", 11,
            "Corrected (F6): with R^KQ,(k)_{<=t} (and decay) the chunk form gives the masked AHLA output.",
-           identity(chunked(second_order(true)), Scope::sizes_tried, 0,
+           identity(chunked(second_order({.decay = true})), Scope::sizes_tried, 0,
                     chunk_form(Variant::ahla, fast::Form::corrected)),
-           "", "fig-2c"));
+           {.corrects = "fig-2c"}));
   return out;
 }
 

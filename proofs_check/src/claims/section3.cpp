@@ -92,12 +92,12 @@ std::vector<Claim> section3_claims() {
       identity(plain, Scope::order_pattern, 3, []<class T>(const Case<T>& c) {
         return Sides<T>{{"den", column(unmasked_terms(c).den), column(defined(Variant::hla2, false, c).den)}};
       })));
-  out.push_back(
-      make("eq-3.2", 5, "Normalized HLA o_t = q_t^T S^K_t C^QV_t / (q_t^T S^K_t m^Q_t + eps).",
-           identity(second_order(false, true), Scope::order_pattern, 3, []<class T>(const Case<T>& c) {
-             return Sides<T>{
-                 {"o", normalized(unmasked_terms(c), c), defined_output(Variant::hla2, false, true, c)}};
-           })));
+  out.push_back(make(
+      "eq-3.2", 5, "Normalized HLA o_t = q_t^T S^K_t C^QV_t / (q_t^T S^K_t m^Q_t + eps).",
+      identity(second_order({.normalize = true}), Scope::order_pattern, 3, []<class T>(const Case<T>& c) {
+        return Sides<T>{
+            {"o", normalized(unmasked_terms(c), c), defined_output(Variant::hla2, false, true, c)}};
+      })));
   out.push_back(make(
       "rem-3-linear/num", 5, "With S^K_t = I the numerator is q_t^T C^QV_t = sum_{i<=t} (q_t^T q_i) v_i^T.",
       identity(plain, Scope::order_pattern, 2, []<class T>(const Case<T>& c) {
@@ -118,20 +118,20 @@ std::vector<Claim> section3_claims() {
                        }
                        return Sides<T>{{"den", column(lhs), column(rhs)}};
                      })));
-  out.push_back(
-      make("rem-3-linear/tied", 5,
-           "With S^K_t = I and tied queries and keys, normalized HLA is linear attention with the "
-           "identity feature map.",
-           identity(second_order(false, true), Scope::order_pattern, 2, []<class T>(const Case<T>& c) {
-             Terms<T> lhs{Matrix<T>(c.n(), c.dv()), Vector<T>(c.n())};
-             for (Index t = 0; t < c.n(); ++t) {
-               lhs.num.row(t) = q_(c, t).transpose() * query_value(c, t);
-               lhs.den(t) = q_(c, t).dot(query_mass(c, t));
-             }
-             Case<T> tied = c;
-             tied.tokens.k = c.tokens.q;
-             return Sides<T>{{"o", normalized(lhs, c), defined_output(Variant::linear, true, true, tied)}};
-           })));
+  out.push_back(make(
+      "rem-3-linear/tied", 5,
+      "With S^K_t = I and tied queries and keys, normalized HLA is linear attention with the "
+      "identity feature map.",
+      identity(second_order({.normalize = true}), Scope::order_pattern, 2, []<class T>(const Case<T>& c) {
+        Terms<T> lhs{Matrix<T>(c.n(), c.dv()), Vector<T>(c.n())};
+        for (Index t = 0; t < c.n(); ++t) {
+          lhs.num.row(t) = q_(c, t).transpose() * query_value(c, t);
+          lhs.den(t) = q_(c, t).dot(query_mass(c, t));
+        }
+        Case<T> tied = c;
+        tied.tokens.k = c.tokens.q;
+        return Sides<T>{{"o", normalized(lhs, c), defined_output(Variant::linear, true, true, tied)}};
+      })));
   out.push_back(make("sec-3.1/weights", 5,
                      "[(L . Q K^T)(L . Q K^T)^T]_{t,j} = sum_{i<=min(t,j)} (q_t^T k_i)(q_j^T k_i) = q_t^T "
                      "S^K_{min(t,j)} q_j.",
@@ -172,7 +172,7 @@ std::vector<Claim> section3_claims() {
            })));
   out.push_back(make(
       "eq-3.4", 6, "The masked normalized output is q_t^T (S C - G) / (q_t^T (S m - h) + eps).",
-      identity(second_order(false, true), Scope::order_pattern, 3, []<class T>(const Case<T>& c) {
+      identity(second_order({.normalize = true}), Scope::order_pattern, 3, []<class T>(const Case<T>& c) {
         return Sides<T>{{"o", normalized(masked_terms(c), c), defined_output(Variant::hla2, true, true, c)}};
       })));
   out.push_back(
@@ -223,43 +223,43 @@ std::vector<Claim> section3_claims() {
 
   // Sec. 4.3: the decayed states, through the streaming forms of fast/ (Hla2Stream, published and
   // corrected cross decay).
-  const auto streaming = [](Variant variant, bool masked, fast::Form form, bool den) {
+  const auto streaming = [](Variant variant, bool masked, fast::Form form, Term term) {
     return [=]<class T>(const Case<T>& c) {
       const OperatorSpec spec = spec_of(variant, masked, c.parameters);
       const Terms<T> lhs = fast::streaming_terms(spec, form, c.tokens);
-      const Terms<T> rhs = reference::terms(spec, c.tokens);
-      if (den) return Sides<T>{{"den", column(lhs.den), column(rhs.den)}};
-      return Sides<T>{{"num", lhs.num, rhs.num}};
+      return term_sides(lhs, reference::terms(spec, c.tokens), term);
     };
   };
-  const Domain decayed = second_order(true);
+  const Domain decayed = second_order({.decay = true});
   out.push_back(make("sec-4.3/unmasked", 8,
                      "With decay, S^K_t = g S^K_{t-1} + k_t k_t^T, C^QV_t = g C^QV_{t-1} + q_t v_t^T give "
                      "o_t = q_t^T S^K_t C^QV_t, the unmasked operator with weights g^((t-i)+(t-j)).",
                      identity(decayed, Scope::sizes_tried, 0,
-                              streaming(Variant::hla2, false, fast::Form::published, false))));
-  out.push_back(make(
-      "sec-4.3/num", 8,
-      "With decay, G_t = g G_{t-1} + k_t k_t^T C^QV_{t-1} gives the masked decayed numerator "
-      "q_t^T (S^K_t C^QV_t - G_t).",
-      identity(decayed, Scope::sizes_tried, 0, streaming(Variant::hla2, true, fast::Form::published, false)),
-      "sec-4.3-corrected/num"));
-  out.push_back(make(
-      "sec-4.3/den", 8,
-      "With decay, h_t = g h_{t-1} + k_t k_t^T m^Q_{t-1} gives the masked decayed denominator "
-      "q_t^T (S^K_t m^Q_t - h_t).",
-      identity(decayed, Scope::sizes_tried, 0, streaming(Variant::hla2, true, fast::Form::published, true)),
-      "sec-4.3-corrected/den"));
-  out.push_back(make(
-      "sec-4.3-corrected/num", 8,
-      "Corrected (F1): G_t = g^2 G_{t-1} + g k_t (k_t^T C^QV_{t-1}) gives the masked decayed numerator.",
-      identity(decayed, Scope::sizes_tried, 0, streaming(Variant::hla2, true, fast::Form::corrected, false)),
-      "", "sec-4.3/num"));
+                              streaming(Variant::hla2, false, fast::Form::published, Term::num))));
+  out.push_back(make("sec-4.3/num", 8,
+                     "With decay, G_t = g G_{t-1} + k_t k_t^T C^QV_{t-1} gives the masked decayed numerator "
+                     "q_t^T (S^K_t C^QV_t - G_t).",
+                     identity(decayed, Scope::sizes_tried, 0,
+                              streaming(Variant::hla2, true, fast::Form::published, Term::num)),
+                     {.corrected_by = "sec-4.3-corrected/num"}));
+  out.push_back(make("sec-4.3/den", 8,
+                     "With decay, h_t = g h_{t-1} + k_t k_t^T m^Q_{t-1} gives the masked decayed denominator "
+                     "q_t^T (S^K_t m^Q_t - h_t).",
+                     identity(decayed, Scope::sizes_tried, 0,
+                              streaming(Variant::hla2, true, fast::Form::published, Term::den)),
+                     {.corrected_by = "sec-4.3-corrected/den"}));
+  out.push_back(
+      make("sec-4.3-corrected/num", 8,
+           "Corrected (F1): G_t = g^2 G_{t-1} + g k_t (k_t^T C^QV_{t-1}) gives the masked decayed numerator.",
+           identity(decayed, Scope::sizes_tried, 0,
+                    streaming(Variant::hla2, true, fast::Form::corrected, Term::num)),
+           {.corrects = "sec-4.3/num"}));
   out.push_back(make(
       "sec-4.3-corrected/den", 8,
       "Corrected (F1): h_t = g^2 h_{t-1} + g k_t (k_t^T m^Q_{t-1}) gives the masked decayed denominator.",
-      identity(decayed, Scope::sizes_tried, 0, streaming(Variant::hla2, true, fast::Form::corrected, true)),
-      "", "sec-4.3/den"));
+      identity(decayed, Scope::sizes_tried, 0,
+               streaming(Variant::hla2, true, fast::Form::corrected, Term::den)),
+      {.corrects = "sec-4.3/den"}));
   return out;
 }
 

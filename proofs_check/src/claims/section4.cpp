@@ -57,7 +57,7 @@ Matrix<T> algorithm1(const Case<T>& c, bool normalize, bool corrected) {
   const T g = gamma_of(c), lambda = from_rational<T>(c.parameters.ridge),
           eps = from_rational<T>(c.parameters.eps);
   const auto seg = hla2_segments(c, true, corrected);
-  auto prefixes = token_segments(seg, c.tokens);  // line 1: (dS, dC, dm, 0, 0)
+  auto prefixes = token_summaries(seg, c.tokens);  // line 1: (dS, dC, dm, 0, 0)
   fast::exclusive_scan(
       prefixes, seg.identity(), [&seg](const auto& a, const auto& b) { return seg.combine(a, b); },
       1);  // line 2
@@ -115,73 +115,110 @@ using namespace claims;
 
 std::vector<Claim> section4_claims() {
   std::vector<Claim> out;
-  const auto laws = [&out](const std::string& id, int page, const std::string& what, Domain domain,
-                           bool masked, bool corrected, const std::string& corrected_by,
-                           const std::string& corrects) {
-    out.push_back(make(
-        id + "/assoc", page, what + " is associative.",
-        identity(
-            segments(domain, 3), Scope::summary_algebra, 0,
-            [=]<class T>(const Case<T>& c) { return associativity(hla2_segments(c, masked, corrected), c); }),
-        corrected_by.empty() ? "" : corrected_by + "/assoc", corrects.empty() ? "" : corrects + "/assoc"));
-    out.push_back(make(
-        id + "/identity", page, what + " has the empty segment (zero summaries, rho = 1) as identity.",
-        identity(
-            segments(domain, 1), Scope::summary_algebra, 0,
-            [=]<class T>(const Case<T>& c) { return identity_laws(hla2_segments(c, masked, corrected), c); }),
-        "", corrects.empty() ? "" : corrects + "/identity"));
+  // An operator's laws: associativity on three segments, the identity on one.
+  struct Laws {
+    std::string id, what;
+    Domain domain;
+    bool masked = false, corrected = false;
+    Links links;
   };
-  laws("sec-4.1", 7, "The unmasked monoid (S, C, m) with componentwise addition", second_order(), false,
-       false, "", "");
-  laws("eq-4.1", 7, "The masked semidirect product of Eq. 4.1", second_order(), true, false, "", "");
-  laws("sec-4.2-decay", 7, "The decay-aware unmasked monoid (rho_B S_A + S_B, ..., rho_A rho_B)",
-       second_order(true), false, false, "", "");
-  laws("eq-4.1-decay", 7,
-       "The decay-aware masked operator of Sec. 4.2 (G_AB = rho_B G_A + G_B + S_B (rho_B C_A))",
-       second_order(true), true, false, "eq-4.1-decay-corrected", "");
-  laws("eq-4.1-decay-corrected", 7, "Corrected (F3): G_AB = rho_B^2 G_A + G_B + rho_B S_B C_A, h likewise,",
-       second_order(true), true, true, "", "eq-4.1-decay");
+  const auto laws = [&out](const Laws& l) {
+    out.push_back(make(l.id + "/assoc", 7, l.what + " is associative.",
+                       identity(segments(l.domain, 3), Scope::summary_algebra, 0,
+                                [=]<class T>(const Case<T>& c) {
+                                  return associativity(hla2_segments(c, l.masked, l.corrected), c);
+                                }),
+                       part_links(l.links, "/assoc")));
+    out.push_back(
+        make(l.id + "/identity", 7, l.what + " has the empty segment (zero summaries, rho = 1) as identity.",
+             identity(segments(l.domain, 1), Scope::summary_algebra, 0,
+                      [=]<class T>(const Case<T>& c) {
+                        return identity_laws(hla2_segments(c, l.masked, l.corrected), c);
+                      }),
+             {.corrects = part_links(l.links, "/identity").corrects}));  // the printed identities hold
+  };
+  laws({.id = "sec-4.1",
+        .what = "The unmasked monoid (S, C, m) with componentwise addition",
+        .domain = second_order()});
+  laws({.id = "eq-4.1",
+        .what = "The masked semidirect product of Eq. 4.1",
+        .domain = second_order(),
+        .masked = true});
+  laws({.id = "sec-4.2-decay",
+        .what = "The decay-aware unmasked monoid (rho_B S_A + S_B, ..., rho_A rho_B)",
+        .domain = second_order({.decay = true})});
+  laws({.id = "eq-4.1-decay",
+        .what = "The decay-aware masked operator of Sec. 4.2 (G_AB = rho_B G_A + G_B + S_B (rho_B C_A))",
+        .domain = second_order({.decay = true}),
+        .masked = true,
+        .links = {.corrected_by = "eq-4.1-decay-corrected"}});
+  laws({.id = "eq-4.1-decay-corrected",
+        .what = "Corrected (F3): G_AB = rho_B^2 G_A + G_B + rho_B S_B C_A, h likewise,",
+        .domain = second_order({.decay = true}),
+        .masked = true,
+        .corrected = true,
+        .links = {.corrects = "eq-4.1-decay"}});
 
-  const auto theorem = [&out](const std::string& id, const std::string& what, bool decay, bool masked,
-                              bool corrected, bool two_level, const std::string& corrected_by,
-                              const std::string& corrects) {
-    Domain domain = second_order(decay);
-    if (two_level) domain = chunked(domain);
-    out.push_back(make(id, two_level ? 8 : 7, what,
+  // Thm 4.1 and Rem. 4.2: a scan's states against the serial recurrence's.
+  struct Theorem {
+    std::string id, what;
+    bool decay = false, masked = false, corrected = false, two_level = false;
+    Links links;
+  };
+  const auto theorem = [&out](const Theorem& t) {
+    Domain domain = second_order({.decay = t.decay});
+    if (t.two_level) domain = chunked(domain);
+    out.push_back(make(t.id, t.two_level ? 8 : 7, t.what,
                        identity(domain, Scope::sizes_tried, 0,
                                 [=]<class T>(const Case<T>& c) {
-                                  return scan_equivalence(c, masked, corrected, two_level);
+                                  return scan_equivalence(c, t.masked, t.corrected, t.two_level);
                                 }),
-                       corrected_by, corrects));
+                       t.links));
   };
   const std::string thm =
       "Thm 4.1: an exclusive Blelloch scan followed by local inclusion gives, at every t, the state "
       "of the serial recurrence (Sec. 3.1 updates";
-  theorem("thm-4.1/unmasked", thm + "), unmasked, and hence its outputs.", false, false, false, false, "",
-          "");
-  theorem("thm-4.1/masked", thm + "), masked, and hence its outputs.", false, true, false, false, "", "");
-  theorem("thm-4.1/unmasked-decay", thm + " with Sec. 4.3 decay), unmasked, and hence its outputs.", true,
-          false, false, false, "", "");
-  theorem("thm-4.1/masked-decay", thm + " with Sec. 4.3 decay), masked, and hence its outputs.", true, true,
-          false, false, "thm-4.1-corrected/masked-decay", "");
-  theorem("thm-4.1-corrected/masked-decay",
-          "Corrected (F1, F3): the scan under the corrected operator gives the states of the corrected "
-          "recurrence.",
-          true, true, true, false, "", "thm-4.1/masked-decay");
-  theorem("rem-4.2/two-level",
-          "Inter-chunk scan (Sec. 4.2): carry (+) local prefix (+) T_t gives the serial state, for any chunk "
-          "size.",
-          false, true, false, true, "", "");
-  theorem("rem-4.2/two-level-decay",
-          "The two-level scan with the decay-aware operator gives the serial decayed state.", true, true,
-          false, true, "rem-4.2-corrected/two-level-decay", "");
-  theorem("rem-4.2-corrected/two-level-decay",
-          "Corrected (F1, F3): the two-level scan gives the corrected serial state.", true, true, true, true,
-          "", "rem-4.2/two-level-decay");
+  theorem({.id = "thm-4.1/unmasked", .what = thm + "), unmasked, and hence its outputs."});
+  theorem({.id = "thm-4.1/masked", .what = thm + "), masked, and hence its outputs.", .masked = true});
+  theorem({.id = "thm-4.1/unmasked-decay",
+           .what = thm + " with Sec. 4.3 decay), unmasked, and hence its outputs.",
+           .decay = true});
+  theorem({.id = "thm-4.1/masked-decay",
+           .what = thm + " with Sec. 4.3 decay), masked, and hence its outputs.",
+           .decay = true,
+           .masked = true,
+           .links = {.corrected_by = "thm-4.1-corrected/masked-decay"}});
+  theorem({.id = "thm-4.1-corrected/masked-decay",
+           .what =
+               "Corrected (F1, F3): the scan under the corrected operator gives the states of the corrected "
+               "recurrence.",
+           .decay = true,
+           .masked = true,
+           .corrected = true,
+           .links = {.corrects = "thm-4.1/masked-decay"}});
+  theorem({.id = "rem-4.2/two-level",
+           .what =
+               "Inter-chunk scan (Sec. 4.2): carry (+) local prefix (+) T_t gives the serial state, for any "
+               "chunk size.",
+           .masked = true,
+           .two_level = true});
+  theorem({.id = "rem-4.2/two-level-decay",
+           .what = "The two-level scan with the decay-aware operator gives the serial decayed state.",
+           .decay = true,
+           .masked = true,
+           .two_level = true,
+           .links = {.corrected_by = "rem-4.2-corrected/two-level-decay"}});
+  theorem({.id = "rem-4.2-corrected/two-level-decay",
+           .what = "Corrected (F1, F3): the two-level scan gives the corrected serial state.",
+           .decay = true,
+           .masked = true,
+           .corrected = true,
+           .two_level = true,
+           .links = {.corrects = "rem-4.2/two-level-decay"}});
 
   // Algorithm 1, run as printed, against the reference.
   const auto alg1 = [&out](const std::string& id, const std::string& what, Domain domain, bool corrected,
-                           const std::string& corrected_by, const std::string& corrects) {
+                           Links links) {
     out.push_back(make(id, 9, what,
                        identity(domain, domain.decay ? Scope::sizes_tried : Scope::order_pattern, 3,
                                 [=]<class T>(const Case<T>& c) {
@@ -189,26 +226,27 @@ std::vector<Claim> section4_claims() {
                                   return Sides<T>{{"o", algorithm1(c, normalize, corrected),
                                                    defined_output(Variant::hla2, true, normalize, c)}};
                                 }),
-                       corrected_by, corrects));
+                       std::move(links)));
   };
   Domain ridge = second_order();
   ridge.ridge = true;
   ridge.degree = 6;
-  Domain ridge_normalized = second_order(false, true);
+  Domain ridge_normalized = second_order({.normalize = true});
   ridge_normalized.ridge = true;
   ridge_normalized.degree = 13;
+  const bool as_printed = false, corrected = true;  // Algorithm 1's operator and line 6
   alg1("alg-1", "Algorithm 1 (no decay, no ridge, unnormalized) returns the masked output.", second_order(),
-       false, "", "");
+       as_printed, {});
   alg1("alg-1/normalized", "Algorithm 1 with normalize returns the masked normalized output.",
-       second_order(false, true), false, "", "");
+       second_order({.normalize = true}), as_printed, {});
   alg1("alg-1/ridge", "Algorithm 1 with ridge lambda returns q_t^T (S^K_t + lambda I) C_t - q_t^T G_t.",
-       ridge, false, "", "");
-  alg1("alg-1/ridge-normalized", "Algorithm 1 with ridge and normalize.", ridge_normalized, false, "", "");
-  alg1("alg-1/decay", "Algorithm 1 with decay returns the masked decayed output.", second_order(true), false,
-       "alg-1-corrected/decay", "");
+       ridge, as_printed, {});
+  alg1("alg-1/ridge-normalized", "Algorithm 1 with ridge and normalize.", ridge_normalized, as_printed, {});
+  alg1("alg-1/decay", "Algorithm 1 with decay returns the masked decayed output.",
+       second_order({.decay = true}), as_printed, {.corrected_by = "alg-1-corrected/decay"});
   alg1("alg-1-corrected/decay",
        "Algorithm 1 with F3's operator and F1's line 6 returns the masked decayed output.",
-       second_order(true), true, "", "alg-1/decay");
+       second_order({.decay = true}), corrected, {.corrects = "alg-1/decay"});
 
   // Section 5.
   out.push_back(make(

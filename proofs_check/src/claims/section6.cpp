@@ -162,7 +162,7 @@ std::vector<Claim> section6_claims() {
       })));
   out.push_back(make(
       "thm-6.1/normalized", 12, "The normalized output is q_t^T E_t / (q_t^T n_t + eps).",
-      identity(second_order(false, true), Scope::order_pattern, 3, []<class T>(const Case<T>& c) {
+      identity(second_order({.normalize = true}), Scope::order_pattern, 3, []<class T>(const Case<T>& c) {
         return Sides<T>{{"o", normalized(theorem_terms(c), c), defined_output(Variant::ahla, true, true, c)}};
       })));
   out.push_back(make(
@@ -186,42 +186,50 @@ std::vector<Claim> section6_claims() {
         return Sides<T>{{"E_t", stack(e_online), stack(e_defined)},
                         {"n_t", stack(n_online), stack(n_defined)}};
       })));
-  const auto streaming = [](bool den) {
-    return [den]<class T>(const Case<T>& c) {
+  const auto streaming = [](Term term) {
+    return [term]<class T>(const Case<T>& c) {
       const OperatorSpec spec = spec_of(Variant::ahla, true, c.parameters);
       const Terms<T> lhs = fast::streaming_terms(spec, fast::Form::published, c.tokens);
-      const Terms<T> rhs = reference::terms(spec, c.tokens);
-      if (den) return Sides<T>{{"den", column(lhs.den), column(rhs.den)}};
-      return Sides<T>{{"num", lhs.num, rhs.num}};
+      return term_sides(lhs, reference::terms(spec, c.tokens), term);
     };
   };
   out.push_back(
       make("sec-6.1-decay/num", 12,
            "With decay (P = g P + k v^T, m = g m + k, E = g E + k (q^T P)), q_t^T E_t is the masked operator "
            "with weights g^(t-j).",
-           identity(second_order(true), Scope::sizes_tried, 0, streaming(false))));
+           identity(second_order({.decay = true}), Scope::sizes_tried, 0, streaming(Term::num))));
   out.push_back(make("sec-6.1-decay/den", 12,
                      "With decay (n = g n + k (q^T m)), q_t^T n_t is the masked decayed denominator.",
-                     identity(second_order(true), Scope::sizes_tried, 0, streaming(true))));
+                     identity(second_order({.decay = true}), Scope::sizes_tried, 0, streaming(Term::den))));
 
-  const auto laws = [&out](const std::string& id, const std::string& what, bool decay, bool corrected,
-                           const std::string& corrected_by, const std::string& corrects) {
-    out.push_back(make(
-        id + "/assoc", 12, what + " is associative.",
-        identity(segments(second_order(decay), 3), Scope::summary_algebra, 0,
-                 [=]<class T>(const Case<T>& c) { return associativity(ahla_segments(c, corrected), c); }),
-        corrected_by.empty() ? "" : corrected_by + "/assoc", corrects.empty() ? "" : corrects + "/assoc"));
-    out.push_back(make(
-        id + "/identity", 12, what + " has the empty segment as identity.",
-        identity(segments(second_order(decay), 1), Scope::summary_algebra, 0,
-                 [=]<class T>(const Case<T>& c) { return identity_laws(ahla_segments(c, corrected), c); }),
-        "", corrects.empty() ? "" : corrects + "/identity"));
+  // The concatenation's laws: associativity on three segments, the identity on one.
+  struct Laws {
+    std::string id, what;
+    bool decay = false, corrected = false;
+    Links links;
   };
-  laws("eq-6.2", "The AHLA concatenation of Eq. 6.2", false, false, "", "");
-  laws("eq-6.2-decay", "The decay-aware AHLA concatenation of Sec. 6.2 (R_AB = rho_B R_A + R_B)", true, false,
-       "eq-6.2-decay-corrected", "");
-  laws("eq-6.2-decay-corrected", "Corrected (F4): R_AB = R_A + R_B, the rest as printed,", true, true, "",
-       "eq-6.2-decay");
+  const auto laws = [&out](const Laws& l) {
+    out.push_back(make(
+        l.id + "/assoc", 12, l.what + " is associative.",
+        identity(segments(second_order({.decay = l.decay}), 3), Scope::summary_algebra, 0,
+                 [=]<class T>(const Case<T>& c) { return associativity(ahla_segments(c, l.corrected), c); }),
+        part_links(l.links, "/assoc")));
+    out.push_back(make(
+        l.id + "/identity", 12, l.what + " has the empty segment as identity.",
+        identity(segments(second_order({.decay = l.decay}), 1), Scope::summary_algebra, 0,
+                 [=]<class T>(const Case<T>& c) { return identity_laws(ahla_segments(c, l.corrected), c); }),
+        {.corrects = part_links(l.links, "/identity").corrects}));  // the printed identities hold
+  };
+  laws({.id = "eq-6.2", .what = "The AHLA concatenation of Eq. 6.2"});
+  laws({.id = "eq-6.2-decay",
+        .what = "The decay-aware AHLA concatenation of Sec. 6.2 (R_AB = rho_B R_A + R_B)",
+        .decay = true,
+        .links = {.corrected_by = "eq-6.2-decay-corrected"}});
+  laws({.id = "eq-6.2-decay-corrected",
+        .what = "Corrected (F4): R_AB = R_A + R_B, the rest as printed,",
+        .decay = true,
+        .corrected = true,
+        .links = {.corrects = "eq-6.2-decay"}});
   out.push_back(
       make("sec-6.2/scan", 13,
            "An exclusive Blelloch scan under Eq. 6.2 followed by local inclusion reproduces the serial "
@@ -230,14 +238,14 @@ std::vector<Claim> section6_claims() {
                     []<class T>(const Case<T>& c) { return ahla_scan_equivalence(c, false); })));
   out.push_back(make("sec-6.2/scan-decay", 13,
                      "The same with the decay-aware concatenation and the decayed recurrence.",
-                     identity(second_order(true), Scope::sizes_tried, 0,
+                     identity(second_order({.decay = true}), Scope::sizes_tried, 0,
                               []<class T>(const Case<T>& c) { return ahla_scan_equivalence(c, false); }),
-                     "sec-6.2-corrected/scan-decay"));
+                     {.corrected_by = "sec-6.2-corrected/scan-decay"}));
   out.push_back(make("sec-6.2-corrected/scan-decay", 13,
                      "Corrected (F4): the scan reproduces the decayed recurrence.",
-                     identity(second_order(true), Scope::sizes_tried, 0,
+                     identity(second_order({.decay = true}), Scope::sizes_tried, 0,
                               []<class T>(const Case<T>& c) { return ahla_scan_equivalence(c, true); }),
-                     "", "sec-6.2/scan-decay"));
+                     {.corrects = "sec-6.2/scan-decay"}));
   const auto alg2 = [&out](const std::string& id, const std::string& what, Domain domain) {
     out.push_back(make(id, 13, what,
                        identity(domain, domain.decay ? Scope::sizes_tried : Scope::order_pattern, 3,
@@ -249,9 +257,11 @@ std::vector<Claim> section6_claims() {
   };
   alg2("alg-2", "Algorithm 2 (no decay, unnormalized) returns the masked AHLA output.", second_order());
   alg2("alg-2/normalized", "Algorithm 2 with normalize returns the masked normalized output.",
-       second_order(false, true));
-  alg2("alg-2/decay", "Algorithm 2 with decay returns the masked decayed output.", second_order(true));
-  alg2("alg-2/decay-normalized", "Algorithm 2 with decay and normalize.", second_order(true, true));
+       second_order({.normalize = true}));
+  alg2("alg-2/decay", "Algorithm 2 with decay returns the masked decayed output.",
+       second_order({.decay = true}));
+  alg2("alg-2/decay-normalized", "Algorithm 2 with decay and normalize.",
+       second_order({.decay = true, .normalize = true}));
   return out;
 }
 

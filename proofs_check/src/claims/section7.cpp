@@ -139,12 +139,6 @@ fast::Hla3Segments<T> corrected_segments(const Case<T>& c) {
   return fast::Hla3Segments<T>(c.d(), c.dv(), gamma_of(c), true);
 }
 
-template <class T>
-Sides<T> num_den(const Terms<T>& lhs, const Terms<T>& rhs, bool den) {
-  if (den) return {{"den", column(lhs.den), column(rhs.den)}};
-  return {{"num", lhs.num, rhs.num}};
-}
-
 }  // namespace
 }  // namespace hla::proofs::claims
 
@@ -171,42 +165,44 @@ std::vector<Claim> section7_claims() {
                        const Matrix<T> product = a * a.transpose() * a;
                        return Sides<T>{{"sum", product, sum}, {"moment", product, moment}};
                      })));
-  const auto unmasked = [](bool den) {
-    return [den]<class T>(const Case<T>& c) {
+  const auto unmasked = [](Term term) {
+    return [term]<class T>(const Case<T>& c) {
       Terms<T> lhs{Matrix<T>(c.n(), c.dv()), Vector<T>(c.n())};
       for (Index t = 0; t < c.n(); ++t) {
         const Moments<T> x = moments(c, t);
         lhs.num.row(t) = q_(c, t).transpose() * x.sk * x.sq * x.p;
         lhs.den(t) = q_(c, t).dot(x.sk * x.sq * x.m);
       }
-      return num_den(lhs, defined(Variant::hla3, false, c), den);
+      return term_sides(lhs, defined(Variant::hla3, false, c), term);
     };
   };
   out.push_back(make("sec-7.1/num", 14, "Unmasked third order: o_t = q_t^T S^K_t S^Q_t P^KV_t.",
-                     identity(plain, Scope::order_pattern, 4, unmasked(false))));
+                     identity(plain, Scope::order_pattern, 4, unmasked(Term::num))));
   out.push_back(make("sec-7.1/den", 14, "Unmasked third order: den_t = q_t^T S^K_t S^Q_t m^K_t.",
-                     identity(plain, Scope::order_pattern, 4, unmasked(true))));
-  const auto theorem = [](bool den) {
-    return [den]<class T>(const Case<T>& c) {
-      return num_den(theorem_terms(c), defined(Variant::hla3, true, c), den);
+                     identity(plain, Scope::order_pattern, 4, unmasked(Term::den))));
+  const auto theorem = [](Term term) {
+    return [term]<class T>(const Case<T>& c) {
+      return term_sides(theorem_terms(c), defined(Variant::hla3, true, c), term);
     };
   };
   out.push_back(
       make("thm-7.1/num", 14,
            "The masked third-order output is q_t^T (S^K_t S^Q_t P^KV_t - G1_t - G2_t - G3_t), i.e. row t of "
            "(W W^T W) V with W = L . Q K^T.",
-           identity(plain, Scope::order_pattern, 4, theorem(false)), "thm-7.1-corrected/num"));
+           identity(plain, Scope::order_pattern, 4, theorem(Term::num)),
+           {.corrected_by = "thm-7.1-corrected/num"}));
   out.push_back(make("thm-7.1/den", 14,
                      "The masked third-order denominator is q_t^T (S^K S^Q m^K - h1 - h2 - h3).",
-                     identity(plain, Scope::order_pattern, 4, theorem(true)), "thm-7.1-corrected/den"));
+                     identity(plain, Scope::order_pattern, 4, theorem(Term::den)),
+                     {.corrected_by = "thm-7.1-corrected/den"}));
   out.push_back(make("thm-7.1/normalized", 14,
                      "The normalized masked third-order output is num^mask / (den^mask + eps).",
-                     identity(third_order(false, true), Scope::order_pattern, 4,
+                     identity(third_order({.normalize = true}), Scope::order_pattern, 4,
                               []<class T>(const Case<T>& c) {
                                 return Sides<T>{{"o", normalized(theorem_terms(c), c),
                                                  defined_output(Variant::hla3, true, true, c)}};
                               }),
-                     "thm-7.1-corrected/normalized"));
+                     {.corrected_by = "thm-7.1-corrected/normalized"}));
   out.push_back(make(
       "eq-7.2", 14, "The online updates of Eq. 7.2 produce G1_t, G2_t, G3_t of their definitions.",
       identity(plain, Scope::order_pattern, 3, []<class T>(const Case<T>& c) {
@@ -243,8 +239,7 @@ std::vector<Claim> section7_claims() {
         return Sides<T>{
             {"h1_t", stack(o1), stack(d1)}, {"h2_t", stack(o2), stack(d2)}, {"h3_t", stack(o3), stack(d3)}};
       })));
-  const auto alg3 = [&out](const std::string& id, const std::string& what, Domain domain,
-                           const std::string& corrected_by) {
+  const auto alg3 = [&out](const std::string& id, const std::string& what, Domain domain, Links links) {
     out.push_back(make(id, 15, what,
                        identity(domain, domain.decay ? Scope::sizes_tried : Scope::order_pattern, 4,
                                 []<class T>(const Case<T>& c) {
@@ -253,39 +248,43 @@ std::vector<Claim> section7_claims() {
                                   return Sides<T>{{"o", normalize ? normalized(terms, c) : terms.num,
                                                    defined_output(Variant::hla3, true, normalize, c)}};
                                 }),
-                       corrected_by));
+                       std::move(links)));
   };
   alg3("alg-3", "Algorithm 3 (no decay, unnormalized) returns the masked third-order output.", plain,
-       "thm-7.1-corrected/num");
+       {.corrected_by = "thm-7.1-corrected/num"});
   alg3("alg-3/normalized", "Algorithm 3 with normalize returns the masked normalized output.",
-       third_order(false, true), "thm-7.1-corrected/normalized");
-  alg3("alg-3/decay", "Algorithm 3 with decay returns the masked decayed output.", third_order(true),
-       "thm-7.1-corrected/decay");
+       third_order({.normalize = true}), {.corrected_by = "thm-7.1-corrected/normalized"});
+  alg3("alg-3/decay", "Algorithm 3 with decay returns the masked decayed output.",
+       third_order({.decay = true}), {.corrected_by = "thm-7.1-corrected/decay"});
 
   // The corrected streaming form (F2), with and without decay.
-  const auto corrected = [](bool normalize, bool den) {
-    return [=]<class T>(const Case<T>& c) {
+  const auto corrected = [](Term term) {
+    return [term]<class T>(const Case<T>& c) {
+      const bool normalize = term == Term::normalized;
       const OperatorSpec spec = spec_of(Variant::hla3, true, c.parameters, normalize);
       const Terms<T> lhs = fast::streaming_terms(spec, fast::Form::corrected, c.tokens);
       if (normalize) return Sides<T>{{"o", normalized(lhs, c), reference::output(spec, c.tokens)}};
-      return num_den(lhs, reference::terms(spec, c.tokens), den);
+      return term_sides(lhs, reference::terms(spec, c.tokens), term);
     };
   };
   out.push_back(make("thm-7.1-corrected/num", 14,
                      "Corrected (F2): o_t = q_t^T F_t with F_t = F_{t-1} + (S^K_t q_t)(q_t^T P^KV_t).",
-                     identity(plain, Scope::order_pattern, 4, corrected(false, false)), "", "thm-7.1/num"));
+                     identity(plain, Scope::order_pattern, 4, corrected(Term::num)),
+                     {.corrects = "thm-7.1/num"}));
   out.push_back(make("thm-7.1-corrected/den", 14,
                      "Corrected (F2): den_t = q_t^T eta_t with eta_t = eta_{t-1} + (S^K_t q_t)(q_t^T m^K_t).",
-                     identity(plain, Scope::order_pattern, 4, corrected(false, true)), "", "thm-7.1/den"));
-  out.push_back(make("thm-7.1-corrected/normalized", 14,
-                     "Corrected (F2): the normalized output q_t^T F_t / (q_t^T eta_t + eps).",
-                     identity(third_order(false, true), Scope::order_pattern, 4, corrected(true, false)), "",
-                     "thm-7.1/normalized"));
+                     identity(plain, Scope::order_pattern, 4, corrected(Term::den)),
+                     {.corrects = "thm-7.1/den"}));
+  out.push_back(
+      make("thm-7.1-corrected/normalized", 14,
+           "Corrected (F2): the normalized output q_t^T F_t / (q_t^T eta_t + eps).",
+           identity(third_order({.normalize = true}), Scope::order_pattern, 4, corrected(Term::normalized)),
+           {.corrects = "thm-7.1/normalized"}));
   out.push_back(make("thm-7.1-corrected/decay", 15,
                      "Corrected (F2) with Alg. 3's decay: F_t = g^3 F_{t-1} + (S^K_t q_t)(q_t^T P^KV_t), "
                      "moments decayed by g.",
-                     identity(third_order(true), Scope::sizes_tried, 0, corrected(false, false)), "",
-                     "alg-3/decay"));
+                     identity(third_order({.decay = true}), Scope::sizes_tried, 0, corrected(Term::num)),
+                     {.corrects = "alg-3/decay"}));
 
   out.push_back(make("eq-7.4", 16,
                      "With F_t and eta_t of Eq. 7.4, num^mask_t = q_t^T F_t and den^mask_t = q_t^T eta_t.",
@@ -338,42 +337,50 @@ std::vector<Claim> section7_claims() {
              const auto seg = published_segments(c);
              return terms_sides(read_states(seg, scan_inclusive(seg, c.tokens), c.tokens), algorithm3(c));
            })));
-  const auto alg4 = [&out](const std::string& id, const std::string& what, bool normalize, bool against_alg3,
-                           const std::string& corrected_by) {
-    out.push_back(make(id, 17, what,
-                       identity(chunked(third_order(false, normalize)), Scope::sizes_tried, 0,
+  // Algorithm 4 against the masked output, or against Algorithm 3's num and den.
+  struct Alg4 {
+    std::string id, what;
+    bool normalize = false, against_alg3 = false;
+    Links links;
+  };
+  const auto alg4 = [&out](const Alg4& a) {
+    out.push_back(make(a.id, 17, a.what,
+                       identity(chunked(third_order({.normalize = a.normalize})), Scope::sizes_tried, 0,
                                 [=]<class T>(const Case<T>& c) {
                                   const auto seg = published_segments(c);
                                   const Terms<T> terms =
                                       read_states(seg, two_level_inclusive(seg, c.tokens, c.chunk), c.tokens);
-                                  if (against_alg3) return terms_sides(terms, algorithm3(c));
-                                  return Sides<T>{{"o", normalize ? normalized(terms, c) : terms.num,
-                                                   defined_output(Variant::hla3, true, normalize, c)}};
+                                  if (a.against_alg3) return terms_sides(terms, algorithm3(c));
+                                  return Sides<T>{{"o", a.normalize ? normalized(terms, c) : terms.num,
+                                                   defined_output(Variant::hla3, true, a.normalize, c)}};
                                 }),
-                       corrected_by));
+                       a.links));
   };
-  alg4("alg-4",
-       "Algorithm 4 (chunks, scans within and across them, I_t = carry (x) local prefix (x) T_t) returns the "
-       "masked third-order output.",
-       false, false, "sec-7.3-corrected/scan");
-  alg4("alg-4/normalized", "Algorithm 4 with normalize returns the masked normalized output.", true, false,
-       "sec-7.3-corrected/scan-normalized");
-  alg4("alg-4/alg-3", "Algorithm 4 returns Algorithm 3's num and den (gamma = 1), for any chunk size.", false,
-       true, "");
+  alg4({.id = "alg-4",
+        .what = "Algorithm 4 (chunks, scans within and across them, I_t = carry (x) local prefix (x) T_t) "
+                "returns the masked third-order output.",
+        .links = {.corrected_by = "sec-7.3-corrected/scan"}});
+  alg4({.id = "alg-4/normalized",
+        .what = "Algorithm 4 with normalize returns the masked normalized output.",
+        .normalize = true,
+        .links = {.corrected_by = "sec-7.3-corrected/scan-normalized"}});
+  alg4({.id = "alg-4/alg-3",
+        .what = "Algorithm 4 returns Algorithm 3's num and den (gamma = 1), for any chunk size.",
+        .against_alg3 = true});
 
   // The corrected segment summary (F2): O(d^2 + d dv) scalars, any gamma.
   out.push_back(
       make("sec-7.3-corrected/assoc", 17,
            "Corrected (F2): the segment summary (S^K, S^Q, P, m, F, eta, X, x, Y, rho) with its "
            "concatenation is associative for every gamma.",
-           identity(segments(third_order(true), 3), Scope::summary_algebra, 0,
+           identity(segments(third_order({.decay = true}), 3), Scope::summary_algebra, 0,
                     []<class T>(const Case<T>& c) { return associativity(corrected_segments(c), c); }),
-           "", "eq-7.6/assoc"));
+           {.corrects = "eq-7.6/assoc"}));
   out.push_back(
       make("sec-7.3-corrected/identity", 17, "Corrected (F2): the empty segment is its identity.",
-           identity(segments(third_order(true), 1), Scope::summary_algebra, 0,
+           identity(segments(third_order({.decay = true}), 1), Scope::summary_algebra, 0,
                     []<class T>(const Case<T>& c) { return identity_laws(corrected_segments(c), c); }),
-           "", "eq-7.6/identity"));
+           {.corrects = "eq-7.6/identity"}));
   const auto corrected_scan = [](bool normalize) {
     return [normalize]<class T>(const Case<T>& c) {
       const auto seg = corrected_segments(c);
@@ -386,10 +393,12 @@ std::vector<Claim> section7_claims() {
       make("sec-7.3-corrected/scan", 17,
            "Corrected (F2): Algorithm 4's two-level scan over the corrected summary returns the masked "
            "(decayed) third-order output, for any chunk size.",
-           identity(chunked(third_order(true)), Scope::sizes_tried, 0, corrected_scan(false)), "", "alg-4"));
+           identity(chunked(third_order({.decay = true})), Scope::sizes_tried, 0, corrected_scan(false)),
+           {.corrects = "alg-4"}));
   out.push_back(make("sec-7.3-corrected/scan-normalized", 17, "Corrected (F2): the same, normalized.",
-                     identity(chunked(third_order(true, true)), Scope::sizes_tried, 0, corrected_scan(true)),
-                     "", "alg-4/normalized"));
+                     identity(chunked(third_order({.decay = true, .normalize = true})), Scope::sizes_tried, 0,
+                              corrected_scan(true)),
+                     {.corrects = "alg-4/normalized"}));
   return out;
 }
 

@@ -9,9 +9,8 @@
 #include "hla/bench/cpu.hpp"
 #include "hla/cli/eval.hpp"
 #include "hla/cli/fuzz.hpp"
-#include "hla/proofs/ledger.hpp"
-#include "hla/reports/audit.hpp"
-#include "hla/reports/error_report.hpp"
+#include "hla/proofs/options.hpp"
+#include "hla/reports/options.hpp"
 
 namespace hla::cli {
 

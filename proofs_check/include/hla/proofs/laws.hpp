@@ -1,64 +1,24 @@
 #pragma once
 
-// Generic pieces of the claims: the named components of every segment summary, the laws of a
-// scan operator (associativity, identity) on segments cut from a case's tokens, and the
-// exclusive-scan-then-include procedure of Thm 4.1 and Alg. 1/4.
+// Generic pieces of the claims: the laws of a scan operator (checking/laws.hpp) as the sides of
+// a claim, on segments cut from a case's tokens, and the exclusive-scan-then-include procedure of
+// Thm 4.1 and Alg. 1/4.
 
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "hla/checking/laws.hpp"
 #include "hla/fast/scan.hpp"
 #include "hla/proofs/claim.hpp"
 #include "hla/reference/definition.hpp"
 
 namespace hla::proofs {
 
-template <class T>
-using Named = std::vector<std::pair<std::string, Matrix<T>>>;
-
-template <class T>
-Matrix<T> column(const Vector<T>& v) {
-  return Matrix<T>(v);
-}
-template <class T>
-Matrix<T> scalar(const T& x) {
-  return Matrix<T>::Constant(1, 1, x);
-}
-
-template <class T>
-Named<T> components(const fast::LinearSummary<T>& s) {
-  return {{"P", s.key_value}, {"m", column(s.key_mass)}, {"rho", scalar(s.rho)}};
-}
-template <class T>
-Named<T> components(const fast::Hla2Summary<T>& s) {
-  return {{"S", s.key_moment},  {"C", s.query_value},        {"m", column(s.query_mass)},
-          {"G", s.cross_value}, {"h", column(s.cross_mass)}, {"rho", scalar(s.rho)}};
-}
-template <class T>
-Named<T> components(const fast::Hla2MomentSummary<T>& s) {
-  return {{"S", s.key_moment},   {"C", s.query_value},         {"m", column(s.query_mass)},
-          {"F", s.masked_value}, {"f", column(s.masked_mass)}, {"rho", scalar(s.rho)}};
-}
-template <class T>
-Named<T> components(const fast::AhlaSummary<T>& s) {
-  return {{"R", s.key_query},    {"P", s.key_value},           {"m", column(s.key_mass)},
-          {"E", s.routed_value}, {"n", column(s.routed_mass)}, {"rho", scalar(s.rho)}};
-}
-template <class T>
-Named<T> components(const fast::Hla3Summary<T>& s) {
-  return {{"SK", s.key_moment},      {"SQ", s.query_moment},      {"P", s.key_value},
-          {"m", column(s.key_mass)}, {"F", s.corrected_value},    {"eta", column(s.corrected_mass)},
-          {"X", s.query_value},      {"x", column(s.query_mass)}, {"Y", s.key_query},
-          {"rho", scalar(s.rho)}};
-}
-template <class T>
-Named<T> components(const fast::Hla3PublishedSummary<T>& s) {
-  return {{"SK", s.key_moment},      {"SQ", s.query_moment},        {"P", s.key_value},
-          {"m", column(s.key_mass)}, {"F", s.corrected_value},      {"eta", column(s.corrected_mass)},
-          {"RQP", s.query_product},  {"rQm", column(s.query_mass)}, {"UKQ", s.key_query},
-          {"MKQP", s.map_value},     {"MKQm", s.map_mass}};
-}
+using checking::column;
+using checking::components;
+using checking::Named;
+using checking::token_summaries;
 
 // Appends one part per component: lhs from `a`, rhs from `b`.
 template <class T, class Summary>
@@ -67,59 +27,32 @@ void compare(Sides<T>& sides, const std::string& prefix, const Summary& a, const
   for (std::size_t i = 0; i < x.size(); ++i) sides.push_back({prefix + x[i].first, x[i].second, y[i].second});
 }
 
-// The summary of tokens [begin, end): their token segments folded left to right.
-template <class Segments, class T>
-typename Segments::Summary fold(const Segments& seg, const Sequence<T>& s, Index begin, Index end) {
-  typename Segments::Summary acc = seg.identity();
-  for (Index t = begin; t < end; ++t)
-    acc = seg.combine(acc, seg.token(s.q.row(t).transpose(), s.k.row(t).transpose(), s.v.row(t)));
-  return acc;
-}
-
-// The summaries of the case's segments.
-template <class Segments, class T>
-std::vector<typename Segments::Summary> segment_summaries(const Segments& seg, const Case<T>& c) {
-  std::vector<typename Segments::Summary> out;
-  Index begin = 0;
-  for (Index length : c.segments) {
-    out.push_back(fold(seg, c.tokens, begin, begin + length));
-    begin += length;
-  }
-  return out;
-}
-
 // (A (+) B) (+) C against A (+) (B (+) C) on the case's three segments.
 template <class Segments, class T>
 Sides<T> associativity(const Segments& seg, const Case<T>& c) {
-  const auto x = segment_summaries(seg, c);
+  const auto x = checking::segment_summaries(seg, token_summaries(seg, c.tokens), c.segments);
+  const auto [lhs, rhs] = checking::associativity(seg, x[0], x[1], x[2]);
   Sides<T> sides;
-  compare(sides, "", seg.combine(seg.combine(x[0], x[1]), x[2]), seg.combine(x[0], seg.combine(x[1], x[2])));
+  compare(sides, "", lhs, rhs);
   return sides;
 }
 
 // E (+) A = A = A (+) E on the case's one segment.
 template <class Segments, class T>
 Sides<T> identity_laws(const Segments& seg, const Case<T>& c) {
-  const auto x = segment_summaries(seg, c);
+  const auto x = checking::segment_summaries(seg, token_summaries(seg, c.tokens), c.segments);
+  const auto [left, a] = checking::left_identity(seg, x[0]);
+  const auto [right, b] = checking::right_identity(seg, x[0]);
   Sides<T> sides;
-  compare(sides, "left ", seg.combine(seg.identity(), x[0]), x[0]);
-  compare(sides, "right ", seg.combine(x[0], seg.identity()), x[0]);
+  compare(sides, "left ", left, a);
+  compare(sides, "right ", right, b);
   return sides;
-}
-
-// The token segments of the case.
-template <class Segments, class T>
-std::vector<typename Segments::Summary> token_segments(const Segments& seg, const Sequence<T>& s) {
-  std::vector<typename Segments::Summary> out;
-  for (Index t = 0; t < s.length(); ++t)
-    out.push_back(seg.token(s.q.row(t).transpose(), s.k.row(t).transpose(), s.v.row(t)));
-  return out;
 }
 
 // Thm 4.1's procedure: an exclusive Blelloch scan of the token segments, then I_t = P_t (+) T_t.
 template <class Segments, class T>
 std::vector<typename Segments::Summary> scan_inclusive(const Segments& seg, const Sequence<T>& s) {
-  const auto tokens = token_segments(seg, s);
+  const auto tokens = token_summaries(seg, s);
   auto prefixes = tokens;
   fast::exclusive_scan(
       prefixes, seg.identity(), [&seg](const auto& a, const auto& b) { return seg.combine(a, b); }, 1);
@@ -133,7 +66,7 @@ template <class Segments, class T>
 std::vector<typename Segments::Summary> two_level_inclusive(const Segments& seg, const Sequence<T>& s,
                                                             Index chunk) {
   using Summary = typename Segments::Summary;
-  const auto tokens = token_segments(seg, s);
+  const auto tokens = token_summaries(seg, s);
   const auto combine = [&seg](const Summary& a, const Summary& b) { return seg.combine(a, b); };
   const Index n = s.length();
   std::vector<Summary> local = tokens, carry;

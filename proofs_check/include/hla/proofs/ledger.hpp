@@ -2,22 +2,15 @@
 
 // The ledger: every claim checked, with its verdict and evidence.
 
-#include <cstdint>
 #include <iosfwd>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "hla/proofs/claim.hpp"
+#include "hla/proofs/options.hpp"
 
 namespace hla::proofs {
-
-struct LedgerOptions {
-  int cases = 1000;       // random cases in exact rationals per identity
-  int field_cases = 100;  // random cases in Z/p per identity
-  std::uint64_t seed = 1;
-  int threads = 2;  // claims checked concurrently
-};
 
 // An input on which the two sides differ, with the first part that differs.
 struct Counterexample {

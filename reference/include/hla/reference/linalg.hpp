@@ -5,26 +5,33 @@
 
 #include "hla/reference/scalar.hpp"
 
-// Eigen learns the prime field: exact, so no epsilon, and values need no initialisation.
-template <>
-struct Eigen::NumTraits<hla::ModP> : Eigen::GenericNumTraits<hla::ModP> {
-  using Real = hla::ModP;
-  using NonInteger = hla::ModP;
-  using Literal = hla::ModP;
-  using Nested = hla::ModP;
+namespace hla {
+// Eigen's traits of an exact or instrumented scalar (Z/p here; the checking kit's Counted, Gauge
+// and Depth): no rounding, so no epsilon or precision; only the flags and costs differ.
+template <class T, bool Signed, bool Initialize, int Add, int Mul>
+struct ExactNumTraits : Eigen::GenericNumTraits<T> {
+  using Real = T;
+  using NonInteger = T;
+  using Literal = T;
+  using Nested = T;
   enum {
     IsComplex = 0,
     IsInteger = 0,
-    IsSigned = 1,
-    RequireInitialization = 0,
+    IsSigned = Signed,
+    RequireInitialization = Initialize,
     ReadCost = 1,
-    AddCost = 1,
-    MulCost = 3,
+    AddCost = Add,
+    MulCost = Mul,
   };
-  static hla::ModP epsilon() { return hla::ModP(0); }
-  static hla::ModP dummy_precision() { return hla::ModP(0); }
+  static T epsilon() { return T(0); }
+  static T dummy_precision() { return T(0); }
   static int digits10() { return 0; }
 };
+}  // namespace hla
+
+// The prime field: values need no initialisation.
+template <>
+struct Eigen::NumTraits<hla::ModP> : hla::ExactNumTraits<hla::ModP, true, false, 1, 3> {};
 
 namespace hla {
 

@@ -1,23 +1,14 @@
 #pragma once
 
-#include <cstdint>
 #include <iosfwd>
 #include <string>
 #include <vector>
 
 #include "hla/fast/implementation.hpp"
 #include "hla/reference/operator_spec.hpp"
+#include "hla/reports/options.hpp"
 
 namespace hla::reports {
-
-// The exact equivalence audit: every implementation of every operator against the reference,
-// on random inputs, in exact rationals and in Z/p, compared with ==.
-struct AuditOptions {
-  std::uint64_t seed = 1;
-  int cases = 50;  // random inputs per operator, form and scalar
-  int max_n = 16;
-  int max_d = 4;
-};
 
 struct AuditRow {
   OperatorSpec spec;                    // decay = 1/2 stands for "a random gamma < 1 per case"

@@ -27,12 +27,12 @@ struct CandidateRun {
   Terms<double> terms;    // num and den as computed, widened exactly to double
   Matrix<double> output;  // reference::finish in the working precision, widened
   // The gauge: the same algorithm on |q|, |k|, |v| with subtraction turned into addition
-  // (testing::Gauge), computed in double; gauge_upper_bound() makes it a bound of the exact one.
+  // (checking::Gauge), computed in double; gauge_upper_bound() makes it a bound of the exact one.
   Terms<double> gauge;
   bool has_den = true;  // false: the implementation computes no denominator (unnormalized only)
 };
 
-// A-priori rounding depths K of every entry of num and den (rounding_depth.hpp):
+// A-priori rounding depths K of every entry of num and den (checking/depth.hpp):
 // |num_hat - num| <= gamma(K) gauge with gamma(K) = K u / (1 - K u). They depend on the
 // operator, the shapes and the chunk size only, never on the data.
 using Depths = Terms<std::int64_t>;

@@ -11,6 +11,7 @@
 
 #include "hla/reference/operator_spec.hpp"
 #include "hla/reports/candidates.hpp"
+#include "hla/reports/options.hpp"
 
 namespace hla::reports {
 
@@ -19,20 +20,6 @@ namespace hla::reports {
 // denominators nearly cancel (normalized variants only).
 enum class Family { gaussian, unit_keys, drift, cancel };
 std::string_view family_name(Family family);
-
-struct ReportOptions {
-  std::uint64_t seed = 1;
-  int max_log2_n = 16;  // n = 2^6, 2^8, ..., 2^max_log2_n
-  int min_log2_n = 6;
-  int log2_n_step = 2;
-  int seeds = 2;  // inputs per cell; the worst is reported with its seed
-  Index d = 4, dv = 4;
-  std::vector<Index> chunks{16, 64};
-  int threads = 0;                     // 0: the hardware's
-  std::vector<std::string> operators;  // names of report_specs() to run; empty: all
-  // Where report.md links the ledger and docs/ (relative to the report's directory).
-  std::string ledger_link = "../ledger.md", docs_link = "../../docs";
-};
 
 // One operator with its options, as the report names it ("hla2/normalized").
 struct ReportSpec {
@@ -60,18 +47,24 @@ struct ReportCase {
 // Inputs of one case at length n, before rounding to the candidates' formats.
 Sequence<double> case_inputs(const ReportCase& c, Index n, Index d, Index dv);
 
+// The metrics of one case on one candidate at one n and chunk; in a row of data.csv, the worst
+// over seeds.
+struct CellMetrics {
+  double normwise_u = 0;        // ||o_hat - o||_F / ||o||_F / u (a row: max over seeds)
+  double componentwise_u = 0;   // max over entries of num, den of |err| / gauge / u
+  double bound_normwise_u = 0;  // the a-priori bound, normwise: ||bound||_F / ||o||_F / u (a row: worst seed)
+  double test_ratio = 0;        // max over outputs of |err| / bound (<= 1 when the bound holds)
+  double min_den_ratio = 0;     // normalized: min over t of |den_t + eps| / (gauge_den_t + eps); else 0
+  long unbounded = 0;           // outputs whose denominator bound does not exclude zero (no ratio taken),
+  long outputs = 0;             // out of this many (a row: summed over seeds)
+};
+
 // One row of data.csv: a cell (operator, decay, family, candidate, n, chunk), worst over seeds.
 struct ReportRow {
   std::string spec, decay, family, implementation, precision;
   int unit_roundoff_bits = 0;
-  Index n = 0, chunk = 0;       // chunk 0: not chunked
-  double normwise_u = 0;        // max over seeds of ||o_hat - o||_F / ||o||_F / u
-  double componentwise_u = 0;   // max over seeds and entries of num, den of |err| / gauge / u
-  double bound_normwise_u = 0;  // the a-priori bound, normwise: ||bound||_F / ||o||_F / u (worst seed)
-  double test_ratio = 0;        // max over seeds and outputs of |err| / bound (<= 1 when the bound holds)
-  double min_den_ratio = 0;  // normalized: min over seeds, t of |den_t + eps| / (gauge_den_t + eps); else 0
-  long unbounded = 0;        // outputs whose denominator bound does not exclude zero (no ratio taken),
-  long outputs = 0;          // out of this many (summed over seeds)
+  Index n = 0, chunk = 0;  // chunk 0: not chunked
+  CellMetrics metrics;
   std::uint64_t worst_seed = 0;  // input seed of the largest normwise error
 };
 
@@ -88,10 +81,6 @@ Report run_report(const ReportOptions& options, const std::vector<Candidate>& ca
 
 // The metrics of one case on one candidate at one n and chunk, against a reference computed in
 // MPFR (261 bits) by streaming; exposed for the tests.
-struct CellMetrics {
-  double normwise_u = 0, componentwise_u = 0, bound_normwise_u = 0, test_ratio = 0, min_den_ratio = 0;
-  long unbounded = 0, outputs = 0;
-};
 CellMetrics measure(const OperatorSpec& spec, const Candidate& candidate, const Sequence<double>& inputs,
                     const Terms<Mpfr>& reference, Index chunk);
 

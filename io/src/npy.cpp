@@ -1,4 +1,4 @@
-#include "hla/cli/npy.hpp"
+#include "hla/io/npy.hpp"
 
 #include <unistd.h>
 
@@ -12,7 +12,7 @@
 
 #include "hla/reference/error.hpp"
 
-namespace hla::cli {
+namespace hla::io {
 namespace {
 
 constexpr char magic[] = "\x93NUMPY";
@@ -243,4 +243,4 @@ void write_npy(const std::string& path, std::int64_t rows, std::int64_t cols,
   write_words(path, "<u8", rows, cols, values);
 }
 
-}  // namespace hla::cli
+}  // namespace hla::io

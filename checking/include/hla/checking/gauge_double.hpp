@@ -3,9 +3,9 @@
 // Gauge<double> learns the operator's constants: gamma, eps and ridge are dyadic in the report,
 // so their doubles are exact.
 
-#include "hla/testing/gauge.hpp"
+#include "hla/checking/gauge.hpp"
 
 template <>
-inline hla::testing::Gauge<double> hla::from_rational<hla::testing::Gauge<double>>(const Rational& x) {
+inline hla::checking::Gauge<double> hla::from_rational<hla::checking::Gauge<double>>(const Rational& x) {
   return to_double(x);
 }

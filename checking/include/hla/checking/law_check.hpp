@@ -3,7 +3,7 @@
 // Coverage-guided fuzzing of the scan operators' laws: bytes decode into a token sequence cut
 // into segments, and every law (associativity, left and right identity, the homomorphism of the
 // serial fold, split at every index) is checked exactly, in Z/p and, for a violation, in
-// rationals. Shared by the libFuzzer harness and `hla fuzz --explain`.
+// rationals. Shared by the libFuzzer harness (fuzz/harness) and `hla fuzz --explain`.
 
 #include <cstddef>
 #include <cstdint>
@@ -13,7 +13,7 @@
 
 #include "hla/reference/sequence.hpp"
 
-namespace hla::fuzz {
+namespace hla::checking {
 
 // A decoded input: tokens with small integer or dyadic entries, their segments, and gamma.
 struct Input {
@@ -34,7 +34,7 @@ struct Operator {
   std::string id;           // the ledger's id, e.g. eq-4.1-decay
   std::string description;  // one line
   bool decayed;             // uses gamma
-  bool lawful;              // expected to satisfy every law (false: a recorded finding)
+  std::string finding;      // the catalogue's finding that breaks its laws ("F3"), or "": lawful
 };
 
 // Every operator that can be fuzzed, published and corrected.
@@ -62,4 +62,4 @@ Violation minimize(const std::string& operator_id, Violation violation);
 // The message a violation prints: operator, law, place, and the decoded input.
 std::string report(const std::string& operator_id, const Violation& violation);
 
-}  // namespace hla::fuzz
+}  // namespace hla::checking

@@ -15,7 +15,7 @@
 // Then |computed - exact| <= gamma(K) * gauge, gamma(K) = K u / (1 - K u), for every output.
 // Constants (gamma, eps, ridge, masks, 0 and 1) are tracked by value while the arithmetic on them
 // stays exact in a `Bits`-bit significand, so attenuations gamma^l that are exact cost nothing.
-// Each constant is tracked twice: as computed, and as testing::Gauge computes it (subtraction
+// Each constant is tracked twice: as computed, and as Gauge computes it (subtraction
 // adds magnitudes, so a mask 1 - 1 is 0 but its gauge 2); an operation counts nothing only when it
 // is exact in both, so the same counts bound the rounding of the gauge's own run in floating point.
 
@@ -27,7 +27,7 @@
 
 #include "hla/reference/linalg.hpp"
 
-namespace hla::reports {
+namespace hla::checking {
 
 template <int Bits>
 class Depth {
@@ -136,9 +136,6 @@ class Depth {
   std::int32_t summands() const { return is_constant() ? 1 : leaves_; }
 };
 
-}  // namespace hla::reports
-
-namespace hla::reports {
 // A constant of the spec (gamma, eps, ridge) as the implementation sees it: exact when it is a
 // Bits-bit binary number, else rounded once.
 template <int Bits>
@@ -147,33 +144,18 @@ Depth<Bits> depth_constant(const Rational& x) {
   if (Rational(rounded) == x) return Depth<Bits>(rounded);
   return Depth<Bits>(std::numeric_limits<double>::quiet_NaN());  // not representable: one rounding
 }
-}  // namespace hla::reports
+
+}  // namespace hla::checking
 
 template <>
-inline hla::reports::Depth<53> hla::from_rational<hla::reports::Depth<53>>(const Rational& x) {
-  return hla::reports::depth_constant<53>(x);
+inline hla::checking::Depth<53> hla::from_rational<hla::checking::Depth<53>>(const Rational& x) {
+  return hla::checking::depth_constant<53>(x);
 }
 template <>
-inline hla::reports::Depth<24> hla::from_rational<hla::reports::Depth<24>>(const Rational& x) {
-  return hla::reports::depth_constant<24>(x);
+inline hla::checking::Depth<24> hla::from_rational<hla::checking::Depth<24>>(const Rational& x) {
+  return hla::checking::depth_constant<24>(x);
 }
 
 template <int Bits>
-struct Eigen::NumTraits<hla::reports::Depth<Bits>> : Eigen::GenericNumTraits<hla::reports::Depth<Bits>> {
-  using Real = hla::reports::Depth<Bits>;
-  using NonInteger = Real;
-  using Literal = Real;
-  using Nested = Real;
-  enum {
-    IsComplex = 0,
-    IsInteger = 0,
-    IsSigned = 1,
-    RequireInitialization = 1,
-    ReadCost = 1,
-    AddCost = 2,
-    MulCost = 2
-  };
-  static Real epsilon() { return Real(0); }
-  static Real dummy_precision() { return Real(0); }
-  static int digits10() { return 0; }
-};
+struct Eigen::NumTraits<hla::checking::Depth<Bits>>
+    : hla::ExactNumTraits<hla::checking::Depth<Bits>, true, true, 2, 2> {};

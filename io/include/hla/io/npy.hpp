@@ -1,0 +1,40 @@
+#pragma once
+
+// The .npy reader and writer of hla eval, its tests and the .npy fuzzer.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hla::io {
+
+// A two-dimensional array read from a .npy file (format versions 1.0-3.0), float64 or float32
+// in either byte order and either memory order, widened to double without rounding.
+struct NpyMatrix {
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  std::vector<double> values;  // row-major
+  std::string dtype;           // "float64" or "float32"
+
+  double operator()(std::int64_t r, std::int64_t c) const { return values[r * cols + c]; }
+};
+
+// Throws hla::Error("<path>: <problem>") for a missing or unreadable file, a file that is not
+// .npy, an unsupported dtype, a rank other than 2, or a size that disagrees with the header.
+NpyMatrix read_npy_matrix(const std::string& path);
+
+// Parses .npy bytes; `name` prefixes error messages. Exposed for tests and fuzzing.
+NpyMatrix parse_npy_matrix(const std::string& bytes, const std::string& name);
+
+// Writes `bytes` to a temporary beside `path`, then renames it into place: a failed run never
+// leaves a partial file at `path`. Throws hla::Error naming the path.
+void write_atomically(const std::string& path, const std::string& bytes);
+
+// Writes [rows, cols] little-endian float64 or uint64 to a temporary beside `path`, then renames
+// it into place: a failed run never leaves a partial file at `path`.
+void write_npy(const std::string& path, std::int64_t rows, std::int64_t cols,
+               const std::vector<double>& values);
+void write_npy(const std::string& path, std::int64_t rows, std::int64_t cols,
+               const std::vector<std::uint64_t>& values);
+
+}  // namespace hla::io

@@ -1,0 +1,2 @@
+# hla_io's sources: read by io/CMakeLists.txt and by the fuzzers' own build (fuzz/harness).
+set(HLA_IO_SOURCES ${CMAKE_CURRENT_LIST_DIR}/src/npy.cpp)

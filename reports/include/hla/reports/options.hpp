@@ -1,0 +1,37 @@
+#pragma once
+
+// The options of hla audit and hla report, apart from the stages that run them, so that the
+// command line needs no stage's full header.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hla/reference/linalg.hpp"
+
+namespace hla::reports {
+
+// The exact equivalence audit: every implementation of every operator against the reference,
+// on random inputs, in exact rationals and in Z/p, compared with ==.
+struct AuditOptions {
+  std::uint64_t seed = 1;
+  int cases = 50;  // random inputs per operator, form and scalar
+  int max_n = 16;
+  int max_d = 4;
+};
+
+struct ReportOptions {
+  std::uint64_t seed = 1;
+  int max_log2_n = 16;  // n = 2^6, 2^8, ..., 2^max_log2_n
+  int min_log2_n = 6;
+  int log2_n_step = 2;
+  int seeds = 2;  // inputs per cell; the worst is reported with its seed
+  Index d = 4, dv = 4;
+  std::vector<Index> chunks{16, 64};
+  int threads = 0;                     // 0: the hardware's
+  std::vector<std::string> operators;  // names of report_specs() to run; empty: all
+  // Where report.md links the ledger and docs/ (relative to the report's directory).
+  std::string ledger_link = "../ledger.md", docs_link = "../../docs";
+};
+
+}  // namespace hla::reports
