@@ -20,10 +20,10 @@ using checking::components;
 using checking::Named;
 using checking::token_summaries;
 
-// Appends one part per component: lhs from `a`, rhs from `b`.
+// Appends one part per component of a law's two summaries: lhs from the first, rhs from the second.
 template <class T, class Summary>
-void compare(Sides<T>& sides, const std::string& prefix, const Summary& a, const Summary& b) {
-  const Named<T> x = components(a), y = components(b);
+void compare(Sides<T>& sides, const std::string& prefix, const std::pair<Summary, Summary>& law) {
+  const Named<T> x = components(law.first), y = components(law.second);
   for (std::size_t i = 0; i < x.size(); ++i) sides.push_back({prefix + x[i].first, x[i].second, y[i].second});
 }
 
@@ -31,9 +31,8 @@ void compare(Sides<T>& sides, const std::string& prefix, const Summary& a, const
 template <class Segments, class T>
 Sides<T> associativity(const Segments& seg, const Case<T>& c) {
   const auto x = checking::segment_summaries(seg, token_summaries(seg, c.tokens), c.segments);
-  const auto [lhs, rhs] = checking::associativity(seg, x[0], x[1], x[2]);
   Sides<T> sides;
-  compare(sides, "", lhs, rhs);
+  compare(sides, "", checking::associativity(seg, x[0], x[1], x[2]));
   return sides;
 }
 
@@ -41,11 +40,9 @@ Sides<T> associativity(const Segments& seg, const Case<T>& c) {
 template <class Segments, class T>
 Sides<T> identity_laws(const Segments& seg, const Case<T>& c) {
   const auto x = checking::segment_summaries(seg, token_summaries(seg, c.tokens), c.segments);
-  const auto [left, a] = checking::left_identity(seg, x[0]);
-  const auto [right, b] = checking::right_identity(seg, x[0]);
   Sides<T> sides;
-  compare(sides, "left ", left, a);
-  compare(sides, "right ", right, b);
+  compare(sides, "left ", checking::left_identity(seg, x[0]));
+  compare(sides, "right ", checking::right_identity(seg, x[0]));
   return sides;
 }
 
