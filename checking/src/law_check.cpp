@@ -48,7 +48,9 @@ const std::vector<Entry>& registry() {
   static const std::vector<Entry> entries = [] {
     using fast::Form;
     const auto hla2 = [](bool masked, Form form) {
-      return [=]<class T>(Index d, Index dv, const T& g) { return fast::Hla2Segments<T>(d, dv, g, T(0), masked, form); };
+      return [=]<class T>(Index d, Index dv, const T& g) {
+        return fast::Hla2Segments<T>(d, dv, g, T(0), masked, form);
+      };
     };
     const auto ahla = [](Form form) {
       return [=]<class T>(Index d, Index dv, const T& g) { return fast::AhlaSegments<T>(d, dv, g, form); };
@@ -57,14 +59,17 @@ const std::vector<Entry>& registry() {
         entry_of("linear", "linear attention's decayed monoid (P, m, rho)", true,
                  []<class T>(Index d, Index dv, const T& g) { return fast::LinearSegments<T>(d, dv, g); }),
         entry_of("sec-4.1", "hla2 unmasked monoid (S, C, m), Sec. 4.1", false, hla2(false, Form::published)),
-        entry_of("sec-4.2-decay", "hla2 unmasked decay-aware monoid, Sec. 4.2", true, hla2(false, Form::published)),
+        entry_of("sec-4.2-decay", "hla2 unmasked decay-aware monoid, Sec. 4.2", true,
+                 hla2(false, Form::published)),
         entry_of("eq-4.1", "hla2 masked semidirect product, Eq. 4.1", false, hla2(true, Form::published)),
         entry_of("eq-4.1-decay", "hla2 masked decay-aware operator as printed, Sec. 4.2 (F3)", true,
                  hla2(true, Form::published)),
         entry_of("eq-4.1-decay-corrected", "hla2 masked decay-aware operator, corrected (F3)", true,
                  hla2(true, Form::corrected)),
         entry_of("hla2-moment", "hla2 masked operator on F = S C - G (decayed), docs/perf.md", true,
-                 []<class T>(Index d, Index dv, const T& g) { return fast::Hla2MomentSegments<T>(d, dv, g, T(0)); }),
+                 []<class T>(Index d, Index dv, const T& g) {
+                   return fast::Hla2MomentSegments<T>(d, dv, g, T(0));
+                 }),
         entry_of("eq-6.2", "AHLA concatenation, Eq. 6.2", false, ahla(Form::published)),
         entry_of("eq-6.2-decay", "AHLA decay-aware concatenation as printed, Sec. 6.2 (F4)", true,
                  ahla(Form::published)),
@@ -72,8 +77,9 @@ const std::vector<Entry>& registry() {
                  ahla(Form::corrected)),
         entry_of("eq-7.6", "third-order concatenation with segment maps, Eqs. 7.6-7.7", false,
                  []<class T>(Index d, Index dv, const T&) { return fast::Hla3PublishedSegments<T>(d, dv); }),
-        entry_of("sec-7.3-corrected", "third-order corrected summary (F2), any gamma", true,
-                 []<class T>(Index d, Index dv, const T& g) { return fast::Hla3Segments<T>(d, dv, g, true); }),
+        entry_of(
+            "sec-7.3-corrected", "third-order corrected summary (F2), any gamma", true,
+            []<class T>(Index d, Index dv, const T& g) { return fast::Hla3Segments<T>(d, dv, g, true); }),
     };
   }();
   return entries;

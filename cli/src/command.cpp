@@ -26,8 +26,7 @@ CommandLine::CommandLine() {
 
   eval = app.add_subcommand("eval", "evaluate one operator on q, k, v from .npy files");
   eval->add_option("--variant", variant, "linear | hla2 | ahla | hla3")->required();
-  eval->add_option("--form", form,
-                   "published | corrected (default: the form equal to the reference)");
+  eval->add_option("--form", form, "published | corrected (default: the form equal to the reference)");
   eval->add_flag("--unmasked", unmasked, "the unmasked prefix form (hla2, hla3)");
   eval->add_flag("--normalize", request.spec.normalize, "divide by the masked denominator plus eps");
   eval->add_option("--eps", eps, "eps >= 0 (with --normalize)");

@@ -2,11 +2,11 @@
 
 #include <cmath>
 
-#include "hla/cli/npy.hpp"
 #include "hla/fast/catalogue.hpp"
 #include "hla/fast/chunked.hpp"
 #include "hla/fast/scan.hpp"
 #include "hla/fast/streaming.hpp"
+#include "hla/io/npy.hpp"
 #include "hla/reference/definition.hpp"
 #if defined(HLA_HAVE_CUDA)
 #include "hla/fast/gpu.hpp"
@@ -14,6 +14,8 @@
 
 namespace hla::cli {
 namespace {
+
+using io::NpyMatrix;
 
 std::string entry_name(const std::string& path, std::int64_t r, std::int64_t c) {
   return path + ": entry [" + std::to_string(r) + ", " + std::to_string(c) + "]";
@@ -75,11 +77,11 @@ void write_output(const std::string& path, const Matrix<T>& o) {
   if constexpr (std::is_same_v<T, ModP>) {
     std::vector<std::uint64_t> residues(o.size());
     for (Index i = 0; i < o.size(); ++i) residues[i] = o(i / o.cols(), i % o.cols()).residue();
-    write_npy(path, o.rows(), o.cols(), residues);
+    io::write_npy(path, o.rows(), o.cols(), residues);
   } else {
     std::vector<double> values(o.size());
     for (Index i = 0; i < o.size(); ++i) values[i] = to_double(o(i / o.cols(), i % o.cols()));
-    write_npy(path, o.rows(), o.cols(), values);
+    io::write_npy(path, o.rows(), o.cols(), values);
   }
 }
 
@@ -161,9 +163,9 @@ void run_eval(const EvalRequest& req) {
       }
     }
   }
-  const NpyMatrix q = read_npy_matrix(req.q_path);
-  const NpyMatrix k = read_npy_matrix(req.k_path);
-  const NpyMatrix v = read_npy_matrix(req.v_path);
+  const NpyMatrix q = io::read_npy_matrix(req.q_path);
+  const NpyMatrix k = io::read_npy_matrix(req.k_path);
+  const NpyMatrix v = io::read_npy_matrix(req.v_path);
   check_shapes(req, q, k, v);
   with_scalar(req.scalar, [&]<class T>(TypeTag<T>) {
     const Sequence<T> s{to_matrix<T>(q, req.q_path), to_matrix<T>(k, req.k_path),

@@ -110,8 +110,8 @@ Progress progress_of(const fs::path& log) {
 
 void list_fuzz_operators(std::ostream& out) {
   for (const checking::Operator& op : checking::operators()) {
-    out << std::left << std::setw(24) << op.id << (op.finding.empty() ? "lawful     " : "finding " + op.finding + " ")
-        << op.description << "\n";
+    out << std::left << std::setw(24) << op.id
+        << (op.finding.empty() ? "lawful     " : "finding " + op.finding + " ") << op.description << "\n";
   }
 }
 

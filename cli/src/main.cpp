@@ -9,8 +9,8 @@
 
 #include "hla/bench/cpu.hpp"
 #include "hla/cli/command.hpp"
-#include "hla/cli/npy.hpp"
 #include "hla/fast/catalogue.hpp"
+#include "hla/io/npy.hpp"
 #include "hla/proofs/ledger.hpp"
 #include "hla/reports/audit.hpp"
 #include "hla/reports/error_report.hpp"
@@ -113,13 +113,13 @@ int main(int argc, char** argv) {
       if (!command.ledger_json.empty()) {
         std::ostringstream json;
         proofs::write_json(entries, command.ledger_options, json);
-        cli::write_atomically(command.ledger_json, json.str());
+        io::write_atomically(command.ledger_json, json.str());
         std::cout << "JSON: " << command.ledger_json << "\n";
       }
       if (!command.ledger_markdown.empty()) {
         std::ostringstream markdown;
         proofs::write_markdown(entries, command.ledger_options, markdown);
-        cli::write_atomically(command.ledger_markdown, markdown.str());
+        io::write_atomically(command.ledger_markdown, markdown.str());
         std::cout << "markdown: " << command.ledger_markdown << "\n";
       }
       return 0;

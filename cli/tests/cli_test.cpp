@@ -11,8 +11,8 @@
 #include <limits>
 #include <sstream>
 
-#include "hla/io/npy.hpp"
 #include "hla/fast/streaming.hpp"
+#include "hla/io/npy.hpp"
 #if defined(HLA_HAVE_CUDA)
 #include "hla/fast/gpu.hpp"
 #endif
@@ -307,7 +307,8 @@ TEST_CASE("cli/eval on the GPU or a one-line reason why not", "[cli]") {
   // narrower than its d = dv = 64.
   check_rejected(w, w.eval("--variant hla2 --decay 1/2 --impl gpu-fast --scalar f32"), "--impl gpu-fast",
                  "without --decay or --ridge");
-  check_rejected(w, w.eval("--variant hla3 --impl gpu-fast --scalar f32"), "--impl gpu-fast", "hla2 and ahla");
+  check_rejected(w, w.eval("--variant hla3 --impl gpu-fast --scalar f32"), "--impl gpu-fast",
+                 "hla2 and ahla");
   check_rejected(w, w.eval("--variant ahla --impl gpu-fast --scalar f64"), "--impl gpu-fast", "--scalar f32");
   const Run r = w.eval("--variant ahla --impl gpu-fast --scalar f32");
   if (unavailable) {

@@ -9,6 +9,7 @@
 
 #include "algebra/dispatch.cuh"
 #include "hla/fast/gpu_status.hpp"
+#include "hla/reference/hash.hpp"
 #include "launch.hpp"
 
 namespace hla::fast::gpu::detail {
@@ -158,15 +159,6 @@ __global__ void finish_kernel(T eps, std::int64_t rows, int dv, const T* num, co
   out[i] = num[i] / divisor;
 }
 
-// x_i = scale * N(0, 1) from a counter-based hash of (seed, i): the same values for the same
-// seed on every launch configuration.
-__device__ inline std::uint64_t mix(std::uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 template <class In>
 __device__ inline In from_float(float x) {
   return In(x);
@@ -176,11 +168,13 @@ __device__ inline BFloat16 from_float<BFloat16>(float x) {
   return bfloat16_from_float_bits(__float_as_uint(x));
 }
 
+// x_i = scale * N(0, 1) from a counter-based hash of (seed, i): the same values for the same
+// seed on every launch configuration.
 template <class In>
 __global__ void fill_gaussian_kernel(In* data, std::int64_t count, std::uint64_t seed, float scale) {
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= count) return;
-  const std::uint64_t h = mix(seed ^ mix(static_cast<std::uint64_t>(i)));
+  const std::uint64_t h = splitmix64(seed ^ splitmix64(static_cast<std::uint64_t>(i)));
   const float u1 = (static_cast<float>(h >> 40) + 1.0f) * 0x1p-24f;  // (0, 1]
   const float u2 = static_cast<float>((h >> 16) & 0xffffff) * 0x1p-24f;
   data[i] = from_float<In>(scale * sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2));

@@ -16,18 +16,18 @@
 #include <string_view>
 #include <utility>
 
+#include "hla/checking/gauge.hpp"
 #include "hla/fast/scan.hpp"
 #include "hla/fast/streaming.hpp"
 #include "hla/reference/definition.hpp"
 #include "hla/reference/random.hpp"
-#include "hla/checking/gauge.hpp"
 #include "hla/testing/generators.hpp"
 #include "hla/testing/property.hpp"
 
 using namespace hla;
+using checking::Gauge;
 using fast::Form;
 using fast::Implementation;
-using checking::Gauge;
 using testing::property;
 
 namespace {

@@ -18,9 +18,7 @@ namespace {
 constexpr std::int64_t parameter_denominator = std::int64_t{1} << 30;
 
 std::uint64_t claim_seed(std::uint64_t seed, const std::string& id) {
-  std::uint64_t h = 1469598103934665603ull ^ seed;  // FNV-1a over the id
-  for (const char c : id) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-  return h;
+  return fnv1a(id, fnv1a("") ^ seed);
 }
 
 std::vector<Index> random_segments(Rng& rng, int count, Index longest) {

@@ -85,9 +85,9 @@ void write_json(const std::vector<Entry>& entries, const LedgerOptions& options,
     if (!e.corrected_by.empty()) out << ", \"corrected_by\": " << quoted(e.corrected_by);
     if (!e.corrects.empty()) out << ", \"corrects\": " << quoted(e.corrects);
     if (!e.counted.empty()) {
-      out << ", \"cases\": " << e.cases << ", \"counted\": " << quoted(e.counted) << ", \"stated\": " << quoted(e.stated)
-          << ", \"unit\": " << quoted(e.unit) << ", \"sizes\": " << quoted(e.sizes)
-          << ", \"scope\": " << quoted(e.scope);
+      out << ", \"cases\": " << e.cases << ", \"counted\": " << quoted(e.counted)
+          << ", \"stated\": " << quoted(e.stated) << ", \"unit\": " << quoted(e.unit)
+          << ", \"sizes\": " << quoted(e.sizes) << ", \"scope\": " << quoted(e.scope);
     } else {
       std::ostringstream bound;
       bound << std::setprecision(3) << e.field_bound;

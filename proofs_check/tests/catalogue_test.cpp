@@ -2,11 +2,12 @@
 // records as failing (they carry the entry that corrects them), and every such claim belongs to
 // exactly one finding, so the table and the ledger cannot drift apart.
 
+#include "hla/fast/catalogue.hpp"
+
 #include <catch2/catch.hpp>
 #include <map>
 #include <set>
 
-#include "hla/fast/catalogue.hpp"
 #include "hla/proofs/ledger.hpp"
 
 using namespace hla;

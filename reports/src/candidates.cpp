@@ -91,13 +91,15 @@ struct Streaming {
 struct Scan {
   template <class T>
   Terms<T> operator()(const OperatorSpec& spec, const Sequence<T>& s, Index chunk) const {
-    return fast::scan_terms(spec, fast::default_form(spec, Implementation::scan), s, fast::ScanOptions{chunk, 1});
+    return fast::scan_terms(spec, fast::default_form(spec, Implementation::scan), s,
+                            fast::ScanOptions{chunk, 1});
   }
 };
 struct Chunked {
   template <class T>
   Terms<T> operator()(const OperatorSpec& spec, const Sequence<T>& s, Index chunk) const {
-    return fast::chunked_terms(spec, fast::default_form(spec, Implementation::chunked), s, fast::ScanOptions{chunk, 1});
+    return fast::chunked_terms(spec, fast::default_form(spec, Implementation::chunked), s,
+                               fast::ScanOptions{chunk, 1});
   }
 };
 

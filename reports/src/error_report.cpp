@@ -76,9 +76,8 @@ std::vector<Rational> report_decays() {
 
 namespace {
 
-std::uint64_t mix(std::uint64_t h, std::string_view text) {  // FNV-1a, then splitmix
-  for (const char c : text) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001B3ull;
-  return Rng(h).next();
+std::uint64_t mix(std::uint64_t h, std::string_view text) {
+  return splitmix64(fnv1a(text, h));
 }
 
 }  // namespace
@@ -330,7 +329,7 @@ Report run_report(const ReportOptions& options, const std::vector<Candidate>& ca
         for (int i = 0; i < options.seeds; ++i) {
           const std::string identity = specs[s].name + "|" + format_rational(decay) + "|" +
                                        std::string(family_name(family)) + "|" + std::to_string(i);
-          cases.push_back({s, decay, family, i, mix(options.seed * 0x9E3779B97F4A7C15ull + 1, identity)});
+          cases.push_back({s, decay, family, i, mix(options.seed * splitmix64_increment + 1, identity)});
         }
       }
     }

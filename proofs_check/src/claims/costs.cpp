@@ -157,7 +157,8 @@ std::vector<Claim> cost_claims() {
       make("sec-6.2/summary", 12,
            "The AHLA chunk summary adds R^KQ, O(d^2) memory, to the streaming state: O(d^2 + d dv) in all.",
            scalars(quadratic, [](const Point& p) {
-             return summary_scalars(fast::AhlaSegments<Counted>(p[0], p[1], Counted(1), fast::Form::corrected).identity());
+             return summary_scalars(
+                 fast::AhlaSegments<Counted>(p[0], p[1], Counted(1), fast::Form::corrected).identity());
            })));
   out.push_back(make("fig-2a/time", 11, "Figure 2(A): O(N d dv) time, i.e. O(d dv) per token.",
                      per_token({term({1, 1})}, [=](const Point& p) {

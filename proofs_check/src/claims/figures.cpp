@@ -81,7 +81,8 @@ std::vector<Claim> figure_claims() {
   out.push_back(make("fig-1c/oplus", 4,
                      "Figure 1(B-C): the drawn semidirect product (Eq. 4.1) is associative.",
                      identity(segments(plain, 3), Scope::summary_algebra, 0, []<class T>(const Case<T>& c) {
-                       return associativity(fast::Hla2Segments<T>(c.d(), c.dv(), T(1), T(0), true, fast::Form::published), c);
+                       return associativity(
+                           fast::Hla2Segments<T>(c.d(), c.dv(), T(1), T(0), true, fast::Form::published), c);
                      })));
   const auto chunk_form = [](Variant variant, fast::Form form) {
     return [=]<class T>(const Case<T>& c) {
@@ -123,7 +124,8 @@ std::vector<Claim> figure_claims() {
                      })));
   out.push_back(make("fig-2c/oplus", 11, "Figure 2(B-C): the drawn AHLA concatenation is associative.",
                      identity(segments(plain, 3), Scope::summary_algebra, 0, []<class T>(const Case<T>& c) {
-                       return associativity(fast::AhlaSegments<T>(c.d(), c.dv(), T(1), fast::Form::published), c);
+                       return associativity(fast::AhlaSegments<T>(c.d(), c.dv(), T(1), fast::Form::published),
+                                            c);
                      })));
   out.push_back(make(
       "fig-2c", 11,

@@ -326,8 +326,8 @@ std::vector<Claim> section7_claims() {
              const auto [fs, etas] = recurrence75(c);
              std::vector<Matrix<T>> f_scan, eta_scan;
              for (const auto& s : scanned) {
-               f_scan.push_back(s.corrected_value);
-               eta_scan.push_back(column(s.corrected_mass));
+               f_scan.push_back(s.third_value);
+               eta_scan.push_back(column(s.third_mass));
              }
              return Sides<T>{{"F_t", stack(f_scan), stack(fs)}, {"eta_t", stack(eta_scan), stack(etas)}};
            })));

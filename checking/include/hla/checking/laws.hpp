@@ -58,7 +58,7 @@ Named<T> components(const fast::Hla3Summary<T>& s) {
 template <class T>
 Named<T> components(const fast::Hla3PublishedSummary<T>& s) {
   return {{"SK", s.key_moment},      {"SQ", s.query_moment},        {"P", s.key_value},
-          {"m", column(s.key_mass)}, {"F", s.corrected_value},      {"eta", column(s.corrected_mass)},
+          {"m", column(s.key_mass)}, {"F", s.third_value},          {"eta", column(s.third_mass)},
           {"RQP", s.query_product},  {"rQm", column(s.query_mass)}, {"UKQ", s.key_query},
           {"MKQP", s.map_value},     {"MKQm", s.map_mass}};
 }

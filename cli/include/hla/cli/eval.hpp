@@ -4,7 +4,7 @@
 #include <string>
 
 #include "hla/fast/implementation.hpp"
-#include "hla/fast/scan.hpp"
+#include "hla/fast/scan_options.hpp"
 #include "hla/reference/operator_spec.hpp"
 
 namespace hla::cli {

@@ -12,16 +12,10 @@
 #include "hla/fast/algebra/hla3.hpp"
 #include "hla/fast/algebra/linear.hpp"
 #include "hla/fast/catalogue.hpp"
+#include "hla/fast/scan_options.hpp"
 #include "hla/reference/definition.hpp"
 
 namespace hla::fast {
-
-struct ScanOptions {
-  Index chunk = 64;  // tokens per chunk, >= 1; larger than n means one chunk
-  int threads = 1;   // >= 1
-};
-
-void validate(const ScanOptions& options);
 
 // How n tokens split into chunks: `size` tokens each (at most n, at least 1), the last one shorter.
 struct ChunkLayout {

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 
+#include "hla/reference/hash.hpp"
 #include "hla/reference/sequence.hpp"
 
 namespace hla {
@@ -12,10 +13,9 @@ class Rng {
   explicit Rng(std::uint64_t seed) : state_(seed) {}
 
   std::uint64_t next() {
-    std::uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    const std::uint64_t z = splitmix64(state_);
+    state_ += splitmix64_increment;
+    return z;
   }
   // Uniform in [lo, hi]. @pre lo <= hi
   std::int64_t uniform(std::int64_t lo, std::int64_t hi) {

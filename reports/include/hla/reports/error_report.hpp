@@ -2,7 +2,7 @@
 
 // hla report: the rounding error of every implementation in every precision against a
 // high-precision reference, on realistic inputs, with the metrics of numerical analysis
-// (docs/report.md describes each).
+// (docs/error_report.md describes each).
 
 #include <cstdint>
 #include <iosfwd>
@@ -15,7 +15,7 @@
 
 namespace hla::reports {
 
-// Input families (docs/report.md): Gaussian q, k, v / sqrt(d); unit-norm keys; keys with a common
+// Input families (docs/error_report.md): Gaussian q, k, v / sqrt(d); unit-norm keys; keys with a common
 // drift, so that the key moment grows like n; antithetic token pairs, so that the normalized
 // denominators nearly cancel (normalized variants only).
 enum class Family { gaussian, unit_keys, drift, cancel };

@@ -221,8 +221,8 @@ template <class T>
 struct Hla3PublishedSummary {
   Matrix<T> key_moment, query_moment, key_value;  // S^K, S^Q, P^KV
   Vector<T> key_mass;                             // m^K
-  Matrix<T> corrected_value;                      // F (Eq. 7.4)
-  Vector<T> corrected_mass;                       // eta
+  Matrix<T> third_value;                          // F (Eq. 7.4)
+  Vector<T> third_mass;                           // eta
   Matrix<T> query_product;                        // R^QP
   Vector<T> query_mass;                           // r^Qm
   Matrix<T> key_query;                            // U^KQ
@@ -280,9 +280,9 @@ class Hla3PublishedSegments {
             a.query_moment + b.query_moment,
             a.key_value + b.key_value,
             a.key_mass + b.key_mass,
-            a.corrected_value + b.corrected_value + a.key_moment * b.query_product +
+            a.third_value + b.third_value + a.key_moment * b.query_product +
                 apply(b.map_value, a.query_moment, dv_) + b.key_query * a.key_value,
-            a.corrected_mass + b.corrected_mass + a.key_moment * b.query_mass +
+            a.third_mass + b.third_mass + a.key_moment * b.query_mass +
                 Vector<T>(apply(b.map_mass, a.query_moment, 1)) + b.key_query * a.key_mass,
             a.query_product + b.query_product,
             a.query_mass + b.query_mass,
@@ -291,7 +291,7 @@ class Hla3PublishedSegments {
             a.map_mass + b.map_mass};
   }
   Readout<T> read(const Summary& s, const Vector<T>& q) const {  // Alg. 4 lines 7-9
-    return {q.transpose() * s.corrected_value, q.dot(s.corrected_mass)};
+    return {q.transpose() * s.third_value, q.dot(s.third_mass)};
   }
 
  private:
