@@ -167,7 +167,7 @@ std::string format_polynomial(const std::vector<Monomial>& polynomial,
       if (e == 0) continue;
       if (!factors.empty()) factors += " ";
       factors += variables[i];
-      if (e != 1) factors += "^" + std::to_string(e);
+      if (e != 1) factors += '^' + std::to_string(e);  // a char: GCC 12's -Wrestrict misfires on "^" + string
     }
     if (factors.empty() || c != 1) out << c << (factors.empty() ? "" : " ");
     out << factors;
