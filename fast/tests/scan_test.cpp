@@ -34,7 +34,8 @@ const std::vector<OperatorCase>& operator_cases() {
         for (const fast::Form form : {fast::Form::published, fast::Form::corrected}) {
           const OperatorSpec plain{.variant = variant, .masked = masked};
           const OperatorSpec decayed{.variant = variant, .masked = masked, .decay = Rational(1, 2)};
-          if ((!masked && !supports_unmasked(variant)) || fast::unavailable(plain, fast::Implementation::scan, form))
+          if ((!masked && !supports_unmasked(variant)) ||
+              fast::unavailable(plain, fast::Implementation::scan, form))
             continue;
           const fast::Finding* f = fast::finding_for(decayed, fast::Implementation::scan, form);
           const bool decay_allowed = !fast::unavailable(decayed, fast::Implementation::scan, form) &&
