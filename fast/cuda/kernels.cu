@@ -198,14 +198,6 @@ void allow_shared(Kernel kernel, std::int64_t bytes) {
         "cudaFuncSetAttribute");
 }
 
-// Calls f with the algebra `params` names.
-template <class T, class F>
-void with_algebra(const LaunchParams<T>& params, F&& f) {
-  gpu::with_algebra(params.algebra,
-                    Params<T>{params.d, params.dv, params.gamma, params.ridge, params.masked, params.form},
-                    std::forward<F>(f));
-}
-
 std::int64_t blocks_for(std::int64_t count, const char* what) {
   if (count > 2147483647LL) throw Error(std::string(what) + ": too many blocks for one launch");
   return count;
@@ -276,10 +268,10 @@ std::int64_t shared_memory_limit() {
 }
 
 template <class In, class T>
-void launch_streaming(const LaunchParams<T>& params, std::int64_t heads, std::int64_t length, const In* q,
+void launch_streaming(const AlgebraParams<T>& params, std::int64_t heads, std::int64_t length, const In* q,
                       const In* k, const In* v, T* num, T* den, CUstream_st* stream) {
   if (heads == 0 || length == 0) return;
-  with_algebra(params, [&]<class Algebra>(const Algebra& algebra) {
+  with_device_algebra(params, [&]<class Algebra>(const Algebra& algebra) {
     const int d = params.d, dv = params.dv;
     const int state = streaming_state_size<Algebra>(d, dv);
     const std::int64_t bytes = shared_bytes_or_throw(state + 2 * d + dv + Algebra::scratch_size(d, dv),
@@ -293,14 +285,16 @@ void launch_streaming(const LaunchParams<T>& params, std::int64_t heads, std::in
 }
 
 template <class In, class T>
-void launch_scan(const LaunchParams<T>& params, std::int64_t heads, std::int64_t length, std::int64_t chunk,
+void launch_scan(const AlgebraParams<T>& params, std::int64_t heads, std::int64_t length, std::int64_t chunk,
                  const In* q, const In* k, const In* v, T* num, T* den, CUstream_st* stream) {
   if (heads == 0 || length == 0) return;
-  if (params.algebra == AlgebraId::hla3_published)
-    throw Error("the published third-order scan has no GPU form");
   if (heads > 65535) throw Error("GPU scan: at most 65535 sequence-heads per call");
-  with_algebra(params, [&]<class Algebra>(const Algebra& algebra) {
-    if constexpr (Algebra::has_segments) scan_with(algebra, heads, length, chunk, q, k, v, num, den, stream);
+  with_device_algebra(params, [&]<class Algebra>(const Algebra& algebra) {
+    if constexpr (Algebra::has_segments) {
+      scan_with(algebra, heads, length, chunk, q, k, v, num, den, stream);
+    } else {
+      throw Error("GPU scan: this algebra is a stream only (the published third-order Alg. 3)");
+    }
   });
 }
 
@@ -334,10 +328,10 @@ void launch_fill_gaussian(In* data, std::int64_t count, std::uint64_t seed, floa
 template void launch_fill_gaussian<float>(float*, std::int64_t, std::uint64_t, float, CUstream_st*);
 template void launch_fill_gaussian<BFloat16>(BFloat16*, std::int64_t, std::uint64_t, float, CUstream_st*);
 
-#define HLA_GPU_INSTANTIATE(In, T)                                                                     \
-  template void launch_streaming<In, T>(const LaunchParams<T>&, std::int64_t, std::int64_t, const In*, \
-                                        const In*, const In*, T*, T*, CUstream_st*);                   \
-  template void launch_scan<In, T>(const LaunchParams<T>&, std::int64_t, std::int64_t, std::int64_t,   \
+#define HLA_GPU_INSTANTIATE(In, T)                                                                      \
+  template void launch_streaming<In, T>(const AlgebraParams<T>&, std::int64_t, std::int64_t, const In*, \
+                                        const In*, const In*, T*, T*, CUstream_st*);                    \
+  template void launch_scan<In, T>(const AlgebraParams<T>&, std::int64_t, std::int64_t, std::int64_t,   \
                                    const In*, const In*, const In*, T*, T*, CUstream_st*);
 
 HLA_GPU_INSTANTIATE(float, float)

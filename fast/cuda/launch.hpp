@@ -6,50 +6,19 @@
 
 #include <cstdint>
 
+#include "hla/fast/algebra/select.hpp"
 #include "hla/fast/gpu_types.hpp"
-#include "hla/fast/implementation.hpp"
 #include "hla/reference/mod_prime.hpp"
-#include "hla/reference/variant.hpp"
 
 namespace hla::fast::gpu::detail {
 
-// The device algebras (fast/cuda/algebra/; algebra/dispatch.cuh maps each to its type).
-enum class AlgebraId { linear, hla2, ahla, hla3_published, hla3 };
-
-// The algebra that `impl` (gpu_streaming or gpu_scan) runs for a variant in `form`: hla3's
-// streaming is Alg. 3 as printed (masked or not) or the corrected stream (F2); its scan has the
-// corrected segments, which are also the unmasked ones. The others carry the form as a parameter.
-constexpr AlgebraId algebra_id(Variant variant, Implementation impl, Form form) {
-  switch (variant) {
-    case Variant::linear:
-      return AlgebraId::linear;
-    case Variant::hla2:
-      return AlgebraId::hla2;
-    case Variant::ahla:
-      return AlgebraId::ahla;
-    case Variant::hla3:
-      break;
-  }
-  return impl == Implementation::gpu_streaming && form == Form::published ? AlgebraId::hla3_published
-                                                                          : AlgebraId::hla3;
-}
-
-template <class T>
-struct LaunchParams {
-  AlgebraId algebra;
-  int d, dv;
-  T gamma, ridge;
-  bool masked;
-  Form form;
-};
-
 // heads = batch * heads; every array is contiguous in the documented layout (gpu.hpp).
 template <class In, class T>
-void launch_streaming(const LaunchParams<T>& params, std::int64_t heads, std::int64_t length, const In* q,
+void launch_streaming(const AlgebraParams<T>& params, std::int64_t heads, std::int64_t length, const In* q,
                       const In* k, const In* v, T* num, T* den, CUstream_st* stream);
 
 template <class In, class T>
-void launch_scan(const LaunchParams<T>& params, std::int64_t heads, std::int64_t length, std::int64_t chunk,
+void launch_scan(const AlgebraParams<T>& params, std::int64_t heads, std::int64_t length, std::int64_t chunk,
                  const In* q, const In* k, const In* v, T* num, T* den, CUstream_st* stream);
 
 // out = num / (den + eps) row by row; returns the first row (over all heads) whose divisor is

@@ -137,6 +137,24 @@ std::optional<std::string> unavailable(const OperatorSpec& spec, Implementation 
   return "unknown implementation";
 }
 
+AlgebraId algebra_for(const OperatorSpec& spec, Implementation impl, Form form) {
+  const Implementation strategy = cpu_twin(impl);
+  switch (spec.variant) {
+    case Variant::linear:
+      return AlgebraId::linear;
+    case Variant::hla2:
+      return strategy == chunked && spec.masked && form == Form::corrected ? AlgebraId::hla2_moments
+                                                                           : AlgebraId::hla2;
+    case Variant::ahla:
+      return AlgebraId::ahla;
+    case Variant::hla3:
+      if (form == Form::corrected) return AlgebraId::hla3;
+      if (strategy == streaming) return AlgebraId::hla3_published_stream;
+      return spec.masked ? AlgebraId::hla3_published_scan : AlgebraId::hla3;
+  }
+  throw Error("unknown variant");
+}
+
 void require_available(const OperatorSpec& spec, Implementation impl, Form form) {
   validate(spec);
   if (const auto reason = unavailable(spec, impl, form)) throw Error(*reason);

@@ -16,19 +16,6 @@
 namespace hla::fast::gpu {
 namespace {
 
-using detail::LaunchParams;
-
-template <class T>
-LaunchParams<T> launch_params(const OperatorSpec& spec, Form form, Implementation impl, int d, int dv) {
-  return {detail::algebra_id(spec.variant, impl, form),
-          d,
-          dv,
-          from_rational<T>(spec.decay),
-          from_rational<T>(spec.ridge),
-          spec.masked,
-          form};
-}
-
 void validate_problem(const Problem& problem) {
   if (problem.batch < 0 || problem.heads < 0 || problem.length < 0) {
     throw Error("GPU: batch, heads and length must be >= 0");
@@ -154,9 +141,8 @@ void terms(const OperatorSpec& spec, Form form, Implementation impl, const Probl
   if (impl != Implementation::gpu_streaming && impl != Implementation::gpu_scan) {
     throw Error("gpu::terms: " + std::string(implementation_name(impl)) + " is not a generic GPU kernel");
   }
-  require_available(spec, impl, form);
   validate_problem(problem);
-  const auto params = launch_params<T>(spec, form, impl, problem.key_dim, problem.value_dim);
+  const auto params = algebra_params<T>(spec, impl, form, problem.key_dim, problem.value_dim);
   const std::int64_t heads = problem.batch * problem.heads;
   if (impl == Implementation::gpu_streaming) {
     detail::launch_streaming(params, heads, problem.length, q, k, v, num, den, stream);

@@ -110,11 +110,6 @@ std::string name(const Config& c) {
          std::string(fast::implementation_name(c.impl)) + " " + std::string(fast::form_name(c.form));
 }
 
-gpu::Params<T> params(const OperatorSpec& spec, Form form, Index d, Index dv) {
-  return {static_cast<int>(d),          static_cast<int>(dv), from_rational<T>(spec.decay),
-          from_rational<T>(spec.ridge), spec.masked,          form};
-}
-
 // The streaming kernel's loop on the host: push token t, read o_t.
 template <class Algebra>
 Terms<T> device_stream(const Algebra& algebra, const Sequence<T>& s) {
@@ -142,12 +137,12 @@ TEST_CASE("device algebra/streaming push and read equal the CPU stream in Z/p", 
       if (spec.decayed()) spec.decay = *testing::gen_decay().as("gamma");
       const Sequence<T> s = convert<T>(exact);
       const Terms<T> expected = fast::streaming_terms(spec, c.form, s);
-      gpu::with_algebra(gpu::detail::algebra_id(spec.variant, c.impl, c.form),
-                        params(spec, c.form, s.key_dim(), s.value_dim()), [&](const auto& algebra) {
-                          const Terms<T> actual = device_stream(algebra, s);
-                          RC_ASSERT(actual.num == expected.num);
-                          RC_ASSERT(actual.den == expected.den);
-                        });
+      gpu::with_device_algebra(fast::algebra_params<T>(spec, c.impl, c.form, s.key_dim(), s.value_dim()),
+                               [&](const auto& algebra) {
+                                 const Terms<T> actual = device_stream(algebra, s);
+                                 RC_ASSERT(actual.num == expected.num);
+                                 RC_ASSERT(actual.den == expected.den);
+                               });
     });
   }
 }
@@ -163,9 +158,8 @@ TEST_CASE("device algebra/absorb combine and read equal the CPU segments in Z/p"
       const Index n = s.length(), d = s.key_dim(), dv = s.value_dim();
       const Index cut = *testing::gen_position(0, n + 1).as("cut");
       fast::with_segments<T>(spec, c.form, d, dv, [&](const auto& seg) {
-        gpu::with_algebra(
-            gpu::detail::algebra_id(spec.variant, c.impl, c.form), params(spec, c.form, d, dv),
-            [&]<class Algebra>(const Algebra& algebra) {
+        gpu::with_device_algebra(
+            fast::algebra_params<T>(spec, c.impl, c.form, d, dv), [&]<class Algebra>(const Algebra& algebra) {
               if constexpr (Algebra::has_segments) {
                 auto left = seg.identity(), right = seg.identity();
                 Flat device_left(Algebra::summary_size(d, dv)), device_right = device_left;

@@ -8,6 +8,7 @@ namespace hla::fast::gpu {
 
 template <class T>
 struct AhlaAlgebra {
+  static constexpr AlgebraId id = AlgebraId::ahla;
   template <class P>
   struct Fields {
     P key_value, key_mass, routed_value, routed_mass, key_query, rho;
@@ -27,7 +28,7 @@ struct AhlaAlgebra {
   static constexpr int stream_size(int d, int dv) { return 2 * d * dv + 2 * d; }
   static constexpr int scratch_size(int, int dv) { return dv; }
 
-  Params<T> p;
+  AlgebraParams<T> p;
 
   HLA_HOST_DEVICE void identity(T* s) const { empty_summary(s, summary_size(p.d, p.dv)); }
   // Alg. 2 lines 3-6: P = g P + k v^T, m = g m + k, then E = g E + k (q^T P), n = g n + k (q . m).

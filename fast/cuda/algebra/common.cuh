@@ -16,16 +16,9 @@
 
 #include "../block.cuh"
 #include "hla/fast/algebra/coefficients.hpp"
+#include "hla/fast/algebra/select.hpp"
 
 namespace hla::fast::gpu {
-
-template <class T>
-struct Params {
-  int d, dv;
-  T gamma, ridge;
-  bool masked;
-  Form form;  // the form's coefficients come from algebra/coefficients.hpp
-};
 
 // The empty segment: every field zero, rho (the last scalar) one. One write per entry: a fill
 // followed by a separate write of rho would race between threads.

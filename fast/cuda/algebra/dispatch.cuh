@@ -1,10 +1,8 @@
 #pragma once
 
-// One map from an AlgebraId to its device algebra type, for the kernels and the host tests.
+// The device algebras by AlgebraId, for the kernels and the host tests.
 
-#include "../launch.hpp"
 #include "ahla.cuh"
-#include "hla/reference/error.hpp"
 #include "hla2.cuh"
 #include "hla3.cuh"
 #include "linear.cuh"
@@ -31,22 +29,11 @@ constexpr int streaming_state_size(int d, int dv) {
   }
 }
 
-// Calls f with the algebra `id` names, built on `p`.
+// Calls f with the device algebra that p.id names (catalogue.hpp's algebra_for), built on p.
 template <class T, class F>
-void with_algebra(detail::AlgebraId id, const Params<T>& p, F&& f) {
-  switch (id) {
-    case detail::AlgebraId::linear:
-      return f(LinearAlgebra<T>{p});
-    case detail::AlgebraId::hla2:
-      return f(Hla2Algebra<T>{p});
-    case detail::AlgebraId::ahla:
-      return f(AhlaAlgebra<T>{p});
-    case detail::AlgebraId::hla3_published:
-      return f(Hla3PublishedAlgebra<T>{p});
-    case detail::AlgebraId::hla3:
-      return f(Hla3Algebra<T>{p});
-  }
-  throw Error("unknown GPU algebra");
+void with_device_algebra(const AlgebraParams<T>& p, F&& f) {
+  with_algebra<LinearAlgebra<T>, Hla2Algebra<T>, AhlaAlgebra<T>, Hla3PublishedAlgebra<T>, Hla3Algebra<T>>(p,
+                                                                                                          f);
 }
 
 }  // namespace hla::fast::gpu

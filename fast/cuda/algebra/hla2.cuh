@@ -8,6 +8,7 @@ namespace hla::fast::gpu {
 
 template <class T>
 struct Hla2Algebra {
+  static constexpr AlgebraId id = AlgebraId::hla2;
   template <class P>
   struct Fields {
     P key_moment, query_value, query_mass, cross_value, cross_mass, rho;
@@ -25,7 +26,7 @@ struct Hla2Algebra {
   static constexpr int summary_size(int d, int dv) { return d * d + 2 * d * dv + 2 * d + 1; }
   static constexpr int scratch_size(int d, int dv) { return d + dv; }
 
-  Params<T> p;
+  AlgebraParams<T> p;
 
   HLA_HOST_DEVICE void identity(T* s) const { empty_summary(s, summary_size(p.d, p.dv)); }
 

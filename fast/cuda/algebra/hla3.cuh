@@ -9,6 +9,7 @@ namespace hla::fast::gpu {
 
 template <class T>
 struct Hla3PublishedAlgebra {
+  static constexpr AlgebraId id = AlgebraId::hla3_published_stream;
   template <class P>
   struct Fields {
     P key_moment, query_moment, key_value, key_mass, g1, g2, g3, h1, h2, h3;
@@ -30,7 +31,7 @@ struct Hla3PublishedAlgebra {
   static constexpr int stream_size(int d, int dv) { return 2 * d * d + 4 * d * dv + 4 * d; }
   static constexpr int scratch_size(int d, int dv) { return 4 * d + 2 * dv; }
 
-  Params<T> p;
+  AlgebraParams<T> p;
 
   // Alg. 3 lines 4-11: the cross-summaries read the moments before they take token t.
   HLA_HOST_DEVICE void push(T* s, T* scratch, const T* q, const T* k, const T* v) const {
@@ -107,6 +108,7 @@ struct Hla3PublishedAlgebra {
 
 template <class T>
 struct Hla3Algebra {
+  static constexpr AlgebraId id = AlgebraId::hla3;
   template <class P>
   struct Fields {
     P key_moment, key_value, key_mass, corrected_value, corrected_mass, query_moment, query_value, query_mass,
@@ -133,7 +135,7 @@ struct Hla3Algebra {
   static constexpr int scratch_size(int d, int dv) { return 2 * d + 2 * dv; }
   static constexpr int combine_scratch_size(int d, int dv) { return 2 * d + 2 * dv + d * dv + d; }
 
-  Params<T> p;
+  AlgebraParams<T> p;
 
   HLA_HOST_DEVICE void identity(T* s) const { empty_summary(s, summary_size(p.d, p.dv)); }
 

@@ -8,6 +8,7 @@ namespace hla::fast::gpu {
 
 template <class T>
 struct LinearAlgebra {
+  static constexpr AlgebraId id = AlgebraId::linear;
   template <class P>
   struct Fields {
     P key_value, key_mass, rho;
@@ -22,7 +23,7 @@ struct LinearAlgebra {
   static constexpr int summary_size(int d, int dv) { return d * dv + d + 1; }
   static constexpr int scratch_size(int, int) { return 0; }
 
-  Params<T> p;
+  AlgebraParams<T> p;
 
   HLA_HOST_DEVICE void identity(T* s) const { empty_summary(s, summary_size(p.d, p.dv)); }
   // P = g P + k v^T, m = g m + k.

@@ -5,14 +5,17 @@
 // drivers' preconditions, `hla variants` and `hla eval`, the audit, the error report, the fuzz
 // registry, the tests and benchmarks) asks here; nothing else decides it.
 
+#include <cstddef>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "hla/fast/algebra/select.hpp"
 #include "hla/fast/implementation.hpp"
 #include "hla/reference/operator_spec.hpp"
+#include "hla/reference/scalar.hpp"
 
 namespace hla::fast {
 
@@ -48,6 +51,24 @@ std::optional<std::string> unavailable(const OperatorSpec& spec, Implementation 
 
 // validate(spec), then throws hla::Error with unavailable()'s reason.
 void require_available(const OperatorSpec& spec, Implementation impl, Form form);
+
+// The algebra that `impl` runs for `spec` in `form`: the one map from (operator, form, strategy)
+// to code; each strategy lists its type for each AlgebraId (fast/algebra/select.hpp).
+AlgebraId algebra_for(const OperatorSpec& spec, Implementation impl, Form form);
+
+// require_available, then the algebra and its parameters in T.
+template <class T>
+AlgebraParams<T> algebra_params(const OperatorSpec& spec, Implementation impl, Form form, std::ptrdiff_t d,
+                                std::ptrdiff_t dv) {
+  require_available(spec, impl, form);
+  return {algebra_for(spec, impl, form),
+          static_cast<int>(d),
+          static_cast<int>(dv),
+          from_rational<T>(spec.decay),
+          from_rational<T>(spec.ridge),
+          spec.masked,
+          form};
+}
 
 // Why `impl` does not compute in `scalar`, or nullopt.
 std::optional<std::string> unavailable(Implementation impl, ScalarKind scalar);

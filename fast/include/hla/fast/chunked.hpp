@@ -24,11 +24,12 @@ namespace hla::fast {
 
 // Chunk summaries in parallel, an exclusive scan across chunks, then each chunk's outputs.
 template <class Chunks, class T>
-Terms<T> chunked_terms_with(const Chunks& form, const Sequence<T>& s, const ScanOptions& options) {
+Terms<T> chunked_terms_with(Chunks form, const Sequence<T>& s, const ScanOptions& options) {
   using Summary = typename Chunks::Summary;
   const Index n = s.length();
   const ChunkLayout layout = chunk_layout(n, options);
   const Index chunk = layout.size, chunks = layout.count;
+  if constexpr (requires { form.reserve(chunks); }) form.reserve(chunks);
   const auto& seg = form.segments();
   const chunked_detail::ChunkShape<T> full(chunk, form.gamma());
   const chunked_detail::ChunkShape<T> tail(n - (chunks - 1) * chunk, form.gamma());
@@ -58,24 +59,10 @@ Terms<T> chunked_terms_with(const Chunks& form, const Sequence<T>& s, const Scan
 template <class T>
 Terms<T> chunked_terms(const OperatorSpec& spec, Form form, const Sequence<T>& s,
                        const ScanOptions& options) {
-  require_available(spec, Implementation::chunked, form);
   validate(options);
-  const Index d = s.key_dim(), dv = s.value_dim();
-  switch (spec.variant) {
-    case Variant::linear:
-      return chunked_terms_with(LinearChunks<T>(spec, d, dv), s, options);
-    case Variant::hla2:
-      if (spec.masked && form == Form::corrected) {
-        const Index chunks = chunk_layout(s.length(), options).count;
-        return chunked_terms_with(Hla2MaskedChunks<T>(spec, d, dv, chunks), s, options);
-      }
-      return chunked_terms_with(Hla2Chunks<T>(spec, d, dv), s, options);
-    case Variant::ahla:
-      return chunked_terms_with(AhlaChunks<T>(spec, form, d, dv), s, options);
-    case Variant::hla3:
-      break;
-  }
-  throw Error("--impl chunked: no chunk-parallel matrix form for " + describe(spec) + " (use --impl scan)");
+  const auto params = algebra_params<T>(spec, Implementation::chunked, form, s.key_dim(), s.value_dim());
+  return with_algebra<LinearChunks<T>, Hla2Chunks<T>, Hla2MaskedChunks<T>, AhlaChunks<T>>(
+      params, [&](auto chunks) { return chunked_terms_with(std::move(chunks), s, options); });
 }
 
 template <class T>

@@ -136,20 +136,8 @@ Terms<T> chunk_fold_terms_with(const Segments& seg, const Sequence<T>& s, Index 
 // Calls f with the segment algebra of `spec` in `form`.
 template <class T, class F>
 decltype(auto) with_segments(const OperatorSpec& spec, Form form, Index d, Index dv, F&& f) {
-  require_available(spec, Implementation::scan, form);
-  const T gamma = from_rational<T>(spec.decay);
-  switch (spec.variant) {
-    case Variant::linear:
-      return f(LinearSegments<T>(d, dv, gamma));
-    case Variant::hla2:
-      return f(Hla2Segments<T>(d, dv, gamma, from_rational<T>(spec.ridge), spec.masked, form));
-    case Variant::ahla:
-      return f(AhlaSegments<T>(d, dv, gamma, form));
-    case Variant::hla3:
-      if (spec.masked && form == Form::published) return f(Hla3PublishedSegments<T>(d, dv));
-      return f(Hla3Segments<T>(d, dv, gamma, spec.masked));
-  }
-  throw Error("unknown variant");
+  return with_algebra<LinearSegments<T>, Hla2Segments<T>, AhlaSegments<T>, Hla3PublishedSegments<T>,
+                      Hla3Segments<T>>(algebra_params<T>(spec, Implementation::scan, form, d, dv), f);
 }
 
 template <class T>

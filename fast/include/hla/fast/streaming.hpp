@@ -27,20 +27,9 @@ Terms<T> run_stream(Stream stream, const Sequence<T>& s) {
 // Calls f with the streaming state of `spec` in `form`, constructed for s's dimensions.
 template <class T, class F>
 decltype(auto) with_stream(const OperatorSpec& spec, Form form, Index d, Index dv, F&& f) {
-  require_available(spec, Implementation::streaming, form);
-  const T gamma = from_rational<T>(spec.decay);
-  switch (spec.variant) {
-    case Variant::linear:
-      return f(LinearStream<T>(d, dv, gamma));
-    case Variant::hla2:
-      return f(Hla2Stream<T>(d, dv, gamma, from_rational<T>(spec.ridge), spec.masked, form));
-    case Variant::ahla:
-      return f(AhlaStream<T>(d, dv, gamma));
-    case Variant::hla3:
-      if (form == Form::corrected) return f(Hla3CorrectedStream<T>(d, dv, gamma));
-      return f(Hla3PublishedStream<T>(d, dv, gamma, spec.masked));
-  }
-  throw Error("unknown variant");
+  return with_algebra<LinearStream<T>, Hla2Stream<T>, AhlaStream<T>, Hla3PublishedStream<T>,
+                      Hla3CorrectedStream<T>>(algebra_params<T>(spec, Implementation::streaming, form, d, dv),
+                                              f);
 }
 
 template <class T>

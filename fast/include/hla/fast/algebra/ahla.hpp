@@ -11,6 +11,8 @@ namespace hla::fast {
 template <class T>
 class AhlaStream {
  public:
+  static constexpr AlgebraId id = AlgebraId::ahla;
+  explicit AhlaStream(const AlgebraParams<T>& p) : AhlaStream(p.d, p.dv, p.gamma) {}
   AhlaStream(Index d, Index dv, const T& gamma)
       : gamma_(gamma),
         key_value_(Matrix<T>::Zero(d, dv)),
@@ -66,6 +68,8 @@ class AhlaSegments {
  public:
   using Summary = AhlaSummary<T>;
 
+  static constexpr AlgebraId id = AlgebraId::ahla;
+  explicit AhlaSegments(const AlgebraParams<T>& p) : AhlaSegments(p.d, p.dv, p.gamma, p.form) {}
   AhlaSegments(Index d, Index dv, const T& gamma, Form form) : d_(d), dv_(dv), gamma_(gamma), form_(form) {}
 
   Summary identity() const {

@@ -29,6 +29,9 @@ template <class T>
 class Hla2Stream {
  public:
   // masked = false drops (G, h): the unmasked prefix form of Eq. 3.1 (Sec. 5.1).
+  static constexpr AlgebraId id = AlgebraId::hla2;
+  explicit Hla2Stream(const AlgebraParams<T>& p)
+      : Hla2Stream(p.d, p.dv, p.gamma, p.ridge, p.masked, p.form) {}
   Hla2Stream(Index d, Index dv, const T& gamma, const T& ridge, bool masked, Form form)
       : gamma_(gamma),
         ridge_(ridge),
@@ -95,6 +98,9 @@ class Hla2Segments {
  public:
   using Summary = Hla2Summary<T>;
 
+  static constexpr AlgebraId id = AlgebraId::hla2;
+  explicit Hla2Segments(const AlgebraParams<T>& p)
+      : Hla2Segments(p.d, p.dv, p.gamma, p.ridge, p.masked, p.form) {}
   Hla2Segments(Index d, Index dv, const T& gamma, const T& ridge, bool masked, Form form)
       : d_(d), dv_(dv), gamma_(gamma), ridge_(ridge), masked_(masked), form_(form) {}
 

@@ -10,6 +10,9 @@ namespace hla::fast {
 template <class T>
 class Hla3PublishedStream {
  public:
+  static constexpr AlgebraId id = AlgebraId::hla3_published_stream;
+  explicit Hla3PublishedStream(const AlgebraParams<T>& p)
+      : Hla3PublishedStream(p.d, p.dv, p.gamma, p.masked) {}
   Hla3PublishedStream(Index d, Index dv, const T& gamma, bool masked)
       : gamma_(gamma),
         masked_(masked),
@@ -81,6 +84,8 @@ class Hla3PublishedStream {
 template <class T>
 class Hla3CorrectedStream {
  public:
+  static constexpr AlgebraId id = AlgebraId::hla3;
+  explicit Hla3CorrectedStream(const AlgebraParams<T>& p) : Hla3CorrectedStream(p.d, p.dv, p.gamma) {}
   Hla3CorrectedStream(Index d, Index dv, const T& gamma)
       : gamma_(gamma),
         gamma_cubed_(gamma * gamma * gamma),
@@ -146,6 +151,8 @@ class Hla3Segments {
  public:
   using Summary = Hla3Summary<T>;
 
+  static constexpr AlgebraId id = AlgebraId::hla3;
+  explicit Hla3Segments(const AlgebraParams<T>& p) : Hla3Segments(p.d, p.dv, p.gamma, p.masked) {}
   Hla3Segments(Index d, Index dv, const T& gamma, bool masked)
       : d_(d), dv_(dv), gamma_(gamma), masked_(masked) {}
 
@@ -240,6 +247,8 @@ class Hla3PublishedSegments {
  public:
   using Summary = Hla3PublishedSummary<T>;
 
+  static constexpr AlgebraId id = AlgebraId::hla3_published_scan;
+  explicit Hla3PublishedSegments(const AlgebraParams<T>& p) : Hla3PublishedSegments(p.d, p.dv) {}
   Hla3PublishedSegments(Index d, Index dv) : d_(d), dv_(dv) {}
 
   Summary identity() const {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "hla/fast/algebra/select.hpp"
 #include "hla/reference/linalg.hpp"
 
 namespace hla::fast {
@@ -16,6 +17,8 @@ struct Readout {
 template <class T>
 class LinearStream {
  public:
+  static constexpr AlgebraId id = AlgebraId::linear;
+  explicit LinearStream(const AlgebraParams<T>& p) : LinearStream(p.d, p.dv, p.gamma) {}
   LinearStream(Index d, Index dv, const T& gamma)
       : gamma_(gamma), key_value_(Matrix<T>::Zero(d, dv)), key_mass_(Vector<T>::Zero(d)) {}
 
@@ -56,6 +59,8 @@ class LinearSegments {
  public:
   using Summary = LinearSummary<T>;
 
+  static constexpr AlgebraId id = AlgebraId::linear;
+  explicit LinearSegments(const AlgebraParams<T>& p) : LinearSegments(p.d, p.dv, p.gamma) {}
   LinearSegments(Index d, Index dv, const T& gamma) : d_(d), dv_(dv), gamma_(gamma) {}
 
   Summary identity() const { return {Matrix<T>::Zero(d_, dv_), Vector<T>::Zero(d_), T(1)}; }

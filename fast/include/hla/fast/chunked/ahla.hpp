@@ -14,10 +14,11 @@ class AhlaChunks {
   using Segments = AhlaSegments<T>;
   using Summary = typename Segments::Summary;
 
-  AhlaChunks(const OperatorSpec& spec, Form form, Index d, Index dv)
-      : routes_own_token_(ahla_coefficients(form, T(1)).routes_own_token),
-        gamma_(from_rational<T>(spec.decay)),
-        segments_(d, dv, gamma_, Form::corrected) {}
+  static constexpr AlgebraId id = AlgebraId::ahla;
+  explicit AhlaChunks(const AlgebraParams<T>& p)
+      : routes_own_token_(ahla_coefficients(p.form, T(1)).routes_own_token),
+        gamma_(p.gamma),
+        segments_(p.d, p.dv, gamma_, Form::corrected) {}
 
   const Segments& segments() const { return segments_; }
   const T& gamma() const { return gamma_; }

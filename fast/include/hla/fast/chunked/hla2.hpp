@@ -15,11 +15,12 @@ class Hla2Chunks {
   using Segments = Hla2Segments<T>;
   using Summary = typename Segments::Summary;
 
-  Hla2Chunks(const OperatorSpec& spec, Index d, Index dv)
-      : spec_(spec),
-        gamma_(from_rational<T>(spec.decay)),
-        ridge_(from_rational<T>(spec.ridge)),
-        segments_(d, dv, gamma_, ridge_, spec.masked, Form::corrected) {}
+  static constexpr AlgebraId id = AlgebraId::hla2;
+  explicit Hla2Chunks(const AlgebraParams<T>& p)
+      : masked_(p.masked),
+        gamma_(p.gamma),
+        ridge_(p.ridge),
+        segments_(p.d, p.dv, gamma_, ridge_, masked_, Form::corrected) {}
 
   const Segments& segments() const { return segments_; }
   const T& gamma() const { return gamma_; }
@@ -31,7 +32,7 @@ class Hla2Chunks {
     const Matrix<T> qd = ch.age.asDiagonal() * ch.q;
     Summary s{ch.k.transpose() * kd, qd.transpose() * ch.v, qd.transpose() * Vector<T>::Ones(ch.q.rows()),
               Matrix<T>(),           Vector<T>(),           ch.rho};
-    if (spec_.masked) {
+    if (masked_) {
       const Matrix<T> m = Matrix<T>(kd * qd.transpose()).cwiseProduct(ch.strict);
       s.cross_value = ch.k.transpose() * (m * ch.v);
       s.cross_mass = ch.k.transpose() * m.rowwise().sum();
@@ -46,20 +47,20 @@ class Hla2Chunks {
   Terms<T> outputs(const chunked_detail::Chunk<T>& ch, const Summary& p) const {
     const Matrix<T> a = ch.q * ch.k.transpose();
     const Matrix<T> w_decayed = a.cwiseProduct(ch.decay);  // W_g
-    const Matrix<T> second = spec_.masked ? Matrix<T>(a.cwiseProduct(ch.causal)) : a;
+    const Matrix<T> second = masked_ ? Matrix<T>(a.cwiseProduct(ch.causal)) : a;
     // intra: [(W_g W^T) . L_g]; W_g is lower triangular, so half the product suffices.
     Matrix<T> weights = Matrix<T>(w_decayed.template triangularView<Eigen::Lower>() * second.transpose())
                             .cwiseProduct(ch.decay);
     if (ridge_ != T(0)) weights += ridge_ * Matrix<T>(ch.q * ch.q.transpose()).cwiseProduct(ch.decay);
     const Matrix<T> metric_queries = ch.q * p.key_moment;  // rows q_t^T S
-    if (!spec_.masked) {  // cross: g^tau q_t^T S sum_{j<=t} g^(t-j) q_j v_j^T
+    if (!masked_) {  // cross: g^tau q_t^T S sum_{j<=t} g^(t-j) q_j v_j^T
       weights += chunked_detail::scale_rows(
           ch.offset, Matrix<T>(Matrix<T>(metric_queries * ch.q.transpose()).cwiseProduct(ch.decay)));
     }
     // carry: g^(2 tau) q_t^T (S C - G) (+ ridge: g^tau lambda q_t^T C)
     Matrix<T> carried = metric_queries * p.query_value;
     Vector<T> carried_mass = metric_queries * p.query_mass;
-    if (spec_.masked) {
+    if (masked_) {
       carried -= ch.q * p.cross_value;
       carried_mass -= ch.q * p.cross_mass;
     }
@@ -70,7 +71,7 @@ class Hla2Chunks {
       num += ridge_ * chunked_detail::scale_rows(ch.offset, Matrix<T>(ch.q * p.query_value));
       den += ridge_ * ch.offset.cwiseProduct(ch.q * p.query_mass);
     }
-    if (!spec_.masked) {  // unmasked: also the keys of the chunk with the earlier queries
+    if (!masked_) {  // unmasked: also the keys of the chunk with the earlier queries
       const Matrix<T> local_keys = w_decayed * ch.k;  // rows: q_t^T S_loc,t
       num += chunked_detail::scale_rows(ch.offset, Matrix<T>(local_keys * p.query_value));
       den += ch.offset.cwiseProduct(local_keys * p.query_mass);
@@ -79,7 +80,7 @@ class Hla2Chunks {
   }
 
  private:
-  OperatorSpec spec_;
+  bool masked_;
   T gamma_, ridge_;
   Segments segments_;
 };
@@ -96,11 +97,12 @@ class Hla2MaskedChunks {
   using Segments = Hla2MomentSegments<T>;
   using Summary = typename Segments::Summary;
 
-  Hla2MaskedChunks(const OperatorSpec& spec, Index d, Index dv, Index chunks)
-      : gamma_(from_rational<T>(spec.decay)),
-        ridge_(from_rational<T>(spec.ridge)),
-        segments_(d, dv, gamma_, ridge_),
-        local_metric_queries_(chunks) {}
+  static constexpr AlgebraId id = AlgebraId::hla2_moments;
+  explicit Hla2MaskedChunks(const AlgebraParams<T>& p)
+      : gamma_(p.gamma), ridge_(p.ridge), segments_(p.d, p.dv, gamma_, ridge_) {}
+
+  // Room for each chunk's W_g K, kept from the summary pass for the output pass.
+  void reserve(Index chunks) { local_metric_queries_.resize(chunks); }
 
   const Segments& segments() const { return segments_; }
   const T& gamma() const { return gamma_; }

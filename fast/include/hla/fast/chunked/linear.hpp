@@ -14,8 +14,8 @@ class LinearChunks {
   using Segments = LinearSegments<T>;
   using Summary = typename Segments::Summary;
 
-  LinearChunks(const OperatorSpec& spec, Index d, Index dv)
-      : gamma_(from_rational<T>(spec.decay)), segments_(d, dv, gamma_) {}
+  static constexpr AlgebraId id = AlgebraId::linear;
+  explicit LinearChunks(const AlgebraParams<T>& p) : gamma_(p.gamma), segments_(p) {}
 
   const Segments& segments() const { return segments_; }
   const T& gamma() const { return gamma_; }
