@@ -10,6 +10,7 @@
 #include "hla/fast/chunked.hpp"
 #include "hla/fast/scan.hpp"
 #include "hla/fast/streaming.hpp"
+#include "hla/reference/memory.hpp"
 #include "hla/reference/random.hpp"
 
 namespace hla::bench {
@@ -53,6 +54,15 @@ void run_cpu_bench(const CpuBenchOptions& o, std::ostream& out) {
   if (fast::unavailable(spec, fast::Implementation::chunked, chunk_form))
     throw Error("--variant: " + std::string(variant_name(o.variant)) +
                 " has no chunk-parallel form to benchmark");
+  {  // inputs, two outputs of num and den, the chunk summaries and one chunk-sized copy of W_g K
+    const double n = static_cast<double>(o.n), d = static_cast<double>(o.d), dv = static_cast<double>(o.dv);
+    const double chunks = std::ceil(n / static_cast<double>(o.chunk));
+    const double floats =
+        n * (2 * d + dv) + 2 * n * (dv + 1) + n * d + 2 * chunks * (d * d + 3 * d * dv + 2 * d);
+    require_memory(1.5 * sizeof(float) * floats, "hla bench cpu: --n " + std::to_string(o.n) + " with --d " +
+                                                     std::to_string(o.d) + " and --dv " +
+                                                     std::to_string(o.dv));
+  }
   const Sequence<float> s = gaussian_inputs(o);
 
   Terms<float> streamed, chunked;

@@ -1,7 +1,21 @@
 #include "hla/cli/command.hpp"
 
+#include <charconv>
+#include <cstdint>
+
 namespace hla::cli {
 namespace {
+
+// A seed: a decimal integer from 0 to 2^64 - 1, nothing else (no sign, no wrap-around).
+const CLI::Validator seed_check(
+    [](std::string& text) -> std::string {
+      std::uint64_t value = 0;
+      const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+      if (text.empty() || error != std::errc() || end != text.data() + text.size())
+        return "'" + text + "' is not a seed: an integer from 0 to 18446744073709551615";
+      return "";
+    },
+    "SEED");
 
 template <class Enum>
 Enum parse_choice(const std::string& flag, const std::string& text, std::optional<Enum> parsed,
@@ -23,6 +37,7 @@ std::string implementation_choices(const std::string& separator) {
 
 CommandLine::CommandLine() {
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("hla ") + HLA_VERSION);
 
   eval = app.add_subcommand("eval", "evaluate one operator on q, k, v from .npy files");
   eval->add_option("--variant", variant, "linear | hla2 | ahla | hla3")->required();
@@ -34,7 +49,8 @@ CommandLine::CommandLine() {
   eval->add_option("--decay", decay, "decay gamma in (0, 1]");
   eval->add_option("--impl", impl, implementation_choices(" | "))->required();
   eval->add_option("--chunk", request.scan.chunk, "scan, chunked: tokens per chunk (default 64)");
-  eval->add_option("--threads", request.scan.threads, "scan, chunked: threads (default 1)");
+  eval->add_option("--threads", request.scan.threads, "scan, chunked: threads (default 1)")
+      ->check(CLI::Range(1, fast::max_threads));
   eval->add_option("--scalar", scalar, "exact | mpfr | f64 | f32 | modp")->required();
   eval->add_option("--q", request.q_path, "queries [n, d], float64 or float32 .npy")->required();
   eval->add_option("--k", request.k_path, "keys [n, d]")->required();
@@ -47,7 +63,7 @@ CommandLine::CommandLine() {
   audit = app.add_subcommand("audit", "exact audit of every implementation against the reference");
   audit->add_option("--cases", audit_options.cases, "random inputs per operator, form and scalar")
       ->check(CLI::Range(1, 1'000'000));
-  audit->add_option("--seed", audit_options.seed, "seed of the random inputs");
+  audit->add_option("--seed", audit_options.seed, "seed of the random inputs")->check(seed_check);
   audit->add_option("--max-n", audit_options.max_n, "largest sequence length")->check(CLI::Range(0, 4096));
 
   report = app.add_subcommand("report",
@@ -55,7 +71,7 @@ CommandLine::CommandLine() {
   report->add_flag("--quick", report_quick, "n up to 4096 instead of 65536");
   report->add_option("--out", report_out,
                      "directory of report.md, data.csv, data.json, plots/ (default build/report)");
-  report->add_option("--seed", report_options.seed, "seed of the random inputs");
+  report->add_option("--seed", report_options.seed, "seed of the random inputs")->check(seed_check);
   report->add_option("--seeds", report_options.seeds, "inputs per cell (default 2)")
       ->check(CLI::Range(1, 100));
   report->add_option("--threads", report_options.threads, "cases run at once (default: all cores)")
@@ -70,7 +86,7 @@ CommandLine::CommandLine() {
       ->add_option("--cases", ledger_options.cases,
                    "random exact cases per identity (Z/p: a tenth, at least 20)")
       ->check(CLI::Range(1, 1'000'000));
-  proofs->add_option("--seed", ledger_options.seed, "seed of the random cases");
+  proofs->add_option("--seed", ledger_options.seed, "seed of the random cases")->check(seed_check);
   proofs->add_option("--threads", ledger_options.threads, "claims checked at once")
       ->check(CLI::Range(1, 256));
   proofs->add_option("--json", ledger_json, "write the ledger as JSON to this file");
@@ -81,7 +97,7 @@ CommandLine::CommandLine() {
   fuzz->add_flag("--list", fuzz_list, "name the operators");
   fuzz->add_option("--operator", fuzz_options.operator_id, "the operator (an id of hla fuzz --list)");
   fuzz->add_option("--seconds", fuzz_options.seconds, "length of the campaign (default 60)");
-  fuzz->add_option("--jobs", fuzz_options.jobs, "fuzzer processes (default 1)");
+  fuzz->add_option("--jobs", fuzz_options.jobs, "fuzzer processes (default 1)")->check(CLI::Range(1, 256));
   fuzz->add_option("--corpus", fuzz_options.corpus, "start from and add to this corpus directory");
   fuzz->add_option("--explain", fuzz_options.explain, "decode a saved input and check it");
 
@@ -112,12 +128,28 @@ EvalRequest CommandLine::eval_request() const {
 reports::ReportOptions CommandLine::report_request() const {
   reports::ReportOptions out = report_options;
   const Index max_n = report_max_n != 0 ? report_max_n : Index(report_quick ? 1 << 12 : 1 << 16);
-  out.max_log2_n = 0;
-  while ((Index(1) << out.max_log2_n) < max_n) ++out.max_log2_n;
-  if (max_n < 64 || max_n > 65536 || (Index(1) << out.max_log2_n) != max_n || out.max_log2_n % 2 != 0)
+  out.max_log2_n = -1;
+  for (int e = 6; e <= 16; e += 2) {
+    if (max_n == Index(1) << e) out.max_log2_n = e;
+  }
+  if (out.max_log2_n < 0)
     throw Error("--max-n: " + std::to_string(max_n) + " is not one of 64, 256, 1024, 4096, 16384, 65536");
   if (report_out.empty()) throw Error("--out: an empty directory name");
   return out;
+}
+
+std::string parse_error_message(const CommandLine& command, int argc, const char* const* argv,
+                                const CLI::ParseError& error) {
+  const CLI::App& app = command.app;
+  std::string names;
+  bool known = false;
+  for (const CLI::App* sub : app.get_subcommands(std::function<bool(const CLI::App*)>())) {
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+    known = known || (argc > 1 && sub->get_name() == argv[1]);
+  }
+  if (argc > 1 && argv[1][0] != '-' && !known)
+    return "'" + std::string(argv[1]) + "' is not a subcommand; they are " + names;
+  return error.what();
 }
 
 bench::CpuBenchOptions CommandLine::bench_request() const {

@@ -1,13 +1,18 @@
 #include "hla/cli/eval.hpp"
 
+#include <chrono>
 #include <cmath>
+#include <iomanip>
+#include <iostream>
 
 #include "hla/fast/catalogue.hpp"
 #include "hla/fast/chunked.hpp"
 #include "hla/fast/scan.hpp"
 #include "hla/fast/streaming.hpp"
+#include "hla/io/files.hpp"
 #include "hla/io/npy.hpp"
 #include "hla/reference/definition.hpp"
+#include "hla/reference/memory.hpp"
 #if defined(HLA_HAVE_CUDA)
 #include "hla/fast/gpu.hpp"
 #endif
@@ -107,12 +112,48 @@ Matrix<T> evaluate_fast(const EvalRequest& req, const Sequence<T>& s) {
   throw Error("unreachable: --impl gpu-fast with --scalar " + std::string(scalar_kind_name(req.scalar)));
 }
 
+// The n x n reference is cubic in n: it is timed on prefixes first (64, 128, ... tokens, until one
+// takes 0.2 s), and a run estimated at more than a few seconds says so, with a progress line.
+template <class T>
+Matrix<T> reference_output(const EvalRequest& req, const Sequence<T>& s) {
+  using Clock = std::chrono::steady_clock;
+  const Index n = s.length();
+  const double bytes_per_entry = sizeof(T) + (is_exact_v<T> || std::is_same_v<T, Mpfr> ? 64.0 : 0.0);
+  require_memory(4.0 * double(n) * double(n) * bytes_per_entry,
+                 "--impl reference: the n x n matrices at n = " + std::to_string(n));
+  double estimate = 0;
+  for (Index m = 64; m < n; m *= 2) {
+    const auto start = Clock::now();
+    const Sequence<T> prefix{s.q.topRows(m), s.k.topRows(m), s.v.topRows(m)};
+    (void)reference::terms(req.spec, prefix);
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    estimate = seconds * std::pow(double(n) / double(m), 3);
+    if (seconds > 0.2) break;
+  }
+  if (estimate < 5) return reference::output(req.spec, s);
+  std::cerr
+      << "hla eval: the n x n reference at n = " << n << " (--scalar " << scalar_kind_name(req.scalar)
+      << ") will take about " << std::fixed << std::setprecision(0) << estimate
+      << " s (cubic in n); --impl streaming computes the same operator, proven equal, in O(n (d^2 + d dv))\n";
+  const auto start = Clock::now();
+  auto last = start;
+  return reference::output(req.spec, s, [&](Index t) {
+    const auto now = Clock::now();
+    if (now - last < std::chrono::seconds(5) && t + 1 < n) return;
+    last = now;
+    const double done = std::pow(double(t + 1) / double(n), 3);  // row t costs ~ t^2
+    const double elapsed = std::chrono::duration<double>(now - start).count();
+    std::cerr << "hla eval: reference " << std::setprecision(0) << 100 * done << "% (row " << t + 1 << " of "
+              << n << "), " << elapsed << " s, about " << elapsed * (1 - done) / done << " s left\n";
+  });
+}
+
 template <class T>
 Matrix<T> evaluate(const EvalRequest& req, fast::Form form, const Sequence<T>& s) {
   using enum fast::Implementation;
   switch (req.impl) {
     case reference:
-      return reference::output(req.spec, s);
+      return reference_output(req, s);
     case streaming:
       return fast::streaming_output(req.spec, form, s);
     case scan:
@@ -163,6 +204,8 @@ void run_eval(const EvalRequest& req) {
       }
     }
   }
+  const io::NamedPath inputs[] = {{"--q", req.q_path}, {"--k", req.k_path}, {"--v", req.v_path}};
+  io::check_outputs({{io::NamedPath{"--out", req.out_path}}}, inputs);
   const NpyMatrix q = io::read_npy_matrix(req.q_path);
   const NpyMatrix k = io::read_npy_matrix(req.k_path);
   const NpyMatrix v = io::read_npy_matrix(req.v_path);

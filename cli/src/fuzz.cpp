@@ -17,12 +17,15 @@
 #include <vector>
 
 #include "hla/checking/law_check.hpp"
+#include "hla/io/interrupt.hpp"
 #include "hla/reference/error.hpp"
 
 namespace fs = std::filesystem;
 
 namespace hla::cli {
 namespace {
+
+constexpr double max_seconds = 7 * 24 * 3600;
 
 fs::path fuzzer_binary() {
   const fs::path binary = fs::canonical("/proc/self/exe").parent_path() / "fuzzers" / "hla_fuzz_laws";
@@ -65,21 +68,7 @@ Job start(const fs::path& binary, const std::string& op, const fs::path& corpus,
       "-seed=" + std::to_string(index + 1),
       "-print_final_stats=1",
       "-artifact_prefix=" + (dir / "").string()};
-  job.pid = fork();
-  if (job.pid < 0) throw Error("hla fuzz: cannot start a fuzzer process");
-  if (job.pid == 0) {
-    FILE* log = std::fopen(job.log.c_str(), "w");
-    if (log != nullptr) {
-      dup2(fileno(log), STDERR_FILENO);
-      dup2(fileno(log), STDOUT_FILENO);
-    }
-    setenv("HLA_FUZZ_OPERATOR", op.c_str(), 1);
-    std::vector<char*> argv;
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
+  job.pid = io::start_child(args, job.log, {"HLA_FUZZ_OPERATOR=" + op});
   return job;
 }
 
@@ -117,9 +106,12 @@ void list_fuzz_operators(std::ostream& out) {
 
 int run_fuzz(const FuzzOptions& options, std::ostream& out, std::ostream& progress) {
   const checking::Operator& op = operator_named(options.operator_id);
-  if (!(options.seconds > 0)) throw Error("--seconds: must be positive");
-  if (options.jobs < 1) throw Error("--jobs: must be at least 1");
+  if (!(options.seconds > 0 && options.seconds <= max_seconds))  // NaN and inf too
+    throw Error("--seconds: must be more than 0 and at most " + std::to_string(long(max_seconds)) +
+                " (a week)");
+  if (options.jobs < 1 || options.jobs > 256) throw Error("--jobs: must be from 1 to 256");
   const fs::path binary = fuzzer_binary();
+  io::set_interrupt_returns(true);  // a signal stops the fuzzers; the summary below says so
   const fs::path dir = fs::temp_directory_path() / ("hla-fuzz-" + op.id + "-" + std::to_string(::getpid()));
   fs::create_directories(dir / "corpus");
   const fs::path corpus = options.corpus.empty() ? dir / "corpus" : fs::path(options.corpus);
@@ -143,10 +135,10 @@ int run_fuzz(const FuzzOptions& options, std::ostream& out, std::ostream& progre
     }
   };
   const Job* failed = nullptr;
-  for (int running = options.jobs; running > 0 && failed == nullptr;) {
+  for (int running = options.jobs; running > 0 && failed == nullptr && io::interrupted() == 0;) {
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
     for (Job& j : jobs) {
-      if (j.running && waitpid(j.pid, &j.status, WNOHANG) == j.pid) {
+      if (j.running && (j.status = io::wait_child(j.pid, false)) != -1) {
         j.running = false;
         --running;
         if (!WIFEXITED(j.status) || WEXITSTATUS(j.status) != 0) failed = &j;
@@ -161,10 +153,7 @@ int run_fuzz(const FuzzOptions& options, std::ostream& out, std::ostream& progre
   }
   progress << "\n";
   for (Job& j : jobs) {
-    if (j.running) {
-      kill(j.pid, SIGTERM);
-      waitpid(j.pid, &j.status, 0);
-    }
+    if (j.running) io::stop_child(j.pid);
   }
   tally();
   const double seconds = elapsed();
@@ -175,6 +164,13 @@ int run_fuzz(const FuzzOptions& options, std::ostream& out, std::ostream& progre
   out << op.id << ": " << total.executions << " executions in " << std::fixed << std::setprecision(1)
       << seconds << " s, " << rate << " executions/s over " << options.jobs
       << (options.jobs == 1 ? " job" : " jobs") << ", coverage " << total.coverage << " edges\n";
+  if (const int sig = io::interrupted(); sig != 0 && failed == nullptr) {
+    out << "interrupted by " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << " after " << std::setprecision(1)
+        << seconds << " s: no violation in " << total.executions << " executions\n";
+    std::error_code ignored;
+    fs::remove_all(dir, ignored);
+    return 128 + sig;
+  }
   if (failed == nullptr) {
     out << "no violation in " << total.executions << " executions\n";
     std::error_code ignored;

@@ -10,7 +10,8 @@
 #include "hla/bench/cpu.hpp"
 #include "hla/cli/command.hpp"
 #include "hla/fast/catalogue.hpp"
-#include "hla/io/npy.hpp"
+#include "hla/io/files.hpp"
+#include "hla/io/interrupt.hpp"
 #include "hla/proofs/ledger.hpp"
 #include "hla/reports/audit.hpp"
 #include "hla/reports/error_report.hpp"
@@ -62,6 +63,7 @@ findings (docs/findings.md)
 }  // namespace
 
 int main(int argc, char** argv) {
+  io::install_interrupt_handling();
   cli::CommandLine command;
   CLI::App& app = command.app;
   try {
@@ -70,8 +72,10 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "hla: " << e.what() << "\n";
+    std::cerr << "hla: " << cli::parse_error_message(command, argc, argv, e) << "\n";
     return 2;
   }
 
@@ -101,36 +105,42 @@ int main(int argc, char** argv) {
       }
     }
     if (app.got_subcommand("proofs")) {
-      for (const std::string& path :
-           {command.ledger_json, command.ledger_markdown}) {  // fail before the long run
-        const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-        if (!path.empty() && !parent.empty() && !std::filesystem::is_directory(parent))
-          throw Error(path + ": cannot create the output file (no such directory)");
-      }
+      std::vector<io::NamedPath> outputs;  // checked before the long run
+      if (!command.ledger_json.empty()) outputs.push_back({"--json", command.ledger_json});
+      if (!command.ledger_markdown.empty()) outputs.push_back({"--markdown", command.ledger_markdown});
+      io::check_outputs(outputs);
       command.ledger_options.field_cases = std::max(20, command.ledger_options.cases / 10);
       const auto entries = proofs::run_ledger(proofs::all_claims(), command.ledger_options, std::cerr);
       proofs::print_table(entries, std::cout);
       if (!command.ledger_json.empty()) {
         std::ostringstream json;
         proofs::write_json(entries, command.ledger_options, json);
-        io::write_atomically(command.ledger_json, json.str());
+        io::write_output(command.ledger_json, json.str());
         std::cout << "JSON: " << command.ledger_json << "\n";
       }
       if (!command.ledger_markdown.empty()) {
         std::ostringstream markdown;
         proofs::write_markdown(entries, command.ledger_options, markdown);
-        io::write_atomically(command.ledger_markdown, markdown.str());
+        io::write_output(command.ledger_markdown, markdown.str());
         std::cout << "markdown: " << command.ledger_markdown << "\n";
       }
       return 0;
     }
     if (app.got_subcommand("report")) {
       reports::ReportOptions options = command.report_request();
+      reports::validate(options);
+      io::check_output_directory("--out", command.report_out);  // before anything runs
       // Links from report.md to the ledger and docs/, relative to its directory (resolved here,
       // not in the parser, which the CLI fuzzer links without the report's files).
-      options.ledger_link = reports::relative_link(command.report_ledger, command.report_out);
+      if (std::filesystem::is_regular_file(command.report_ledger)) {
+        options.ledger_link = reports::relative_link(command.report_ledger, command.report_out);
+      } else if (command.report->count("--ledger") > 0) {
+        throw Error("--ledger: " + command.report_ledger +
+                    ": no such file (hla proofs --markdown FILE writes it)");
+      } else {
+        options.ledger_link.clear();
+      }
       options.docs_link = reports::relative_link(reports::docs_dir(), command.report_out);
-      reports::prepare_report_dir(command.report_out);  // fail early; no stale report remains
       std::vector<reports::Candidate> candidates = reports::cpu_candidates();
       for (reports::Candidate& c : reports::gpu_candidates()) candidates.push_back(std::move(c));
       reports::Report report = reports::run_report(options, candidates, std::cerr);
@@ -150,19 +160,31 @@ int main(int argc, char** argv) {
       const std::string gpu_absent = reports::audit_gpu_absent_reason();
       std::cout << (gpu_absent.empty() ? std::string("GPU rows (gpu-streaming, gpu-scan): in Z/p only\n\n")
                                        : "GPU rows: absent (" + gpu_absent + ")\n\n");
-      const bool as_expected = reports::print_audit(rows, std::cout);
-      std::cout << "\n"
-                << (as_expected
-                        ? "Every default form equals the reference; every recorded finding reproduces."
-                        : "FAILED: an implementation disagrees with the reference unexpectedly.")
-                << "\n";
-      return as_expected ? 0 : 1;
+      const reports::AuditVerdict verdict = reports::print_audit(rows, std::cout);
+      std::string unreached;
+      for (const std::string& f : verdict.unreached) unreached += (unreached.empty() ? "" : ", ") + f;
+      std::cout << "\n";
+      if (verdict.unexpected_difference) {
+        std::cout << "FAILED: an implementation disagrees with the reference unexpectedly.\n";
+      } else if (!unreached.empty()) {
+        std::cout << "Every default form equals the reference; finding"
+                  << (verdict.unreached.size() > 1 ? "s " : " ") << unreached
+                  << " did not show with n <= " << command.audit_options.max_n << " and "
+                  << command.audit_options.cases
+                  << " cases (not a failure: the defaults, --max-n 16 --cases 50, show every finding).\n";
+      } else {
+        std::cout << "Every default form equals the reference; every recorded finding reproduces.\n";
+      }
+      return verdict.unexpected_difference ? 1 : 0;
     }
     // eval
     cli::run_eval(command.eval_request());
     return 0;
   } catch (const Error& e) {
     std::cerr << "hla: " << e.what() << "\n";
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "hla: out of memory: the problem does not fit in this machine's memory; try a smaller n\n";
     return 1;
   } catch (const std::exception& e) {
     std::cerr << "hla: internal error: " << e.what() << "\n";

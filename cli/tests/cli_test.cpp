@@ -197,7 +197,7 @@ TEST_CASE("cli/options a variant does not have", "[cli]") {
   check_rejected(w, w.eval("--variant hla3 --impl scan --form published --decay 1/2"), "--form published",
                  "printed for gamma = 1 only");
   check_rejected(w, w.eval("--impl scan --chunk 0"), "--chunk", "must be >= 1");
-  check_rejected(w, w.eval("--impl scan --threads 0"), "--threads", "must be >= 1");
+  check_rejected(w, w.eval("--impl scan --threads 0"), "--threads", "not in range 1 to 256");
   check_rejected(w, w.eval("--variant hla4"), "--variant", "'hla4' is not one of");
   check_rejected(w, w.eval("--impl fast"), "--impl", "'fast' is not one of");
   check_rejected(w, w.eval("--scalar f16"), "--scalar", "'f16' is not one of");
@@ -344,7 +344,7 @@ TEST_CASE("cli/proofs on bad arguments", "[cli]") {
   check_rejected(w, w.run(std::string(HLA_BINARY) + " proofs --cases 0"), "--cases", "0");
   check_rejected(w,
                  w.run(std::string(HLA_BINARY) + " proofs --cases 1 --json " + w.path("no/such/dir/x.json")),
-                 "x.json", "cannot create");
+                 "x.json", "no such directory");
   CHECK_FALSE(fs::exists(w.path("no/such/dir/x.json")));
 }
 

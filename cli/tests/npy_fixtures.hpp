@@ -8,11 +8,8 @@
 
 namespace hla::cli::fixtures {
 
-// A .npy file (version 1.0) with any header dict and raw data bytes.
-inline std::string npy_bytes(const std::string& descr, const std::string& shape, const std::string& data,
-                             bool fortran_order = false) {
-  std::string dict = "{'descr': '" + descr + "', 'fortran_order': " + (fortran_order ? "True" : "False") +
-                     ", 'shape': " + shape + ", }";
+// A .npy file (version 1.0) with this header dict, padded as numpy pads it, and raw data bytes.
+inline std::string npy_with_header(std::string dict, const std::string& data) {
   dict.append((64 - (10 + dict.size() + 1) % 64) % 64, ' ');
   dict += '\n';
   std::string out = "\x93NUMPY";
@@ -21,6 +18,14 @@ inline std::string npy_bytes(const std::string& descr, const std::string& shape,
   out += static_cast<char>(dict.size() & 0xff);
   out += static_cast<char>(dict.size() >> 8);
   return out + dict + data;
+}
+
+// A .npy file with numpy's header dict for these values.
+inline std::string npy_bytes(const std::string& descr, const std::string& shape, const std::string& data,
+                             bool fortran_order = false) {
+  return npy_with_header("{'descr': '" + descr + "', 'fortran_order': " + (fortran_order ? "True" : "False") +
+                             ", 'shape': " + shape + ", }",
+                         data);
 }
 
 template <class Word>

@@ -53,9 +53,41 @@ TEST_CASE("npy/rejects what it cannot read with one line naming the file", "[cli
   rejects(npy_bytes("<f8", "(1, 1, 1)", raw<double>({1})), "expected a 2-D array");
   rejects(npy_bytes("<f8", "(2, 2)", raw<double>({1, 2, 3})), "fewer values than its shape");
   rejects(npy_bytes("<f8", "(1, 1)", raw<double>({1, 2})), "does not match shape");
-  rejects(npy_bytes("<f8", "(99999999999999, 99999999999999)", ""), "fewer values");
+  rejects(npy_bytes("<f8", "(99999999999999, 99999999999999)", ""), "too large");
+  rejects(npy_bytes("<f8", "(1000000000, 1000)", ""), "fewer values");
   rejects(npy_bytes("<f8", "[1, 1]", raw<double>({1})), "not a valid .npy header");
   rejects(npy_bytes("<f8", "(1, 1)", "").substr(0, 12), "truncated");
+}
+
+// A header dict read as numpy reads it (ast.literal_eval, then exactly three keys).
+TEST_CASE("npy/the header dict is parsed as numpy parses it", "[cli][npy]") {
+  const std::string one = raw<double>({1.5});
+  // A key's name inside another key's string value is not the key.
+  CHECK_THROWS_WITH(
+      parse_npy_matrix(npy_with_header("{'descr': 'shape', 'fortran_order': False, 'shape': (1, 1)}", one),
+                       "x.npy"),
+      Catch::Contains("unsupported dtype 'shape'"));
+  const NpyMatrix m = parse_npy_matrix(
+      npy_with_header("{\"shape\": (1, 1), 'fortran_order': False, 'descr': '<f8'}", one), "x.npy");
+  CHECK(m.values == std::vector<double>{1.5});
+  // A repeated key keeps its last value, as a Python dict does.
+  const NpyMatrix last = parse_npy_matrix(
+      npy_with_header("{'descr': '<f4', 'descr': '<f8', 'fortran_order': False, 'shape': (1, 1)}", one),
+      "x.npy");
+  CHECK(last.dtype == "float64");
+  for (const std::string dict :
+       {"{'descr': '<f8', 'fortran_order': False}",                           // missing key
+        "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 1), 'x': 1}",  // extra key
+        "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 1)} junk",     // trailing text
+        "{'descr': '<f8' 'fortran_order': False, 'shape': (1, 1)}",           // no comma
+        "{'descr': '<f8, 'fortran_order': False, 'shape': (1, 1)}"}) {        // bad string
+    INFO(dict);
+    CHECK_THROWS_WITH(parse_npy_matrix(npy_with_header(dict, one), "x.npy"), Catch::Contains("x.npy: "));
+  }
+}
+
+TEST_CASE("npy/a file is read header first and never past what the header says", "[cli][npy]") {
+  CHECK_THROWS_WITH(read_npy_matrix("/dev/zero"), Catch::Contains("bad magic string"));
 }
 
 TEST_CASE("npy/an empty array with a huge other dimension is read at once", "[cli][npy]") {

@@ -10,13 +10,16 @@
 #include <limits>
 #include <sstream>
 
+#include "hla/io/files.hpp"
 #include "hla/reference/error.hpp"
+#include "hla/reference/memory.hpp"
 
 namespace hla::io {
 namespace {
 
 constexpr char magic[] = "\x93NUMPY";
 constexpr std::size_t magic_size = 6;
+constexpr std::size_t max_header_bytes = 1 << 16;  // numpy (1.24 on) refuses over 10000 by default
 
 std::uint64_t read_little_endian(const std::string& bytes, std::size_t offset, std::size_t width) {
   std::uint64_t x = 0;
@@ -25,50 +28,50 @@ std::uint64_t read_little_endian(const std::string& bytes, std::size_t offset, s
   return x;
 }
 
-// The header is a Python dict literal: {'descr': '<f8', 'fortran_order': False, 'shape': (3, 4), }
+// The header: a Python dict literal, read as numpy reads it (ast.literal_eval, then exactly the
+// keys 'descr', 'fortran_order' and 'shape'; a repeated key keeps its last value), e.g.
+// {'descr': '<f8', 'fortran_order': False, 'shape': (3, 4), }
+struct Header {
+  std::string descr;
+  bool fortran_order = false;
+  std::vector<std::int64_t> shape;
+};
+
 class HeaderParser {
  public:
   HeaderParser(std::string_view text, const std::string& name) : text_(text), name_(name) {}
 
-  std::string string_value(std::string_view key) {
-    seek_value(key);
-    const char quote = peek();
-    if (quote != '\'' && quote != '"') throw fail("'" + std::string(key) + "' is not a string");
-    const std::size_t end = text_.find(quote, pos_ + 1);
-    if (end == std::string_view::npos) throw fail("unterminated string");
-    return std::string(text_.substr(pos_ + 1, end - pos_ - 1));
-  }
-
-  bool bool_value(std::string_view key) {
-    seek_value(key);
-    if (text_.substr(pos_, 4) == "True") return true;
-    if (text_.substr(pos_, 5) == "False") return false;
-    throw fail("'" + std::string(key) + "' is not True or False");
-  }
-
-  std::vector<std::int64_t> shape_value() {
-    seek_value("shape");
-    if (peek() != '(') throw fail("'shape' is not a tuple");
-    ++pos_;
-    std::vector<std::int64_t> dims;
-    while (true) {
-      skip_space();
-      if (peek() == ')') break;
-      std::int64_t dim = 0;
-      const std::size_t start = pos_;
-      while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
-        if (dim > (std::numeric_limits<std::int64_t>::max() - 9) / 10) throw fail("dimension too large");
-        dim = 10 * dim + (text_[pos_++] - '0');
+  Header parse() {
+    Header h;
+    bool seen[3] = {false, false, false};
+    expect('{');
+    while (!take('}')) {
+      const std::string key = string_literal();
+      expect(':');
+      if (key == "descr") {
+        h.descr = string_literal();
+        seen[0] = true;
+      } else if (key == "fortran_order") {
+        h.fortran_order = boolean();
+        seen[1] = true;
+      } else if (key == "shape") {
+        h.shape = tuple();
+        seen[2] = true;
+      } else {
+        throw fail("unexpected key '" + key + "'");
       }
-      if (pos_ == start) throw fail("malformed 'shape'");
-      dims.push_back(dim);
-      skip_space();
-      if (peek() == ',')
-        ++pos_;
-      else if (peek() != ')')
-        throw fail("malformed 'shape'");
+      if (!take(',')) {
+        expect('}');
+        break;
+      }
     }
-    return dims;
+    skip_space();
+    if (pos_ != text_.size()) throw fail("text after the dict");
+    for (int i = 0; i < 3; ++i) {
+      if (!seen[i])
+        throw fail(std::string("no '") + (i == 0 ? "descr" : i == 1 ? "fortran_order" : "shape") + "' entry");
+    }
+    return h;
   }
 
  private:
@@ -79,26 +82,63 @@ class HeaderParser {
   hla::Error fail(const std::string& what) const {
     return hla::Error(name_ + ": not a valid .npy header (" + what + ")");
   }
-  char peek() const { return pos_ < text_.size() ? text_[pos_] : '\0'; }
   void skip_space() {
-    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t')) ++pos_;
-  }
-  void seek_value(std::string_view key) {
-    for (const char quote : {'\'', '"'}) {
-      std::string quoted;
-      quoted += quote;
-      quoted.append(key);
-      quoted += quote;
-      const std::size_t at = text_.find(quoted);
-      if (at == std::string_view::npos) continue;
-      pos_ = at + quoted.size();
-      skip_space();
-      if (peek() != ':') throw fail("no ':' after '" + std::string(key) + "'");
+    while (pos_ < text_.size() && std::strchr(" \t\n\r", text_[pos_]) != nullptr && text_[pos_] != '\0')
       ++pos_;
-      skip_space();
-      return;
+  }
+  bool take(char c) {
+    skip_space();
+    if (pos_ < text_.size() && text_[pos_] == c) {
+      ++pos_;
+      return true;
     }
-    throw fail("no '" + std::string(key) + "' entry");
+    return false;
+  }
+  void expect(char c) {
+    if (!take(c)) throw fail(std::string("expected '") + c + "'");
+  }
+  std::string string_literal() {
+    skip_space();
+    const char quote = pos_ < text_.size() ? text_[pos_] : '\0';
+    if (quote != '\'' && quote != '"') throw fail("expected a string");
+    std::string out;
+    for (++pos_; pos_ < text_.size() && text_[pos_] != quote; ++pos_) {
+      if (text_[pos_] == '\\' && pos_ + 1 < text_.size()) ++pos_;
+      out += text_[pos_];
+    }
+    if (pos_ >= text_.size()) throw fail("unterminated string");
+    ++pos_;
+    return out;
+  }
+  bool boolean() {
+    skip_space();
+    for (const auto& [word, value] : {std::pair{std::string_view("True"), true}, {"False", false}}) {
+      if (text_.substr(pos_, word.size()) == word) {
+        pos_ += word.size();
+        return value;
+      }
+    }
+    throw fail("'fortran_order' is not True or False");
+  }
+  std::vector<std::int64_t> tuple() {
+    expect('(');
+    std::vector<std::int64_t> dims;
+    while (!take(')')) {
+      skip_space();
+      std::int64_t dim = 0;
+      const std::size_t start = pos_;
+      while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
+        if (dim > (std::numeric_limits<std::int64_t>::max() - 9) / 10) throw fail("dimension too large");
+        dim = 10 * dim + (text_[pos_++] - '0');
+      }
+      if (pos_ == start) throw fail("malformed 'shape'");
+      dims.push_back(dim);
+      if (!take(',')) {
+        expect(')');
+        break;
+      }
+    }
+    return dims;
   }
 };
 
@@ -135,52 +175,36 @@ void write_words(const std::string& path, const std::string& descr, std::int64_t
     const auto bits = std::bit_cast<std::uint64_t>(w);
     for (int i = 0; i < 8; ++i) bytes += static_cast<char>((bits >> (8 * i)) & 0xff);
   }
-  write_atomically(path, bytes);
+  write_output(path, bytes);
 }
 
-}  // namespace
-
-void write_atomically(const std::string& path, const std::string& bytes) {
-  const std::string temporary = path + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) throw hla::Error(path + ": cannot create the output file");
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.flush();
-    if (!out) {
-      std::remove(temporary.c_str());
-      throw hla::Error(path + ": cannot write the output file");
-    }
-  }
-  std::error_code error;
-  std::filesystem::rename(temporary, path, error);
-  if (error) {
-    std::remove(temporary.c_str());
-    throw hla::Error(path + ": cannot write the output file (" + error.message() + ")");
-  }
-}
-
-NpyMatrix parse_npy_matrix(const std::string& bytes, const std::string& name) {
-  if (bytes.size() < magic_size + 4 || bytes.compare(0, magic_size, magic, magic_size) != 0) {
+// Reads a .npy stream through read(count), which returns at most count bytes (fewer only at the
+// end): the header first, checked before anything else is read, then exactly the bytes the
+// shape says, in pieces, so that a short file is never allocated for in full.
+template <class Read>
+NpyMatrix parse(Read&& read, const std::string& name) {
+  const std::string preamble = read(magic_size + 2);
+  if (preamble.size() < magic_size + 2 || preamble.compare(0, magic_size, magic, magic_size) != 0) {
     throw hla::Error(name + ": not a .npy file (bad magic string)");
   }
-  const int major = static_cast<unsigned char>(bytes[magic_size]);
-  const std::size_t length_width = major == 1 ? 2 : 4;
+  const int major = static_cast<unsigned char>(preamble[magic_size]);
   if (major < 1 || major > 3)
     throw hla::Error(name + ": unsupported .npy format version " + std::to_string(major));
-  if (bytes.size() < magic_size + 2 + length_width) throw hla::Error(name + ": truncated .npy header");
-  const std::size_t header_length = read_little_endian(bytes, magic_size + 2, length_width);
-  const std::size_t data_offset = magic_size + 2 + length_width + header_length;
-  if (data_offset > bytes.size()) throw hla::Error(name + ": truncated .npy header");
-  HeaderParser header(std::string_view(bytes).substr(magic_size + 2 + length_width, header_length), name);
-
-  const std::string descr = header.string_value("descr");
-  const bool fortran_order = header.bool_value("fortran_order");
-  const std::vector<std::int64_t> shape = header.shape_value();
+  const std::size_t length_width = major == 1 ? 2 : 4;
+  const std::string length = read(length_width);
+  if (length.size() < length_width) throw hla::Error(name + ": truncated .npy header");
+  const std::size_t header_length = read_little_endian(length, 0, length_width);
+  if (header_length > max_header_bytes) {
+    throw hla::Error(name + ": a .npy header of " + std::to_string(header_length) +
+                     " bytes; numpy writes a few hundred at most");
+  }
+  const std::string text = read(header_length);
+  if (text.size() < header_length) throw hla::Error(name + ": truncated .npy header");
+  const Header header = HeaderParser(text, name).parse();
 
   NpyMatrix m;
   std::size_t width = 0;
-  bool big_endian = false;
+  const std::string& descr = header.descr;
   if (descr == "<f8" || descr == ">f8" || descr == "=f8") {
     m.dtype = "float64";
     width = 8;
@@ -190,34 +214,53 @@ NpyMatrix parse_npy_matrix(const std::string& bytes, const std::string& name) {
   } else {
     throw hla::Error(name + ": unsupported dtype '" + descr + "' (expected float64 or float32)");
   }
-  big_endian = descr[0] == '>';
-  if (shape.size() != 2) {
-    throw hla::Error(name + ": expected a 2-D array [n, d], got rank " + std::to_string(shape.size()));
+  const bool big_endian = descr[0] == '>';
+  if (header.shape.size() != 2) {
+    throw hla::Error(name + ": expected a 2-D array [n, d], got rank " + std::to_string(header.shape.size()));
   }
-  m.rows = shape[0];
-  m.cols = shape[1];
-  const std::size_t available = bytes.size() - data_offset;
-  if (m.cols != 0 &&
-      static_cast<std::size_t>(m.rows) > available / width / static_cast<std::size_t>(m.cols)) {
+  m.rows = header.shape[0];
+  m.cols = header.shape[1];
+  const auto too_large = [&] {
+    return hla::Error(name + ": shape (" + std::to_string(m.rows) + ", " + std::to_string(m.cols) +
+                      ") is too large");
+  };
+  const std::uint64_t limit = std::numeric_limits<std::int64_t>::max() / 8;
+  if (m.cols != 0 && static_cast<std::uint64_t>(m.rows) > limit / static_cast<std::uint64_t>(m.cols))
+    throw too_large();
+  const std::size_t count = static_cast<std::size_t>(m.rows) * static_cast<std::size_t>(m.cols);
+  const std::string data = read(count * width);
+  if (data.size() < count * width) {
     throw hla::Error(name + ": file holds fewer values than its shape (" + std::to_string(m.rows) + ", " +
                      std::to_string(m.cols) + ") needs");
   }
-  const std::size_t count = static_cast<std::size_t>(m.rows) * static_cast<std::size_t>(m.cols);
-  if (count * width != available) {
-    throw hla::Error(name + ": data size " + std::to_string(available) + " bytes does not match shape (" +
-                     std::to_string(m.rows) + ", " + std::to_string(m.cols) + ")");
+  if (!read(1).empty()) {
+    throw hla::Error(name + ": data size does not match shape (" + std::to_string(m.rows) + ", " +
+                     std::to_string(m.cols) + "): more bytes than it needs");
   }
+  require_memory(static_cast<double>(count) * static_cast<double>(width + sizeof(double)),
+                 name + ": shape (" + std::to_string(m.rows) + ", " + std::to_string(m.cols) + ")");
   m.values.resize(count);
-  if (count == 0) return m;  // (n, 0) or (0, d): no values, however large the other dimension
   for (std::int64_t r = 0; r < m.rows; ++r) {
     for (std::int64_t c = 0; c < m.cols; ++c) {
-      const std::size_t index = fortran_order ? c * m.rows + r : r * m.cols + c;
-      const std::size_t offset = data_offset + index * width;
-      m.values[r * m.cols + c] = width == 8 ? decode<double, std::uint64_t>(bytes, offset, big_endian)
-                                            : decode<float, std::uint32_t>(bytes, offset, big_endian);
+      const std::size_t index = header.fortran_order ? c * m.rows + r : r * m.cols + c;
+      m.values[r * m.cols + c] = width == 8 ? decode<double, std::uint64_t>(data, index * width, big_endian)
+                                            : decode<float, std::uint32_t>(data, index * width, big_endian);
     }
   }
   return m;
+}
+
+}  // namespace
+
+NpyMatrix parse_npy_matrix(const std::string& bytes, const std::string& name) {
+  std::size_t at = 0;
+  return parse(
+      [&](std::size_t count) {
+        const std::string piece = bytes.substr(std::min(at, bytes.size()), count);
+        at += piece.size();
+        return piece;
+      },
+      name);
 }
 
 NpyMatrix read_npy_matrix(const std::string& path) {
@@ -227,10 +270,20 @@ NpyMatrix read_npy_matrix(const std::string& path) {
     throw hla::Error(path + ": is a directory, not a .npy file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw hla::Error(path + ": cannot open for reading");
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  if (in.bad()) throw hla::Error(path + ": read error");
-  return parse_npy_matrix(contents.str(), path);
+  return parse(
+      [&](std::size_t count) {
+        std::string out;
+        constexpr std::size_t piece = std::size_t{1} << 20;
+        while (out.size() < count && in) {
+          const std::size_t start = out.size();
+          out.resize(start + std::min(piece, count - start));
+          in.read(out.data() + start, static_cast<std::streamsize>(out.size() - start));
+          out.resize(start + static_cast<std::size_t>(in.gcount()));
+        }
+        if (in.bad()) throw hla::Error(path + ": read error");
+        return out;
+      },
+      path);
 }
 
 void write_npy(const std::string& path, std::int64_t rows, std::int64_t cols,

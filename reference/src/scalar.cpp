@@ -123,8 +123,15 @@ Rational parse_rational(std::string_view text, std::string_view what) {
     return Error(std::string(what) + ": '" + std::string(text) + "' is not a decimal or p/q rational number");
   };
   if (const auto slash = text.find('/'); slash != std::string_view::npos) {
+    // An integer or decimal over an integer: "1/3/4" and "1/2.5" are not rationals here.
+    const std::string_view below = text.substr(slash + 1);
+    const std::size_t digits_from = !below.empty() && (below[0] == '+' || below[0] == '-') ? 1 : 0;
+    if (below.size() == digits_from ||
+        below.find_first_not_of("0123456789", digits_from) != std::string_view::npos)
+      throw Error(std::string(what) + ": '" + std::string(text) +
+                  "' is not a decimal or p/q rational number (q an integer)");
     const Rational numerator = parse_rational(text.substr(0, slash), what);
-    const Rational denominator = parse_rational(text.substr(slash + 1), what);
+    const Rational denominator = parse_rational(below, what);
     if (denominator == 0)
       throw Error(std::string(what) + ": '" + std::string(text) + "' has a zero denominator");
     return numerator / denominator;

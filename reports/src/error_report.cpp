@@ -297,8 +297,7 @@ CellMetrics measure(const OperatorSpec& spec, const Candidate& candidate, const 
                  reference_error_bound(spec, inputs, reference_depth), n);
 }
 
-Report run_report(const ReportOptions& options, const std::vector<Candidate>& candidates,
-                  std::ostream& progress) {
+void validate(const ReportOptions& options) {
   if (options.min_log2_n < 1 || options.max_log2_n < options.min_log2_n || options.max_log2_n > 20)
     throw Error("report: lengths 2^" + std::to_string(options.min_log2_n) + " to 2^" +
                 std::to_string(options.max_log2_n) + " are not in 2^1 .. 2^20");
@@ -312,6 +311,12 @@ Report run_report(const ReportOptions& options, const std::vector<Candidate>& ca
     if (std::none_of(specs.begin(), specs.end(), [&](const ReportSpec& s) { return s.name == name; }))
       throw Error("report: no operator named '" + name + "' (see docs/error_report.md)");
   }
+}
+
+Report run_report(const ReportOptions& options, const std::vector<Candidate>& candidates,
+                  std::ostream& progress) {
+  validate(options);
+  const std::vector<ReportSpec> specs = report_specs();
   const std::vector<Rational> decays = report_decays();
   std::vector<Index> lengths;
   for (int e = options.min_log2_n; e <= options.max_log2_n; e += options.log2_n_step)

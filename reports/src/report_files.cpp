@@ -2,6 +2,7 @@
 // the PNG plots drawn by reports/plot.py (matplotlib). Timings never enter these files, so the
 // same seed gives the same bytes.
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +16,8 @@
 #include <set>
 #include <sstream>
 
+#include "hla/io/files.hpp"
+#include "hla/io/interrupt.hpp"
 #include "hla/reports/error_report.hpp"
 
 namespace hla::reports {
@@ -97,15 +100,10 @@ void write_file(const fs::path& path, const std::string& text) {
 // does not); python3 from PATH when neither has it, so that the failure names the script.
 std::string python() {
   for (const std::string candidate : {"/usr/bin/python3", "python3"}) {
-    if (std::system((candidate + " -c 'import matplotlib' >/dev/null 2>&1").c_str()) == 0) return candidate;
+    const int status = io::wait_child(io::start_child({candidate, "-c", "import matplotlib"}, "/dev/null"));
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return candidate;
   }
   return "python3";
-}
-
-std::string quoted(const std::string& s) {
-  std::string out = "'";
-  for (const char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
 }
 
 }  // namespace
@@ -180,8 +178,10 @@ std::string to_markdown(const Report& report) {
       << "The same seed gives the same files. Every cell, with its worst seed: [data.csv](data.csv), "
          "[data.json](data.json). Method, metrics and the derivation of the bounds: "
       << "[docs/error_report.md](" << o.docs_link << "/error_report.md).\n\n"
-      << "The ledger of the paper's claims: [ledger.md](" << o.ledger_link << ") (kept in the repository as "
-      << "[docs/ledger.md](" << o.docs_link
+      << "The ledger of the paper's claims: "
+      << (o.ledger_link.empty() ? std::string("not written by this build yet (`hla proofs --markdown`); ")
+                                : "[ledger.md](" + o.ledger_link + ") ")
+      << "(kept in the repository as [docs/ledger.md](" << o.docs_link
       << "/ledger.md)); the exact audit of every implementation "
          "against the reference: `hla audit`.\n\n";
   out << "## Verdict\n\n"
@@ -275,43 +275,21 @@ std::string relative_link(const std::string& target, const std::string& dir) {
       .string();
 }
 
-void prepare_report_dir(const std::string& dir) {
-  const fs::path target = fs::absolute(dir).lexically_normal();
-  if (!fs::is_directory(target.parent_path()))
-    throw Error(dir + ": cannot create the report directory (no such parent directory)");
-  if (!fs::exists(target)) return;
-  if (!fs::is_directory(target)) throw Error(dir + ": exists and is not a directory");
-  if (!fs::is_empty(target) && !fs::exists(target / "data.json") && !fs::exists(target / "report.md"))
-    throw Error(dir + ": exists and does not hold a report; not overwriting it");
-  fs::remove_all(target);  // a previous report: gone, so that only a finished run leaves one
-}
-
 ReportFiles write_report(const Report& report, const std::string& dir, const std::string& plot_script,
                          std::ostream& progress) {
-  const fs::path target = fs::absolute(dir).lexically_normal();
-  const fs::path parent = target.parent_path();
-  prepare_report_dir(dir);
-  // Everything is written into a hidden sibling and renamed into place at the end.
-  const fs::path partial =
-      parent / (".partial-" + target.filename().string() + "-" + std::to_string(::getpid()));
-  fs::remove_all(partial);
+  io::StagedDirectory staged("--out", dir);
+  const fs::path& partial = staged.path();
   fs::create_directories(partial / "plots");
-  try {
-    write_file(partial / "data.csv", to_csv(report));
-    write_file(partial / "data.json", to_json(report));
-    progress << "report: drawing the plots\n" << std::flush;
-    const std::string command = python() + " " + quoted(plot_script) + " " +
-                                quoted((partial / "data.csv").string()) + " " +
-                                quoted((partial / "plots").string());
-    if (std::system(command.c_str()) != 0) throw Error("report: the plotting script failed: " + command);
-    write_file(partial / "report.md", to_markdown(report));  // last: its presence means finished
-    if (fs::exists(target)) fs::remove_all(target);
-    fs::rename(partial, target);
-  } catch (...) {
-    std::error_code ignored;
-    fs::remove_all(partial, ignored);
-    throw;
-  }
+  write_file(partial / "data.csv", to_csv(report));
+  write_file(partial / "data.json", to_json(report));
+  progress << "report: drawing the plots\n" << std::flush;
+  const std::vector<std::string> command{python(), plot_script, (partial / "data.csv").string(),
+                                         (partial / "plots").string()};
+  const int status = io::run_child(command);
+  if (io::interrupted() == 0 && (!WIFEXITED(status) || WEXITSTATUS(status) != 0))
+    throw Error("report: the plotting script failed: " + command[0] + " " + command[1] + " ...");
+  write_file(partial / "report.md", to_markdown(report));
+  staged.commit();
   return {(fs::path(dir) / "report.md").string()};
 }
 

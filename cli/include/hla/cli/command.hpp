@@ -48,4 +48,9 @@ struct CommandLine {
   std::string bench_variant = "hla2";
 };
 
+// The one line hla prints for a parse error: CLI11's, or for an unknown subcommand one that names
+// the word typed and the subcommands.
+std::string parse_error_message(const CommandLine& command, int argc, const char* const* argv,
+                                const CLI::ParseError& error);
+
 }  // namespace hla::cli

@@ -30,6 +30,7 @@ Terms<T> chunked_terms_with(Chunks form, const Sequence<T>& s, const ScanOptions
   const ChunkLayout layout = chunk_layout(n, options);
   const Index chunk = layout.size, chunks = layout.count;
   if constexpr (requires { form.reserve(chunks); }) form.reserve(chunks);
+  const int threads = threads_for(options, chunks);
   const auto& seg = form.segments();
   const chunked_detail::ChunkShape<T> full(chunk, form.gamma());
   const chunked_detail::ChunkShape<T> tail(n - (chunks - 1) * chunk, form.gamma());
@@ -39,15 +40,15 @@ Terms<T> chunked_terms_with(Chunks form, const Sequence<T>& s, const ScanOptions
                                     s.v.middleRows(begin, length), length == chunk ? full : tail, c};
   };
   std::vector<Summary> carry(chunks, seg.identity());
-#pragma omp parallel for num_threads(options.threads) schedule(static) if (options.threads > 1)
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
   for (Index c = 0; c < chunks; ++c) {
     carry[c] = form.summary(chunk_of(c));
   }
   exclusive_scan(
       carry, seg.identity(), [&seg](const Summary& a, const Summary& b) { return seg.combine(a, b); },
-      options.threads);
+      threads);
   Terms<T> out{Matrix<T>(n, s.value_dim()), Vector<T>(n)};
-#pragma omp parallel for num_threads(options.threads) schedule(static) if (options.threads > 1)
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
   for (Index c = 0; c < chunks; ++c) {
     const Terms<T> part = form.outputs(chunk_of(c), carry[c]);
     out.num.middleRows(c * chunk, part.num.rows()) = part.num;

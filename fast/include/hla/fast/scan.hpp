@@ -68,7 +68,7 @@ Terms<T> scan_terms_with(const Segments& seg, const Sequence<T>& s, const ScanOp
   const Index n = s.length();
   const ChunkLayout layout = chunk_layout(n, options);
   const Index chunk = layout.size, chunks = layout.count;
-  const int threads = options.threads;
+  const int threads = threads_for(options, chunks);
   const Summary identity = seg.identity();
   const auto combine = [&seg](const Summary& a, const Summary& b) { return seg.combine(a, b); };
 

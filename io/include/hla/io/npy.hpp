@@ -26,12 +26,8 @@ NpyMatrix read_npy_matrix(const std::string& path);
 // Parses .npy bytes; `name` prefixes error messages. Exposed for tests and fuzzing.
 NpyMatrix parse_npy_matrix(const std::string& bytes, const std::string& name);
 
-// Writes `bytes` to a temporary beside `path`, then renames it into place: a failed run never
-// leaves a partial file at `path`. Throws hla::Error naming the path.
-void write_atomically(const std::string& path, const std::string& bytes);
-
-// Writes [rows, cols] little-endian float64 or uint64 to a temporary beside `path`, then renames
-// it into place: a failed run never leaves a partial file at `path`.
+// Writes [rows, cols] little-endian float64 or uint64 through write_output (files.hpp): a failed
+// run never leaves a partial file at `path`.
 void write_npy(const std::string& path, std::int64_t rows, std::int64_t cols,
                const std::vector<double>& values);
 void write_npy(const std::string& path, std::int64_t rows, std::int64_t cols,

@@ -4,6 +4,7 @@
 // Nothing here uses a prefix summary or a recurrence. docs/operators.md gives each form and the
 // reasons for its decay weights.
 
+#include <functional>
 #include <string>
 
 #include "hla/reference/operator_spec.hpp"
@@ -76,9 +77,13 @@ RowVector<T> weight_row(const OperatorSpec& spec, const Matrix<T>& a, const Matr
   throw Error("unknown variant");
 }
 
+// Called with t once row t of the weights is done, for progress reports on long runs; may be empty.
+using RowDone = std::function<void(Index)>;
+
 // The operator's n x n weight matrix M, lower triangular, assembled row by row.
 template <class T>
-Matrix<T> weights(const OperatorSpec& spec, const Matrix<T>& q, const Matrix<T>& k) {
+Matrix<T> weights(const OperatorSpec& spec, const Matrix<T>& q, const Matrix<T>& k,
+                  const RowDone& done = {}) {
   const Index n = q.rows();
   const T gamma = from_rational<T>(spec.decay);
   const Matrix<T> a = q * k.transpose();  // each entry q_i . k_j involves tokens i and j only
@@ -87,15 +92,16 @@ Matrix<T> weights(const OperatorSpec& spec, const Matrix<T>& q, const Matrix<T>&
   for (Index t = 0; t < n; ++t) {
     m.row(t).head(t + 1) =
         weight_row<T>(spec, a.topLeftCorner(t + 1, t + 1), qq.topLeftCorner(t + 1, t + 1), gamma);
+    if (done) done(t);
   }
   return m;
 }
 
 // num_t = sum_{j<=t} M_tj v_j and den_t = sum_{j<=t} M_tj: sums over the causal range only.
 template <class T>
-Terms<T> terms(const OperatorSpec& spec, const Sequence<T>& s) {
+Terms<T> terms(const OperatorSpec& spec, const Sequence<T>& s, const RowDone& done = {}) {
   const Index n = s.length();
-  const Matrix<T> m = weights(spec, s.q, s.k);
+  const Matrix<T> m = weights(spec, s.q, s.k, done);
   Terms<T> out{Matrix<T>(n, s.value_dim()), Vector<T>(n)};
   for (Index t = 0; t < n; ++t) {
     out.num.row(t) = m.row(t).head(t + 1) * s.v.topRows(t + 1);
@@ -119,8 +125,8 @@ Matrix<T> finish(const OperatorSpec& spec, const Terms<T>& terms) {
 }
 
 template <class T>
-Matrix<T> output(const OperatorSpec& spec, const Sequence<T>& s) {
-  return finish(spec, terms(spec, s));
+Matrix<T> output(const OperatorSpec& spec, const Sequence<T>& s, const RowDone& done = {}) {
+  return finish(spec, terms(spec, s, done));
 }
 
 }  // namespace hla::reference

@@ -26,7 +26,12 @@ std::vector<AuditRow> run_audit(const AuditOptions& options, std::ostream& progr
 // Why the audit has no GPU rows ("" when it has them).
 std::string audit_gpu_absent_reason();
 
-// One line per row; returns false if a form that claims to equal the reference did not.
-bool print_audit(const std::vector<AuditRow>& rows, std::ostream& out);
+struct AuditVerdict {
+  bool unexpected_difference = false;  // a form that claims to equal the reference did not
+  std::vector<std::string> unreached;  // findings that no case showed (n or the cases too few)
+};
+
+// One line per row, and what they say together.
+AuditVerdict print_audit(const std::vector<AuditRow>& rows, std::ostream& out);
 
 }  // namespace hla::reports

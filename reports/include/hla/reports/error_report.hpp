@@ -75,7 +75,10 @@ struct Report {
   std::string gpu_note;                      // why GPU rows are absent, or empty
 };
 
-// Runs every case on every candidate; progress lines go to `progress`.
+// Throws hla::Error naming what is wrong with the options (lengths, seeds, chunks, operators).
+void validate(const ReportOptions& options);
+
+// Runs every case on every candidate (after validate); progress lines go to `progress`.
 Report run_report(const ReportOptions& options, const std::vector<Candidate>& candidates,
                   std::ostream& progress);
 
@@ -84,18 +87,15 @@ Report run_report(const ReportOptions& options, const std::vector<Candidate>& ca
 CellMetrics measure(const OperatorSpec& spec, const Candidate& candidate, const Sequence<double>& inputs,
                     const Terms<Mpfr>& reference, Index chunk);
 
-// The files: data.csv, data.json, report.md (which links `ledger_links`), plots/*.png through
-// the plotting script. Written into a fresh directory beside `dir` and renamed into place at the
-// end, so that an interrupted run leaves no finished-looking report.
+// The files: data.csv, data.json, report.md (which links `ledger_link`), plots/*.png through
+// the plotting script. Assembled beside `dir` and swapped in when complete (io::StagedDirectory),
+// so that a failed or interrupted run leaves the previous report as it was.
+// @pre io::check_output_directory("--out", dir) passed
 struct ReportFiles {
   std::string report_md;  // path of report.md
 };
 ReportFiles write_report(const Report& report, const std::string& dir, const std::string& plot_script,
                          std::ostream& progress);
-
-// Checks that `dir` can hold a report (its parent exists; it is absent, empty or a report) and
-// removes a previous report, so that an interrupted run leaves nothing that looks finished.
-void prepare_report_dir(const std::string& dir);
 
 // reports/plot.py and docs/ in the source tree.
 std::string default_plot_script();

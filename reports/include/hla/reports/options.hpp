@@ -31,7 +31,7 @@ struct ReportOptions {
   int threads = 0;                     // 0: the hardware's
   std::vector<std::string> operators;  // names of report_specs() to run; empty: all
   // Where report.md links the ledger and docs/ (relative to the report's directory).
-  std::string ledger_link = "../ledger.md", docs_link = "../../docs";
+  std::string ledger_link = "../ledger.md", docs_link = "../../docs";  // ledger_link "": none written yet
 };
 
 }  // namespace hla::reports
