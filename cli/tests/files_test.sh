@@ -120,6 +120,20 @@ report)
   cmp -s r/data.csv before.csv && [ -f r/report.md ] || fail "the interrupted run changed the previous report"
   ls -a | grep -q staging && fail "a staging directory is left: $(ls -a)"
   ok "an interrupted re-run keeps the previous report"
+  # Ctrl-C while the plots are drawn (SIGINT to the whole process group, as a terminal sends it):
+  # no Python traceback, one word of the interruption, the previous report kept.
+  setsid "$hla" report "${tiny[@]}" --operator hla2 --operator ahla --out r > /dev/null 2> err &
+  pid=$!
+  for _ in $(seq 1 600); do grep -q "drawing the plots" err && break; sleep 0.05; done
+  grep -q "drawing the plots" err || fail "the report never reached its plots: $(cat err)"
+  kill -INT -- "-$pid"
+  wait "$pid"
+  code=$?
+  [ $code -eq 130 ] || fail "Ctrl-C during the plots exits $code, not 130: $(cat err)"
+  grep -q Traceback err && fail "Ctrl-C during the plots printed a traceback: $(cat err)"
+  grep -q "interrupted by SIGINT" err || fail "no word of the interruption: $(cat err)"
+  cmp -s r/data.csv before.csv || fail "Ctrl-C during the plots changed the previous report"
+  ok "Ctrl-C while the plots are drawn -> $(tail -1 err)"
   ;;
 limits)
   refused "--threads 100000" "$hla" eval --variant hla2 --impl scan --threads 100000 --scalar f64 \
