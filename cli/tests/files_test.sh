@@ -62,6 +62,7 @@ outputs)
   refused "--out naming --q by another path" "${eval_to[@]}" ./sub/../q.npy
   cmp -s q.npy q.before || fail "the input was overwritten"
   refused "--out in a missing directory" "${eval_to[@]}" nowhere/o.npy
+  refused "--out /dev/stdout on a pipe" bash -c 'set -o pipefail; "$@" | cat > /dev/null' _ "${eval_to[@]}" /dev/stdout
   # A symlink to a file: the file it names is written, the link stays a link.
   echo old > real.npy && ln -s real.npy link.npy
   "${eval_to[@]}" link.npy 2> err || fail "--out through a symlink: $(cat err)"

@@ -127,7 +127,10 @@ fs::path resolve(const std::string& text) {
   fs::path p = fs::absolute(text).lexically_normal();
   if (!p.has_filename() && p != p.root_path()) p = p.parent_path();  // "dir/", "."
   std::error_code ec;
-  if (fs::exists(p, ec)) return fs::canonical(p);
+  if (fs::exists(p, ec)) {  // /dev/stdout on a pipe names "pipe:[N]": not a path, kept as it is
+    const fs::path real = fs::canonical(p, ec);
+    return ec ? p : real;
+  }
   if (fs::is_symlink(fs::symlink_status(p, ec))) return p;  // dangling: refused by the checks
   if (fs::is_directory(p.parent_path(), ec)) return fs::canonical(p.parent_path()) / p.filename();
   return p;
