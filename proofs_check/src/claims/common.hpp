@@ -79,6 +79,37 @@ Matrix<T> rows(const std::vector<RowVector<T>>& xs, Index cols) {
   return out;
 }
 
+// Figure 1(B) evaluated in O(N^2 (d + dv)), the evaluation that fig-1b/time counts: W = L . Q K^T is
+// lower triangular, so [(W W^T) . L]_tj = sum_{i<=j} (q_t.k_i)(q_j.k_i) = q_t . u_j with U = W K,
+// and O = [L . (Q U^T)] V. (The reference's O(N^3) product W W^T is one evaluation, not the only one.)
+template <class T>
+Matrix<T> figure_1b(const Sequence<T>& s) {
+  const Index n = s.length();
+  Matrix<T> w = Matrix<T>::Zero(n, n), u = Matrix<T>::Zero(n, s.key_dim()),
+            o = Matrix<T>::Zero(n, s.value_dim());
+  for (Index t = 0; t < n; ++t)
+    for (Index i = 0; i <= t; ++i) w(t, i) = s.q.row(t).dot(s.k.row(i));
+  for (Index j = 0; j < n; ++j)
+    for (Index i = 0; i <= j; ++i) u.row(j) += w(j, i) * s.k.row(i);
+  for (Index t = 0; t < n; ++t)
+    for (Index j = 0; j <= t; ++j) o.row(t) += s.q.row(t).dot(u.row(j)) * s.v.row(j);
+  return o;
+}
+// Figure 2(B) evaluated in O(N^2 (d + dv)), the evaluation that fig-2b/time counts: A = L . Q K^T is
+// lower triangular, so (A A) . L = A A, and (A A) V = A (A V).
+template <class T>
+Matrix<T> figure_2b(const Sequence<T>& s) {
+  const Index n = s.length();
+  Matrix<T> a = Matrix<T>::Zero(n, n), av = Matrix<T>::Zero(n, s.value_dim()), o = av;
+  for (Index t = 0; t < n; ++t)
+    for (Index i = 0; i <= t; ++i) a(t, i) = s.q.row(t).dot(s.k.row(i));
+  for (Index t = 0; t < n; ++t)
+    for (Index j = 0; j <= t; ++j) av.row(t) += a(t, j) * s.v.row(j);
+  for (Index t = 0; t < n; ++t)
+    for (Index i = 0; i <= t; ++i) o.row(t) += a(t, i) * av.row(i);
+  return o;
+}
+
 // What a claim compares: the numerator, the denominator or the normalized output.
 enum class Term { num, den, normalized };
 // The parts comparing num ("num") or den ("den", as a column).

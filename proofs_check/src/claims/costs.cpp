@@ -59,6 +59,15 @@ Rational chunk_operations(const OperatorSpec& s, fast::Form form, Index chunk, I
   return Rational(run(4) - run(2), 2 * chunk);
 }
 
+// Operations of a whole evaluation on N tokens.
+template <class F>
+Rational operations(Index n, Index d, Index dv, F&& evaluate) {
+  const Sequence<Counted> tokens = inputs(n, d, dv);
+  const std::uint64_t before = operation_count();
+  evaluate(tokens);
+  return Rational(operation_count() - before);
+}
+
 template <class Summary>
 Rational summary_scalars(const Summary& s) {
   Rational total = 0;
@@ -71,6 +80,11 @@ CountCheck per_token(std::vector<Monomial> stated, std::function<Rational(const 
 }
 CountCheck scalars(std::vector<Monomial> stated, std::function<Rational(const Point&)> count, int max_d = 2) {
   return {{"d", "dv"}, {0, 0}, {max_d, 1}, std::move(stated), "scalars", std::move(count)};
+}
+// O(N^2 (d + dv)) in all, for Figures 1(B) and 2(B).
+CountCheck quadratic_in_n(std::function<Rational(const Point&)> count) {
+  return {{"N", "d", "dv"}, {0, 0, 0},       {2, 1, 1}, {term({2, 1, 0}), term({2, 0, 1})},
+          "operations",     std::move(count)};
 }
 CountCheck chunk_cost(std::function<Rational(const Point&)> count) {
   // O(N C (d + dv) + M (d^2 + d dv)) over N = M C tokens: per token C d + C dv + d^2/C + d dv/C.
@@ -127,6 +141,13 @@ std::vector<Claim> cost_claims() {
                    const Rational per_head = state_scalars(hla2, published, p[0], p[1]) - p[0] * p[0];
                    return Rational(p[0] * p[0]) + p[2] * per_head;
                  }}));
+  out.push_back(
+      make("fig-1b/time", 4,
+           "Figure 1(B): the masked form [(W W^T) . L] V, W = L . Q K^T, takes O(N^2 (d + dv)) time, "
+           "fully parallel over t (counted: [L . (Q U^T)] V with U = W K, figure_1b).",
+           quadratic_in_n([](const Point& p) {
+             return operations(p[0], p[1], p[2], [](const auto& s) { return figure_1b(s); });
+           })));
   out.push_back(make(
       "fig-1c/time", 4, "Figure 1(C): O(N C (d + dv) + M (d^2 + d dv)) time for N = M C tokens in M chunks.",
       chunk_cost([=](const Point& p) { return chunk_operations(hla2, published, p[0], p[1], p[2]); }),
@@ -167,6 +188,13 @@ std::vector<Claim> cost_claims() {
   out.push_back(make(
       "fig-2a/state", 11, "Figure 2(A): O(d dv) state at inference.",
       scalars({term({1, 1})}, [=](const Point& p) { return state_scalars(ahla, published, p[0], p[1]); })));
+  out.push_back(
+      make("fig-2b/time", 11,
+           "Figure 2(B): the AHLA form [(A A) . L] V, A = L . Q K^T, takes O(N^2 (d + dv)) time, fully "
+           "parallel over t (counted: A (A V), figure_2b).",
+           quadratic_in_n([](const Point& p) {
+             return operations(p[0], p[1], p[2], [](const auto& s) { return figure_2b(s); });
+           })));
   out.push_back(make(
       "fig-2c/time", 11, "Figure 2(C): O(N C (d + dv) + M (d^2 + d dv)) time for N = M C tokens in M chunks.",
       chunk_cost([=](const Point& p) { return chunk_operations(ahla, published, p[0], p[1], p[2]); }),

@@ -70,14 +70,15 @@ std::vector<Claim> figure_claims() {
              return Sides<T>{{"recurrence = sum", figure1_recurrence(c), hla2_sum(c)},
                              {"sum = matrix form", hla2_sum(c), defined(Variant::hla2, true, c).num}};
            })));
-  out.push_back(make("fig-1b", 4,
-                     "Figure 1(B): O = [(L . QK^T)(L . QK^T)^T . L] V, i.e. o_t = sum_{j<=t} sum_{i<=j} "
-                     "(q_t^T k_i)(q_j^T k_i) v_j^T.",
-                     identity(plain, Scope::order_pattern, 3, []<class T>(const Case<T>& c) {
-                       const Matrix<T> w = masked_scores(c);
-                       const Matrix<T> o = reference::lower(Matrix<T>(w * w.transpose()), T(1)) * c.tokens.v;
-                       return Sides<T>{{"o", o, hla2_sum(c)}};
-                     })));
+  out.push_back(
+      make("fig-1b", 4,
+           "Figure 1(B): O = [(L . QK^T)(L . QK^T)^T . L] V, i.e. o_t = sum_{j<=t} sum_{i<=j} "
+           "(q_t^T k_i)(q_j^T k_i) v_j^T.",
+           identity(plain, Scope::order_pattern, 3, []<class T>(const Case<T>& c) {
+             const Matrix<T> w = masked_scores(c);
+             const Matrix<T> o = reference::lower(Matrix<T>(w * w.transpose()), T(1)) * c.tokens.v;
+             return Sides<T>{{"o", o, hla2_sum(c)}, {"O(N^2 (d + dv)) evaluation", figure_1b(c.tokens), o}};
+           })));
   out.push_back(make("fig-1c/oplus", 4,
                      "Figure 1(B-C): the drawn semidirect product (Eq. 4.1) is associative.",
                      identity(segments(plain, 3), Scope::summary_algebra, 0, []<class T>(const Case<T>& c) {
@@ -114,14 +115,15 @@ std::vector<Claim> figure_claims() {
                            {"recurrence = sum", figure2_recurrence(c), ahla_sum(c)},
                            {"sum = matrix form", ahla_sum(c), defined(Variant::ahla, true, c).num}};
                      })));
-  out.push_back(make("fig-2b", 11,
-                     "Figure 2(B): O = ((L . QK^T)(L . QK^T) . L) V, i.e. o_t = sum_{j<=t} sum_{i=j}^{t} "
-                     "(q_t^T k_i)(q_i^T k_j) v_j^T.",
-                     identity(plain, Scope::order_pattern, 3, []<class T>(const Case<T>& c) {
-                       const Matrix<T> a = masked_scores(c);
-                       const Matrix<T> o = reference::lower(Matrix<T>(a * a), T(1)) * c.tokens.v;
-                       return Sides<T>{{"o", o, ahla_sum(c)}};
-                     })));
+  out.push_back(
+      make("fig-2b", 11,
+           "Figure 2(B): O = ((L . QK^T)(L . QK^T) . L) V, i.e. o_t = sum_{j<=t} sum_{i=j}^{t} "
+           "(q_t^T k_i)(q_i^T k_j) v_j^T.",
+           identity(plain, Scope::order_pattern, 3, []<class T>(const Case<T>& c) {
+             const Matrix<T> a = masked_scores(c);
+             const Matrix<T> o = reference::lower(Matrix<T>(a * a), T(1)) * c.tokens.v;
+             return Sides<T>{{"o", o, ahla_sum(c)}, {"O(N^2 (d + dv)) evaluation", figure_2b(c.tokens), o}};
+           })));
   out.push_back(make("fig-2c/oplus", 11, "Figure 2(B-C): the drawn AHLA concatenation is associative.",
                      identity(segments(plain, 3), Scope::summary_algebra, 0, []<class T>(const Case<T>& c) {
                        return associativity(fast::AhlaSegments<T>(c.d(), c.dv(), T(1), fast::Form::published),
