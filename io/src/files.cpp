@@ -24,9 +24,9 @@ namespace fs = std::filesystem;
 // Why a file cannot be written at `p` (resolved), or nullopt.
 std::optional<std::string> unwritable_file(const fs::path& p) {
   std::error_code ec;
-  const fs::file_status link = fs::symlink_status(p, ec);
-  if (fs::is_symlink(link)) return "is a symlink to a missing file; name the file itself";
   const fs::file_status st = fs::status(p, ec);
+  if (st.type() == fs::file_type::not_found && fs::is_symlink(fs::symlink_status(p, ec)))
+    return "is a symlink to a missing file; name the file itself";
   switch (st.type()) {
     case fs::file_type::not_found: {
       const fs::path parent = p.parent_path();
