@@ -209,7 +209,11 @@ signals)
 device)
   # A character device made here (never the real /dev): written in place, never replaced.
   if ! mknod null c 1 3 2> /dev/null; then
-    echo "skipped: making a device node needs root"
+    echo "skipped: cannot make a device node here (needs root, or CAP_MKNOD in a container)"
+    exit 77
+  fi
+  if ! (: >> null) 2> /dev/null; then
+    echo "skipped: $work is on a file system mounted nodev (its device nodes cannot be opened)"
     exit 77
   fi
   "${eval_to[@]}" null 2> err || fail "--out a character device: $(cat err)"
