@@ -240,6 +240,7 @@ NpyMatrix parse(Read&& read, const std::string& name) {
   require_memory(static_cast<double>(count) * static_cast<double>(width + sizeof(double)),
                  name + ": shape (" + std::to_string(m.rows) + ", " + std::to_string(m.cols) + ")");
   m.values.resize(count);
+  if (count == 0) return m;  // (n, 0) or (0, d): no values, however large the other dimension
   for (std::int64_t r = 0; r < m.rows; ++r) {
     for (std::int64_t c = 0; c < m.cols; ++c) {
       const std::size_t index = header.fortran_order ? c * m.rows + r : r * m.cols + c;
