@@ -150,6 +150,9 @@ int wait_child(pid_t pid, bool block) {
     const std::lock_guard lock(registry_mutex);
     children.erase(std::remove(children.begin(), children.end(), pid), children.end());
   }
+  if (done < 0 && signal_seen != 0 && !interrupt_returns) {
+    while (true) std::this_thread::sleep_for(std::chrono::seconds(1));  // the watcher reaped it and exits
+  }
   if (done < 0) throw Error("lost a child process");
   return status;
 }
