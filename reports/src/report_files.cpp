@@ -179,11 +179,13 @@ std::string to_markdown(const Report& report) {
          "[data.json](data.json). Method, metrics and the derivation of the bounds: "
       << "[docs/error_report.md](" << o.docs_link << "/error_report.md).\n\n"
       << "The ledger of the paper's claims: "
-      << (o.ledger_link.empty() ? std::string("not written by this build yet (`hla proofs --markdown`); ")
-                                : "[ledger.md](" + o.ledger_link + ") ")
-      << "(kept in the repository as [docs/ledger.md](" << o.docs_link
-      << "/ledger.md)); the exact audit of every implementation "
-         "against the reference: `hla audit`.\n\n";
+      << (o.ledger_link.empty()
+              ? "[docs/ledger.md](" + o.docs_link +
+                    "/ledger.md) (this build has not written its own: `hla proofs "
+                    "--markdown FILE`)"
+              : "[ledger.md](" + o.ledger_link + ") (kept in the repository as [docs/ledger.md](" +
+                    o.docs_link + "/ledger.md))")
+      << "; the exact audit of every implementation against the reference: `hla audit`.\n\n";
   out << "## Verdict\n\n"
       << "- Largest float64 test ratio (error / a-priori bound): **" << number(worst_f64) << "** ("
       << (worst_f64 <= 1 ? "every float64 error is within its bound" : "A FLOAT64 ERROR EXCEEDS ITS BOUND")
