@@ -112,7 +112,13 @@ int run_fuzz(const FuzzOptions& options, std::ostream& out, std::ostream& progre
   if (options.jobs < 1 || options.jobs > 256) throw Error("--jobs: must be from 1 to 256");
   const fs::path binary = fuzzer_binary();
   io::set_interrupt_returns(true);  // a signal stops the fuzzers; the summary below says so
-  const fs::path dir = fs::temp_directory_path() / ("hla-fuzz-" + op.id + "-" + std::to_string(::getpid()));
+  // A directory of this run's own (a kept one of an earlier run with the same pid is never reused).
+  std::string name =
+      (fs::temp_directory_path() / ("hla-fuzz-" + op.id + "-" + std::to_string(::getpid()) + "-XXXXXX"))
+          .string();
+  if (mkdtemp(name.data()) == nullptr)
+    throw Error("hla fuzz: cannot create a directory in " + fs::temp_directory_path().string());
+  const fs::path dir = name;
   fs::create_directories(dir / "corpus");
   const fs::path corpus = options.corpus.empty() ? dir / "corpus" : fs::path(options.corpus);
   if (!fs::is_directory(corpus)) throw Error("--corpus: " + corpus.string() + " is not a directory");
@@ -141,7 +147,9 @@ int run_fuzz(const FuzzOptions& options, std::ostream& out, std::ostream& progre
       if (j.running && (j.status = io::wait_child(j.pid, false)) != -1) {
         j.running = false;
         --running;
-        if (!WIFEXITED(j.status) || WEXITSTATUS(j.status) != 0) failed = &j;
+        // A job stopped by an interrupt (the watcher's SIGTERM, sent after it set interrupted()) did not
+        // fail.
+        if ((!WIFEXITED(j.status) || WEXITSTATUS(j.status) != 0) && io::interrupted() == 0) failed = &j;
       }
     }
     tally();

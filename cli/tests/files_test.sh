@@ -39,6 +39,22 @@ refused() {
   ok "$what -> $(cat "$work/stderr")"
 }
 
+# interrupt SIGNAL CONDITION CMD...: starts CMD in a process group of its own (stdout to out,
+# stderr to err), waits at most 30 s for the shell condition CONDITION to hold, sends SIGNAL to
+# the group as a terminal would, and sets `code` to CMD's exit status and `child` to its pid.
+interrupt() {
+  local signal="$1" condition="$2"
+  shift 2
+  set -m  # job control: the background job leads a process group of its own, with $! its leader
+  "$@" > out 2> err &
+  child=$!
+  set +m
+  for _ in $(seq 1 600); do eval "$condition" && break; sleep 0.05; done
+  kill -"$signal" -- "-$child"
+  wait "$child"
+  code=$?
+}
+
 npy q.npy 8 2
 npy k.npy 8 2
 npy v.npy 8 3
@@ -110,12 +126,7 @@ report)
   "$hla" report "${tiny[@]}" --out link > /dev/null 2> err || fail "--out through a symlink: $(cat err)"
   [ -L link ] && [ -f real/report.md ] || fail "--out link: the link was replaced or real/ has no report"
   # An interrupted re-run leaves the previous report as it was, and no staging directory.
-  "$hla" report --max-n 4096 --operator hla3 --out r > /dev/null 2> err &
-  pid=$!
-  sleep 2
-  kill -TERM "$pid"
-  wait "$pid"
-  code=$?
+  interrupt TERM "sleep 2" "$hla" report --max-n 4096 --operator hla3 --out r
   [ $code -eq 143 ] || fail "an interrupted report exits $code, not 143: $(cat err)"
   grep -q "interrupted by SIGTERM" err || fail "no word of the interruption: $(cat err)"
   cmp -s r/data.csv before.csv && [ -f r/report.md ] || fail "the interrupted run changed the previous report"
@@ -123,13 +134,8 @@ report)
   ok "an interrupted re-run keeps the previous report"
   # Ctrl-C while the plots are drawn (SIGINT to the whole process group, as a terminal sends it):
   # no Python traceback, one word of the interruption, the previous report kept.
-  setsid "$hla" report "${tiny[@]}" --operator hla2 --operator ahla --out r > /dev/null 2> err &
-  pid=$!
-  for _ in $(seq 1 600); do grep -q "drawing the plots" err && break; sleep 0.05; done
+  interrupt INT 'grep -q "drawing the plots" err' "$hla" report "${tiny[@]}" --operator hla2 --operator ahla --out r
   grep -q "drawing the plots" err || fail "the report never reached its plots: $(cat err)"
-  kill -INT -- "-$pid"
-  wait "$pid"
-  code=$?
   [ $code -eq 130 ] || fail "Ctrl-C during the plots exits $code, not 130: $(cat err)"
   grep -q Traceback err && fail "Ctrl-C during the plots printed a traceback: $(cat err)"
   grep -q "interrupted by SIGINT" err || fail "no word of the interruption: $(cat err)"
@@ -194,16 +200,11 @@ signals)
     echo "skipped: the fuzzers are not built ($fuzzers)"
     exit 77
   fi
-  "$hla" fuzz --operator linear --seconds 120 > out 2> err &
-  pid=$!
-  sleep 3
-  kill -INT "$pid"
-  wait "$pid"
-  code=$?
+  interrupt INT "sleep 3" "$hla" fuzz --operator linear --seconds 120
   [ $code -eq 130 ] || fail "an interrupted fuzz exits $code, not 130: $(cat out err)"
   grep -q "interrupted by SIGINT" out || fail "the summary does not say it was interrupted: $(cat out)"
   sleep 1
-  pgrep -f "hla-fuzz-linear-$pid" > /dev/null && fail "fuzzer processes outlive hla"
+  pgrep -f "hla-fuzz-linear-$child-" > /dev/null && fail "fuzzer processes outlive hla"
   ok "fuzz on SIGINT -> $(tail -1 out)"
   ;;
 device)
