@@ -41,7 +41,8 @@ const std::vector<Finding> table{
      .variants = {Variant::hla2},
      .needs_decay = true,
      .implementations = {scan},
-     .ledger_ids = {"eq-4.1-decay/assoc", "thm-4.1/masked-decay", "rem-4.2/two-level-decay"},
+     .ledger_ids = {"eq-4.1-decay/assoc", "thm-4.1/one-step-masked-decay", "thm-4.1/masked-decay",
+                    "rem-4.2/two-level-decay"},
      .fuzz_ids = {"eq-4.1-decay"}},
     {.id = "F4",
      .summary = "Decay-aware scan operator for AHLA",
@@ -68,6 +69,17 @@ const std::vector<Finding> table{
      .place = "Figures 1(C) and 2(C)",
      .variants = {Variant::hla2, Variant::ahla},
      .ledger_ids = {"fig-1c/time", "fig-2c/time"}},
+    {.id = "F8",
+     .summary = "Shapes and costs stated without dv",
+     .place = "Sec. 3.1; Sec. 6.3; Sec. 9",
+     .variants = {Variant::hla2, Variant::ahla},
+     .ledger_ids = {"sec-3.1/shape", "sec-6.3/relation-costs", "conclusion/state", "conclusion/time"}},
+    {.id = "F9",
+     .summary = "Decay for the third-order scan",
+     .place = "Sec. 7.3, last paragraph",
+     .variants = {Variant::hla3},
+     .needs_decay = true,
+     .ledger_ids = {"sec-7.3/decay", "sec-7.3/decay-masked"}},
 };
 
 }  // namespace

@@ -140,6 +140,14 @@ bool within_order(const std::vector<Monomial>& polynomial, const std::vector<Mon
   return true;
 }
 
+bool within_order(const std::vector<Monomial>& polynomial, const std::vector<Monomial>& stated, Order where) {
+  const auto substitute = [where](std::vector<Monomial> terms) {
+    for (Monomial& m : terms) m.exponents[where.smaller] += m.exponents[where.larger];
+    return terms;
+  };
+  return within_order(substitute(polynomial), substitute(stated));
+}
+
 std::string format_polynomial(const std::vector<Monomial>& polynomial,
                               const std::vector<std::string>& variables) {
   if (polynomial.empty()) return "0";

@@ -265,9 +265,28 @@ Entry check_count(const Claim& claim, const CountCheck& check) {
   entry.counted = format_polynomial(polynomial, check.variables);
   entry.stated = "O(" + format_polynomial(check.stated, check.variables) + ")";
   entry.unit = check.unit;
-  entry.holds = within_order(polynomial, check.stated);
-  entry.evidence =
-      entry.counted + " " + check.unit + (entry.holds ? " within " : " not within ") + entry.stated;
+  if (check.exact) {
+    entry.stated = format_polynomial(check.stated, check.variables);
+    entry.holds = entry.counted == entry.stated;
+    entry.evidence =
+        entry.counted + " " + check.unit + (entry.holds ? ", as stated" : ", stated " + entry.stated);
+  } else {
+    entry.holds = within_order(polynomial, check.stated);
+    entry.evidence =
+        entry.counted + " " + check.unit + (entry.holds ? " within " : " not within ") + entry.stated;
+  }
+  if (check.condition && !entry.holds && !check.exact) {
+    const Order when = *check.condition, reversed{when.smaller, when.larger};
+    const auto order = [&](Order o) {
+      return check.variables[o.larger] + " >= " + check.variables[o.smaller];
+    };
+    entry.condition = order(when);
+    entry.holds_when = within_order(polynomial, check.stated, when);
+    entry.holds_reversed = within_order(polynomial, check.stated, reversed);
+    entry.evidence += std::string(entry.holds_when ? "; within it when " : "; not within it even when ") +
+                      entry.condition + (entry.holds_reversed ? " and when " : ", not when ") +
+                      order(reversed);
+  }
   entry.sizes = "exact fit on the grid ";
   for (std::size_t i = 0; i < check.variables.size(); ++i) {
     if (i > 0) entry.sizes += ", ";

@@ -88,6 +88,11 @@ void write_json(const std::vector<Entry>& entries, const LedgerOptions& options,
       out << ", \"cases\": " << e.cases << ", \"counted\": " << quoted(e.counted)
           << ", \"stated\": " << quoted(e.stated) << ", \"unit\": " << quoted(e.unit)
           << ", \"sizes\": " << quoted(e.sizes) << ", \"scope\": " << quoted(e.scope);
+      if (!e.condition.empty()) {
+        out << ", \"condition\": " << quoted(e.condition)
+            << ", \"holds_when_condition\": " << (e.holds_when ? "true" : "false")
+            << ", \"holds_when_reversed\": " << (e.holds_reversed ? "true" : "false");
+      }
     } else {
       std::ostringstream bound;
       bound << std::setprecision(3) << e.field_bound;
@@ -141,6 +146,11 @@ void write_markdown(const std::vector<Entry>& entries, const LedgerOptions& opti
     if (!e.counted.empty()) {
       out << "- counted: " << e.counted << " " << e.unit << "; stated: " << e.stated << "\n- " << e.sizes
           << "\n";
+      if (!e.condition.empty()) {
+        out << "- where " << e.condition << ": " << (e.holds_when ? "within" : "not within")
+            << " the stated order; where it is reversed: " << (e.holds_reversed ? "within" : "not within")
+            << "\n";
+      }
     } else {
       out << "- checked: " << e.cases << " exact cases and " << e.field_cases << " Z/p cases (" << e.sizes
           << ")\n- a false identity passes one Z/p case with probability <= " << std::setprecision(2)

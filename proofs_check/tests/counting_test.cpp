@@ -66,3 +66,20 @@ TEST_CASE("counting/within_order compares exponents below the stated hull", "[pr
   CHECK(within_order({m({1, 1})}, {m({2, 0}), m({0, 2})}));
   CHECK_FALSE(within_order({m({2, 2})}, {m({4, 0}), m({0, 3})}));
 }
+
+TEST_CASE("counting/within_order under a condition substitutes the larger variable", "[proofs]") {
+  const auto m = [](std::vector<int> e) { return Monomial{std::move(e), 1}; };
+  // Over (C, d, dv): C d + C dv + d^2/C + d dv/C, the order of Figures 1(C) and 2(C).
+  const std::vector<Monomial> stated{m({1, 1, 0}), m({1, 0, 1}), m({-1, 2, 0}), m({-1, 1, 1})};
+  const Order c_at_least_d{0, 1}, d_at_least_c{1, 0};
+  for (const Monomial& x : {m({0, 2, 0}), m({0, 1, 1}), m({-1, 2, 1})}) {  // d^2, d dv, d^2 dv / C
+    CHECK_FALSE(within_order({x}, stated));
+    CHECK(within_order({x}, stated, c_at_least_d));
+    CHECK_FALSE(within_order({x}, stated, d_at_least_c));
+  }
+  CHECK_FALSE(within_order({m({2, 0, 0})}, stated, c_at_least_d));    // C^2 is never within
+  CHECK(within_order({m({2, 0, 0})}, {m({1, 1, 0})}, d_at_least_c));  // C^2 <= C d when d >= C
+  // d^2 is within O(d dv) exactly when dv >= d.
+  CHECK(within_order({m({2, 0})}, {m({1, 1})}, Order{1, 0}));
+  CHECK_FALSE(within_order({m({2, 0})}, {m({1, 1})}, Order{0, 1}));
+}

@@ -123,6 +123,11 @@ TEST_CASE("ledger/every failing count still exceeds its stated order", "[proofs]
     const Entry recheck = check_claim(claims.at(id), LedgerOptions{});
     CHECK_FALSE(recheck.holds);
     CHECK(recheck.counted == e.get<std::string>("counted"));
+    CHECK(recheck.condition == e.get<std::string>("condition", ""));
+    if (!recheck.condition.empty()) {
+      CHECK(recheck.holds_when == e.get<bool>("holds_when_condition"));
+      CHECK(recheck.holds_reversed == e.get<bool>("holds_when_reversed"));
+    }
   }
 }
 

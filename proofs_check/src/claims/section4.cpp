@@ -196,6 +196,43 @@ std::vector<Claim> section4_claims() {
            .masked = true,
            .corrected = true,
            .links = {.corrects = "thm-4.1/masked-decay"}});
+  // The step of Thm 4.1's proof (p. 8): Phi_gamma, one serial step, is X (+)_gamma Y for a
+  // single-token Y. Where it fails, the scan cannot give the serial states: thm-4.1/masked-decay.
+  struct Step {
+    std::string id, what;
+    bool decay = false, masked = false, corrected = false;
+    Links links;
+  };
+  const auto step = [&out](const Step& s) {
+    out.push_back(make(s.id, 8, s.what,
+                       identity(second_order({.decay = s.decay}), Scope::sizes_tried, 0,
+                                [=]<class T>(const Case<T>& c) {
+                                  return one_step(hla2_segments(c, s.masked, s.corrected),
+                                                  serial_states(c, s.masked, s.corrected), c.tokens);
+                                }),
+                       s.links));
+  };
+  const std::string phi =
+      "Proof of Thm 4.1: one serial step of the Sec. 3.1 updates (Phi) equals X (+) Y for a single-token "
+      "segment Y";
+  step({.id = "thm-4.1/one-step", .what = phi + ", unmasked."});
+  step({.id = "thm-4.1/one-step-masked", .what = phi + ", masked (Eq. 4.1).", .masked = true});
+  step({.id = "thm-4.1/one-step-decay",
+        .what = phi + ", unmasked, with the Sec. 4.3 decayed updates (Phi_gamma, (+)_gamma).",
+        .decay = true});
+  step({.id = "thm-4.1/one-step-masked-decay",
+        .what = phi + ", masked, with the Sec. 4.3 decayed updates G_t = g G_{t-1} + k_t (k_t^T C_{t-1}) "
+                      "and Sec. 4.2's operator: the step on which thm-4.1/masked-decay rests.",
+        .decay = true,
+        .masked = true,
+        .links = {.corrected_by = "thm-4.1-corrected/one-step-masked-decay"}});
+  step({.id = "thm-4.1-corrected/one-step-masked-decay",
+        .what =
+            "Corrected (F1, F3): the corrected decayed step is X (+)_gamma Y under the corrected operator.",
+        .decay = true,
+        .masked = true,
+        .corrected = true,
+        .links = {.corrects = "thm-4.1/one-step-masked-decay"}});
   theorem({.id = "rem-4.2/two-level",
            .what =
                "Inter-chunk scan (Sec. 4.2): carry (+) local prefix (+) T_t gives the serial state, for any "

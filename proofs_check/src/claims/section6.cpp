@@ -116,6 +116,28 @@ Sides<T> ahla_scan_equivalence(const Case<T>& c, bool corrected) {
           {"n_t", stack(n_scan), stack(n_serial)}};
 }
 
+// The decayed serial recurrence of Sec. 6.1 as per-token summaries: P, m, E, n from the
+// recurrence; R (not part of the streaming state) and rho from the operator's left fold.
+template <class T>
+std::vector<fast::AhlaSummary<T>> ahla_serial_states(const Case<T>& c, bool corrected) {
+  const auto seg = ahla_segments(c, corrected);
+  const T g = gamma_of(c);
+  fast::AhlaSummary<T> fold = seg.identity(), x = fold;
+  std::vector<fast::AhlaSummary<T>> out;
+  for (Index t = 0; t < c.n(); ++t) {
+    const Vector<T> q = q_(c, t), k = k_(c, t);
+    fold = seg.combine(fold, seg.token(q, k, v_(c, t)));
+    x.key_value = g * x.key_value + k * v_(c, t);
+    x.key_mass = g * x.key_mass + k;
+    x.routed_value = g * x.routed_value + k * (q.transpose() * x.key_value);
+    x.routed_mass = g * x.routed_mass + k * q.dot(x.key_mass);
+    x.key_query = fold.key_query;
+    x.rho = fold.rho;
+    out.push_back(x);
+  }
+  return out;
+}
+
 }  // namespace
 }  // namespace hla::proofs::claims
 
@@ -230,6 +252,16 @@ std::vector<Claim> section6_claims() {
         .decay = true,
         .corrected = true,
         .links = {.corrects = "eq-6.2-decay"}});
+  for (const bool decay : {false, true}) {
+    out.push_back(
+        make(decay ? "sec-6.2/one-step-decay" : "sec-6.2/one-step", 13,
+             std::string("The step of Thm 4.1's proof for AHLA: one serial step of the Sec. 6.1 "
+                         "updates equals X (+) Y under Eq. 6.2 for a single-token segment Y") +
+                 (decay ? ", with decay and Sec. 6.2's decay-aware concatenation." : "."),
+             identity(second_order({.decay = decay}), Scope::sizes_tried, 0, []<class T>(const Case<T>& c) {
+               return one_step(ahla_segments(c, false), ahla_serial_states(c, false), c.tokens);
+             })));
+  }
   out.push_back(
       make("sec-6.2/scan", 13,
            "An exclusive Blelloch scan under Eq. 6.2 followed by local inclusion reproduces the serial "

@@ -139,6 +139,40 @@ fast::Hla3Segments<T> corrected_segments(const Case<T>& c) {
   return fast::Hla3Segments<T>(c.d(), c.dv(), gamma_of(c), true);
 }
 
+// Sec. 7.3's sentence on decay in its natural reading: Eqs. 7.6-7.7 with the segment attenuation
+// rho = gamma^l adjoined and the carry-scaling convention of the second-order decayed scan
+// (Sec. 4.2: every summary of the earlier segment A enters scaled by rho_B, S_AB = rho_B S_A + S_B,
+// G_AB = rho_B G_A + G_B + S_B (rho_B C_A)). Every term of Eqs. 7.6-7.7 is linear in A's summary,
+// so this is the printed concatenation applied to rho_B A.
+template <class T>
+class DecayedPublishedSegments {
+ public:
+  struct Summary {
+    fast::Hla3PublishedSummary<T> x;
+    T rho;
+  };
+  DecayedPublishedSegments(Index d, Index dv, const T& gamma) : base_(d, dv), gamma_(gamma) {}
+
+  Summary identity() const { return {base_.identity(), T(1)}; }
+  Summary token(const Vector<T>& q, const Vector<T>& k, const RowVector<T>& v) const {
+    return {base_.token(q, k, v), gamma_};
+  }
+  Summary combine(const Summary& a, const Summary& b) const {
+    fast::Hla3PublishedSummary<T> carried = a.x;
+    const T& r = b.rho;
+    for (Matrix<T>* m : {&carried.key_moment, &carried.query_moment, &carried.key_value, &carried.third_value,
+                         &carried.query_product, &carried.key_query, &carried.map_value, &carried.map_mass})
+      *m *= r;
+    for (Vector<T>* x : {&carried.key_mass, &carried.third_mass, &carried.query_mass}) *x *= r;
+    return {base_.combine(carried, b.x), a.rho * b.rho};
+  }
+  fast::Readout<T> read(const Summary& s, const Vector<T>& q) const { return base_.read(s.x, q); }
+
+ private:
+  fast::Hla3PublishedSegments<T> base_;
+  T gamma_;
+};
+
 }  // namespace
 }  // namespace hla::proofs::claims
 
@@ -367,6 +401,40 @@ std::vector<Claim> section7_claims() {
   alg4({.id = "alg-4/alg-3",
         .what = "Algorithm 4 returns Algorithm 3's num and den (gamma = 1), for any chunk size.",
         .against_alg3 = true});
+
+  out.push_back(make(
+      "alg-3/state", 17,
+      "The streaming kernel of Algorithm 3 uses only the compact state of Eq. 7.4 with the prefix moments. "
+      "As printed it keeps G1-G3 and h1-h3 (3 d dv + 3 d scalars) where Eq. 7.4 has F, eta (d dv + d); read "
+      "as 'its outputs need only that state' (gamma = 1): Alg. 3's num and den against q_t^T F_t and "
+      "q_t^T eta_t of Eq. 7.5's recurrence on (S^K, S^Q, P, m, F, eta).",
+      identity(plain, Scope::order_pattern, 4, []<class T>(const Case<T>& c) {
+        const auto [fs, etas] = recurrence75(c);
+        Terms<T> compact{Matrix<T>(c.n(), c.dv()), Vector<T>(c.n())};
+        for (Index t = 0; t < c.n(); ++t) {
+          compact.num.row(t) = q_(c, t).transpose() * fs[t];
+          compact.den(t) = (q_(c, t).transpose() * etas[t])(0, 0);
+        }
+        return terms_sides(algorithm3(c), compact);
+      })));
+  // Sec. 7.3's last sentence: decay for the third-order scan by rho = gamma^l and Sec. 4.2's
+  // carry-scaling, against Algorithm 3 with decay and against the masked decayed operator.
+  for (const bool masked : {false, true}) {
+    out.push_back(make(
+        masked ? "sec-7.3/decay-masked" : "sec-7.3/decay", 17,
+        std::string("With decay incorporated by adjoining rho = gamma^l and Sec. 4.2's carry-scaling (every "
+                    "summary of the earlier segment scaled by rho_B), Algorithm 4 returns ") +
+            (masked ? "the masked decayed third-order output." : "Algorithm 3's decayed num and den."),
+        identity(chunked(third_order({.decay = true})), Scope::sizes_tried, 0,
+                 [masked]<class T>(const Case<T>& c) {
+                   const DecayedPublishedSegments<T> seg(c.d(), c.dv(), gamma_of(c));
+                   const Terms<T> scanned =
+                       read_states(seg, two_level_inclusive(seg, c.tokens, c.chunk), c.tokens);
+                   if (!masked) return terms_sides(scanned, algorithm3(c));
+                   return terms_sides(scanned, defined(Variant::hla3, true, c));
+                 }),
+        {.corrected_by = "sec-7.3-corrected/scan"}));
+  }
 
   // The corrected segment summary (F2): O(d^2 + d dv) scalars, any gamma.
   out.push_back(

@@ -31,7 +31,7 @@ struct Finding {
   std::vector<std::string_view> fuzz_ids;       // the fuzz operators whose laws it breaks
 };
 
-// F1-F7, in docs/findings.md's order.
+// F1-F9, in docs/findings.md's order.
 std::span<const Finding> findings();
 
 // The finding that makes `impl` in `form` differ from the reference on `spec`, or nullptr.

@@ -5,6 +5,7 @@
 // operations of the implemented state (a CountCheck).
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -80,13 +81,17 @@ struct IdentityCheck {
 
 // A claim about a count: the counted quantity is a polynomial in the variables (negative
 // exponents allowed), fitted exactly on a grid and confirmed on points off it; the claim holds
-// when every term of the polynomial is within the stated order.
+// when every term of the polynomial is within the stated order (or, `exact`, when it is the
+// stated polynomial). A failing order claim with a `condition` is also checked where the
+// condition holds and where it is reversed: the condition under which the stated order holds.
 struct CountCheck {
   std::vector<std::string> variables;  // e.g. {"d", "dv"} or {"C", "d", "dv"}
   std::vector<int> lowest, highest;    // exponent range per variable for the fit
   std::vector<Monomial> stated;        // the stated order: a sum of monomials
   std::string unit;                    // "scalars" or "operations per token"
   std::function<Rational(const std::vector<Index>&)> count;
+  std::optional<Order> condition = {};
+  bool exact = false;
 };
 
 struct Claim {

@@ -29,6 +29,14 @@ std::vector<Monomial> fit_polynomial(const std::function<Rational(const std::vec
 // pair of them).
 bool within_order(const std::vector<Monomial>& polynomial, const std::vector<Monomial>& stated);
 
+// x_larger >= x_smaller: a condition on two of the variables (their indices).
+struct Order {
+  int larger = 0, smaller = 0;
+};
+// within_order on the sizes where `where` holds: x_larger = y x_smaller with y >= 1 maps them
+// onto all sizes >= 1, and a term's exponent of x_larger adds to its exponent of x_smaller.
+bool within_order(const std::vector<Monomial>& polynomial, const std::vector<Monomial>& stated, Order where);
+
 // "3 d^2 + 2 d dv - 1/2 C^-1": the polynomial in the variables' names.
 std::string format_polynomial(const std::vector<Monomial>& polynomial,
                               const std::vector<std::string>& variables);

@@ -115,6 +115,20 @@ Terms<T> read_states(const Segments& seg, const std::vector<typename Segments::S
   return out;
 }
 
+// The step inside Thm 4.1's proof: at every t, the state after t - 1 serial steps (+) the token's
+// own summary T_t against the serial state after t steps.
+template <class Segments, class T>
+Sides<T> one_step(const Segments& seg, const std::vector<typename Segments::Summary>& serial,
+                  const Sequence<T>& s) {
+  const auto tokens = token_summaries(seg, s);
+  std::vector<typename Segments::Summary> stepped;
+  for (std::size_t t = 0; t < tokens.size(); ++t)
+    stepped.push_back(seg.combine(t == 0 ? seg.identity() : serial[t - 1], tokens[t]));
+  Sides<T> sides;
+  compare_states(sides, stepped, serial);
+  return sides;
+}
+
 // Parts comparing terms: "num" and "den".
 template <class T>
 Sides<T> terms_sides(const Terms<T>& lhs, const Terms<T>& rhs) {

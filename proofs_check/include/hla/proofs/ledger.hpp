@@ -35,6 +35,8 @@ struct Entry {
   std::optional<Counterexample> counterexample;
   // counts
   std::string counted, stated, unit;
+  std::string condition;  // a failing count's condition ("C >= d"), checked both ways
+  bool holds_when = false, holds_reversed = false;
 };
 
 // Checks every claim; progress (one line per claim) goes to `progress`.

@@ -38,13 +38,16 @@ class AhlaChunks {
   Terms<T> outputs(const chunked_detail::Chunk<T>& ch, const Summary& p) const {
     const Matrix<T> a = ch.q * ch.k.transpose();
     const Matrix<T> w_decayed = a.cwiseProduct(ch.decay);
-    const Matrix<T> weights = w_decayed * w_decayed;  // intra: [(A A) . L] V, A = L_g . Q K^T
+    // intra: [(A A) . L] V = A (A V) with A = L_g . Q K^T lower triangular: no C x C by C x C product.
+    const auto lower = w_decayed.template triangularView<Eigen::Lower>();
+    const Matrix<T> routed_tokens = lower * ch.v;
+    const Vector<T> routed_ones = w_decayed.rowwise().sum();
     // carry: g^tau q_t^T (E + R_{<=t} P); Figure 2(C) prints R_{<t} (F6).
     const Matrix<T> routed = a.cwiseProduct(routes_own_token_ ? ch.causal : ch.strict);
     const Matrix<T> carry_value = ch.q * p.routed_value + routed * (ch.q * p.key_value);
     const Vector<T> carry_mass = ch.q * p.routed_mass + routed * (ch.q * p.key_mass);
-    return {weights * ch.v + chunked_detail::scale_rows(ch.offset, carry_value),
-            weights.rowwise().sum() + ch.offset.cwiseProduct(carry_mass)};
+    return {Matrix<T>(lower * routed_tokens) + chunked_detail::scale_rows(ch.offset, carry_value),
+            Vector<T>(lower * routed_ones) + ch.offset.cwiseProduct(carry_mass)};
   }
 
  private:

@@ -45,12 +45,14 @@ class Hla2Chunks {
 
   // num (C x dv) and den (C) of the chunk given the carry-in summary p of all earlier tokens.
   Terms<T> outputs(const chunked_detail::Chunk<T>& ch, const Summary& p) const {
-    const Matrix<T> a = ch.q * ch.k.transpose();
-    const Matrix<T> w_decayed = a.cwiseProduct(ch.decay);  // W_g
-    const Matrix<T> second = masked_ ? Matrix<T>(a.cwiseProduct(ch.causal)) : a;
-    // intra: [(W_g W^T) . L_g]; W_g is lower triangular, so half the product suffices.
-    Matrix<T> weights = Matrix<T>(w_decayed.template triangularView<Eigen::Lower>() * second.transpose())
-                            .cwiseProduct(ch.decay);
+    const Matrix<T> w_decayed = Matrix<T>(ch.q * ch.k.transpose()).cwiseProduct(ch.decay);  // W_g
+    // intra: [(W_g W^T) . L_g] without a C x C by C x C product. With U = W_g K (row t:
+    // sum_{i<=t} g^(t-i) (q_t . k_i) k_i), the masked weight of (t, j) is g^(2(t-j)) q_t . u_j (the
+    // sum over i <= j of row j), the unmasked one g^(t-j) u_t . q_j (the sum over i <= t of row t).
+    const Matrix<T> u = w_decayed.template triangularView<Eigen::Lower>() * ch.k;
+    Matrix<T> weights =
+        masked_ ? Matrix<T>(Matrix<T>(ch.q * u.transpose()).cwiseProduct(ch.decay)).cwiseProduct(ch.decay)
+                : Matrix<T>(Matrix<T>(u * ch.q.transpose()).cwiseProduct(ch.decay));
     if (ridge_ != T(0)) weights += ridge_ * Matrix<T>(ch.q * ch.q.transpose()).cwiseProduct(ch.decay);
     const Matrix<T> metric_queries = ch.q * p.key_moment;  // rows q_t^T S
     if (!masked_) {  // cross: g^tau q_t^T S sum_{j<=t} g^(t-j) q_j v_j^T
@@ -71,10 +73,9 @@ class Hla2Chunks {
       num += ridge_ * chunked_detail::scale_rows(ch.offset, Matrix<T>(ch.q * p.query_value));
       den += ridge_ * ch.offset.cwiseProduct(ch.q * p.query_mass);
     }
-    if (!masked_) {  // unmasked: also the keys of the chunk with the earlier queries
-      const Matrix<T> local_keys = w_decayed * ch.k;  // rows: q_t^T S_loc,t
-      num += chunked_detail::scale_rows(ch.offset, Matrix<T>(local_keys * p.query_value));
-      den += ch.offset.cwiseProduct(local_keys * p.query_mass);
+    if (!masked_) {  // unmasked: also the chunk's keys with the earlier queries (U's rows: q_t^T S_loc,t)
+      num += chunked_detail::scale_rows(ch.offset, Matrix<T>(u * p.query_value));
+      den += ch.offset.cwiseProduct(u * p.query_mass);
     }
     return {num, den};
   }
