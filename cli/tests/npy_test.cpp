@@ -1,6 +1,8 @@
 #include "hla/io/npy.hpp"
 
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdint>
 
 #include "hla/reference/error.hpp"
 #include "npy_fixtures.hpp"
@@ -96,4 +98,54 @@ TEST_CASE("npy/an empty array with a huge other dimension is read at once", "[cl
   CHECK(m.rows == 4000001881025430);
   CHECK(m.cols == 0);
   CHECK(m.values.empty());
+}
+
+TEST_CASE("npy/reads float16 exactly", "[cli][npy]") {
+  // 1, -2, 65504 (largest), 2^-24 (smallest subnormal), 2^-14 (smallest normal), 0.333251953125.
+  const std::vector<std::uint16_t> bits{0x3c00, 0xc000, 0x7bff, 0x0001, 0x0400, 0x3555};
+  const NpyArray a = parse_npy_array(npy_bytes("<f2", "(6,)", raw<std::uint16_t>(bits)), "h.npy");
+  CHECK(a.dtype == "float16");
+  CHECK(a.values == std::vector<double>{1, -2, 65504, 0x1p-24, 0x1p-14, 0.333251953125});
+  const NpyArray special =
+      parse_npy_array(npy_bytes("<f2", "(3,)", raw<std::uint16_t>({0x7c00, 0xfc00, 0x7e00})), "s.npy");
+  CHECK(special.values[0] == INFINITY);
+  CHECK(special.values[1] == -INFINITY);
+  CHECK(std::isnan(special.values[2]));
+  std::string big = raw<std::uint16_t>({0x3c00});
+  std::swap(big[0], big[1]);
+  CHECK(parse_npy_array(npy_bytes(">f2", "(1,)", big), "b.npy").values == std::vector<double>{1});
+}
+
+TEST_CASE("npy/reads rank 3 and 4 in C and Fortran order", "[cli][npy]") {
+  std::vector<double> c_order(24);
+  for (int i = 0; i < 24; ++i) c_order[i] = i;
+  const NpyArray c = parse_npy_array(npy_bytes("<f8", "(2, 3, 4)", raw<double>(c_order)), "c.npy");
+  CHECK(c.shape == std::vector<std::int64_t>{2, 3, 4});
+  CHECK(c.values == c_order);
+  // The same array in Fortran order: element (a, b, e) at a + 2 b + 6 e.
+  std::vector<double> f_order(24);
+  for (int a = 0; a < 2; ++a)
+    for (int b = 0; b < 3; ++b)
+      for (int e = 0; e < 4; ++e) f_order[a + 2 * b + 6 * e] = a * 12 + b * 4 + e;
+  CHECK(parse_npy_array(npy_bytes("<f8", "(2, 3, 4)", raw<double>(f_order), true), "f.npy").values ==
+        c_order);
+  const NpyArray four =
+      parse_npy_array(npy_bytes("<f4", "(1, 2, 1, 3)", raw<float>({1, 2, 3, 4, 5, 6})), "4.npy");
+  CHECK(four.shape == std::vector<std::int64_t>{1, 2, 1, 3});
+  CHECK(four.values == std::vector<double>{1, 2, 3, 4, 5, 6});
+  CHECK_THROWS_WITH(parse_npy_array(npy_bytes("<f8", "(1, 1, 1, 1, 1)", raw<double>({1})), "x.npy"),
+                    Catch::StartsWith("x.npy: ") && Catch::Contains("rank 1 to 4, got rank 5"));
+  CHECK_THROWS_WITH(parse_npy_array(npy_bytes("<f8", "()", raw<double>({1})), "x.npy"),
+                    Catch::Contains("got rank 0"));
+  CHECK(shape_text({8, 65536, 16, 64}) == "(8, 65536, 16, 64)");
+  CHECK(shape_text({3}) == "(3,)");
+}
+
+TEST_CASE("npy/any shape round trips through the writer", "[cli][npy]") {
+  const std::string path = "npy_round_trip_4d_test.npy";
+  write_npy(path, std::vector<std::int64_t>{2, 1, 2, 1}, std::vector<double>{0.5, -1, 3, 4});
+  const NpyArray a = read_npy_array(path);
+  CHECK(a.shape == std::vector<std::int64_t>{2, 1, 2, 1});
+  CHECK(a.values == std::vector<double>{0.5, -1, 3, 4});
+  std::remove(path.c_str());
 }

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <bit>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -152,9 +153,35 @@ double decode(const std::string& bytes, std::size_t offset, bool big_endian) {
   return static_cast<double>(std::bit_cast<Float>(bits));
 }
 
-std::string header_bytes(const std::string& descr, std::int64_t rows, std::int64_t cols) {
-  std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" + std::to_string(rows) +
-                     ", " + std::to_string(cols) + "), }";
+// IEEE binary16 to double, exactly (subnormals, infinities and NaN included).
+double decode_half(const std::string& bytes, std::size_t offset, bool big_endian) {
+  const auto byte = [&](std::size_t i) {
+    return static_cast<unsigned>(static_cast<unsigned char>(bytes[offset + i]));
+  };
+  const unsigned bits = big_endian ? (byte(0) << 8) | byte(1) : (byte(1) << 8) | byte(0);
+  const int exponent = static_cast<int>((bits >> 10) & 0x1f);
+  const unsigned fraction = bits & 0x3ff;
+  double magnitude;
+  if (exponent == 0x1f) {
+    magnitude =
+        fraction == 0 ? std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
+  } else if (exponent == 0) {
+    magnitude = std::ldexp(static_cast<double>(fraction), -24);
+  } else {
+    magnitude = std::ldexp(static_cast<double>(fraction | 0x400), exponent - 25);
+  }
+  return (bits & 0x8000) ? -magnitude : magnitude;
+}
+
+std::string dims_text(const std::vector<std::int64_t>& shape) {
+  std::string out;
+  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return shape.size() == 1 ? out + "," : out;
+}
+
+std::string header_bytes(const std::string& descr, const std::vector<std::int64_t>& shape) {
+  std::string dict =
+      "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" + dims_text(shape) + "), }";
   // Version 1.0: magic, 2 version bytes, 2 length bytes; pad with spaces to a multiple of 64.
   const std::size_t unpadded = magic_size + 4 + dict.size() + 1;
   dict.append((64 - unpadded % 64) % 64, ' ');
@@ -168,9 +195,9 @@ std::string header_bytes(const std::string& descr, std::int64_t rows, std::int64
 }
 
 template <class Word>
-void write_words(const std::string& path, const std::string& descr, std::int64_t rows, std::int64_t cols,
+void write_words(const std::string& path, const std::string& descr, const std::vector<std::int64_t>& shape,
                  const std::vector<Word>& values) {
-  std::string bytes = header_bytes(descr, rows, cols);
+  std::string bytes = header_bytes(descr, shape);
   for (const Word w : values) {
     const auto bits = std::bit_cast<std::uint64_t>(w);
     for (int i = 0; i < 8; ++i) bytes += static_cast<char>((bits >> (8 * i)) & 0xff);
@@ -180,9 +207,9 @@ void write_words(const std::string& path, const std::string& descr, std::int64_t
 
 // Reads a .npy stream through read(count), which returns at most count bytes (fewer only at the
 // end): the header first, checked before anything else is read, then exactly the bytes the
-// shape says, in pieces, so that a short file is never allocated for in full.
+// shape says, in pieces, so that a short file is never allocated for in full. Ranks 1 to 4.
 template <class Read>
-NpyMatrix parse(Read&& read, const std::string& name) {
+NpyArray parse(Read&& read, const std::string& name) {
   const std::string preamble = read(magic_size + 2);
   if (preamble.size() < magic_size + 2 || preamble.compare(0, magic_size, magic, magic_size) != 0) {
     throw hla::Error(name + ": not a .npy file (bad magic string)");
@@ -202,58 +229,92 @@ NpyMatrix parse(Read&& read, const std::string& name) {
   if (text.size() < header_length) throw hla::Error(name + ": truncated .npy header");
   const Header header = HeaderParser(text, name).parse();
 
-  NpyMatrix m;
+  NpyArray m;
   std::size_t width = 0;
   const std::string& descr = header.descr;
-  if (descr == "<f8" || descr == ">f8" || descr == "=f8") {
+  const auto is = [&descr](const char* type) {
+    return descr.size() == 3 && (descr[0] == '<' || descr[0] == '>' || descr[0] == '=') &&
+           descr.substr(1) == type;
+  };
+  if (is("f8")) {
     m.dtype = "float64";
     width = 8;
-  } else if (descr == "<f4" || descr == ">f4" || descr == "=f4") {
+  } else if (is("f4")) {
     m.dtype = "float32";
     width = 4;
+  } else if (is("f2")) {
+    m.dtype = "float16";
+    width = 2;
   } else {
-    throw hla::Error(name + ": unsupported dtype '" + descr + "' (expected float64 or float32)");
+    throw hla::Error(name + ": unsupported dtype '" + descr + "' (expected float64, float32 or float16)");
   }
   const bool big_endian = descr[0] == '>';
-  if (header.shape.size() != 2) {
-    throw hla::Error(name + ": expected a 2-D array [n, d], got rank " + std::to_string(header.shape.size()));
+  if (header.shape.empty() || header.shape.size() > 4) {
+    throw hla::Error(name + ": expected an array of rank 1 to 4, got rank " +
+                     std::to_string(header.shape.size()));
   }
-  m.rows = header.shape[0];
-  m.cols = header.shape[1];
-  const auto too_large = [&] {
-    return hla::Error(name + ": shape (" + std::to_string(m.rows) + ", " + std::to_string(m.cols) +
-                      ") is too large");
-  };
+  m.shape = header.shape;
+  const std::string shape = shape_text(m.shape);
   const std::uint64_t limit = std::numeric_limits<std::int64_t>::max() / 8;
-  if (m.cols != 0 && static_cast<std::uint64_t>(m.rows) > limit / static_cast<std::uint64_t>(m.cols))
-    throw too_large();
-  const std::size_t count = static_cast<std::size_t>(m.rows) * static_cast<std::size_t>(m.cols);
+  std::uint64_t count = 1;
+  bool empty = false;
+  for (const std::int64_t extent : m.shape) empty = empty || extent == 0;
+  for (const std::int64_t extent : m.shape) {
+    if (empty) break;
+    if (static_cast<std::uint64_t>(extent) > limit / count)
+      throw hla::Error(name + ": shape " + shape + " is too large");
+    count *= static_cast<std::uint64_t>(extent);
+  }
+  if (empty) count = 0;
   const std::string data = read(count * width);
-  if (data.size() < count * width) {
-    throw hla::Error(name + ": file holds fewer values than its shape (" + std::to_string(m.rows) + ", " +
-                     std::to_string(m.cols) + ") needs");
-  }
-  if (!read(1).empty()) {
-    throw hla::Error(name + ": data size does not match shape (" + std::to_string(m.rows) + ", " +
-                     std::to_string(m.cols) + "): more bytes than it needs");
-  }
+  if (data.size() < count * width)
+    throw hla::Error(name + ": file holds fewer values than its shape " + shape + " needs");
+  if (!read(1).empty())
+    throw hla::Error(name + ": data size does not match shape " + shape + ": more bytes than it needs");
   require_memory(static_cast<double>(count) * static_cast<double>(width + sizeof(double)),
-                 name + ": shape (" + std::to_string(m.rows) + ", " + std::to_string(m.cols) + ")");
+                 name + ": shape " + shape);
   m.values.resize(count);
-  if (count == 0) return m;  // (n, 0) or (0, d): no values, however large the other dimension
-  for (std::int64_t r = 0; r < m.rows; ++r) {
-    for (std::int64_t c = 0; c < m.cols; ++c) {
-      const std::size_t index = header.fortran_order ? c * m.rows + r : r * m.cols + c;
-      m.values[r * m.cols + c] = width == 8 ? decode<double, std::uint64_t>(data, index * width, big_endian)
-                                            : decode<float, std::uint32_t>(data, index * width, big_endian);
+  if (count == 0) return m;  // an extent 0: no values, however large the others
+  // C-order position i, its index in the file (Fortran order reverses the strides).
+  const std::size_t rank = m.shape.size();
+  std::vector<std::size_t> index(rank, 0), fortran_stride(rank, 1);
+  for (std::size_t a = 1; a < rank; ++a)
+    fortran_stride[a] = fortran_stride[a - 1] * static_cast<std::size_t>(m.shape[a - 1]);
+  for (std::size_t i = 0; i < count; ++i) {
+    std::size_t at = i;
+    if (header.fortran_order) {
+      at = 0;
+      for (std::size_t a = 0; a < rank; ++a) at += index[a] * fortran_stride[a];
+      for (std::size_t a = rank; a-- > 0;) {  // next C-order multi-index
+        if (++index[a] < static_cast<std::size_t>(m.shape[a])) break;
+        index[a] = 0;
+      }
     }
+    m.values[i] = width == 8   ? decode<double, std::uint64_t>(data, at * width, big_endian)
+                  : width == 4 ? decode<float, std::uint32_t>(data, at * width, big_endian)
+                               : decode_half(data, at * width, big_endian);
   }
   return m;
 }
 
+NpyMatrix as_matrix(NpyArray a, const std::string& name) {
+  if (a.shape.size() != 2) {
+    throw hla::Error(name + ": expected a 2-D array [n, d], got rank " + std::to_string(a.shape.size()));
+  }
+  return {a.shape[0], a.shape[1], std::move(a.values), std::move(a.dtype)};
+}
+
 }  // namespace
 
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  return "(" + dims_text(shape) + ")";
+}
+
 NpyMatrix parse_npy_matrix(const std::string& bytes, const std::string& name) {
+  return as_matrix(parse_npy_array(bytes, name), name);
+}
+
+NpyArray parse_npy_array(const std::string& bytes, const std::string& name) {
   std::size_t at = 0;
   return parse(
       [&](std::size_t count) {
@@ -265,6 +326,10 @@ NpyMatrix parse_npy_matrix(const std::string& bytes, const std::string& name) {
 }
 
 NpyMatrix read_npy_matrix(const std::string& path) {
+  return as_matrix(read_npy_array(path), path);
+}
+
+NpyArray read_npy_array(const std::string& path) {
   std::error_code error;
   if (!std::filesystem::exists(path, error)) throw hla::Error(path + ": no such file");
   if (std::filesystem::is_directory(path, error))
@@ -289,12 +354,17 @@ NpyMatrix read_npy_matrix(const std::string& path) {
 
 void write_npy(const std::string& path, std::int64_t rows, std::int64_t cols,
                const std::vector<double>& values) {
-  write_words(path, "<f8", rows, cols, values);
+  write_words(path, "<f8", {rows, cols}, values);
 }
 
 void write_npy(const std::string& path, std::int64_t rows, std::int64_t cols,
                const std::vector<std::uint64_t>& values) {
-  write_words(path, "<u8", rows, cols, values);
+  write_words(path, "<u8", {rows, cols}, values);
+}
+
+void write_npy(const std::string& path, const std::vector<std::int64_t>& shape,
+               const std::vector<double>& values) {
+  write_words(path, "<f8", shape, values);
 }
 
 }  // namespace hla::io
