@@ -58,6 +58,33 @@ CommandLine::CommandLine() {
   eval->add_option("--out", request.out_path, "output [n, dv]: float64, or uint64 residues for modp")
       ->required();
 
+  check = app.add_subcommand("check", "check a kernel's output against the exact operator (docs/check.md)");
+  auto& c = check_args;
+  check->add_option("--variant", c.variant, "linear | hla2 | ahla | hla3")->required();
+  check->add_flag("--unmasked", c.unmasked, "the unmasked prefix form (hla2, hla3)");
+  check->add_flag("--normalize", c.normalize, "divide by the masked denominator (see --eps-policy)");
+  check->add_option("--eps", c.eps, "eps >= 0 (with --normalize)");
+  check->add_option("--ridge", c.ridge, "ridge lambda (hla2)");
+  check->add_option("--decay", c.decay, "decay gamma in (0, 1]");
+  check->add_option("--scale", c.scale, "multiplies the queries first (FLA's default is d^-1/2)");
+  check->add_option(
+      "--eps-policy", c.eps_policy,
+      "add: den + eps (the paper's) | signed-clamp: sign(den) max(|den|, eps) | clamp: max(den, eps)");
+  check->add_option("--q", c.request.q_path, "queries, .npy (float64, float32 or float16)")->required();
+  check->add_option("--k", c.request.k_path, "keys")->required();
+  check->add_option("--v", c.request.v_path, "values (more heads than q and k: grouped queries)")->required();
+  check->add_option("--o", c.request.o_path, "the kernel's output, shaped as the values")->required();
+  check->add_option("--layout", c.layout, "nd: [n, d], one head | bthd: [B, T, H, D] | bhtd: [B, H, T, D]");
+  check->add_option("--precision", c.precision, "the inputs' format: f64 | f32 | bf16 | f16")->required();
+  check->add_option("--output-dtype", c.output_dtype, "the output's format (default: --precision)");
+  check->add_option("--algorithm", c.algorithm,
+                    "the bound of: any (the loosest) | streaming | scan | chunked");
+  check->add_option("--chunk", c.request.options.chunk,
+                    "chunk size of the chunk-parallel bounds (default 64)");
+  check->add_option("--criterion", c.criterion, "tight (default: sound and tight) | sound");
+  check->add_option("--threads", c.request.options.threads, "heads checked at once (default: all cores)");
+  check->add_option("--json", c.request.json_path, "write the result as JSON");
+
   app.add_subcommand("variants", "list variants, forms and options");
 
   audit = app.add_subcommand("audit", "exact audit of every implementation against the reference");
@@ -122,6 +149,38 @@ EvalRequest CommandLine::eval_request() const {
   if (!form.empty()) out.form = parse_choice("--form", form, fast::parse_form(form), "published, corrected");
   out.impl = parse_choice("--impl", impl, fast::parse_implementation(impl), implementation_choices(", "));
   out.scalar = parse_choice("--scalar", scalar, parse_scalar_kind(scalar), "exact, mpfr, f64, f32, modp");
+  return out;
+}
+
+CheckRequest CommandLine::check_request() const {
+  const auto& c = check_args;
+  CheckRequest out = c.request;
+  OperatorSpec& spec = out.options.spec;
+  spec.variant = parse_choice("--variant", c.variant, parse_variant(c.variant), "linear, hla2, ahla, hla3");
+  spec.masked = !c.unmasked;
+  spec.normalize = c.normalize;
+  spec.eps = parse_rational(c.eps, "--eps");
+  spec.ridge = parse_rational(c.ridge, "--ridge");
+  spec.decay = parse_rational(c.decay, "--decay");
+  validate(spec);
+  out.options.scale = to_double(parse_rational(c.scale, "--scale"));
+  if (!(out.options.scale > 0)) throw Error("--scale: must be positive");
+  out.options.eps_policy = reports::parse_eps_policy(c.eps_policy);
+  out.options.precision = reports::parse_format(c.precision, "--precision");
+  if (!c.output_dtype.empty())
+    out.options.output_format = reports::parse_format(c.output_dtype, "--output-dtype");
+  if (c.algorithm != "any") {
+    const auto impl = fast::parse_implementation(c.algorithm);
+    if (!impl || (*impl != fast::Implementation::streaming && *impl != fast::Implementation::scan &&
+                  *impl != fast::Implementation::chunked))
+      throw Error("--algorithm: '" + c.algorithm + "' is not one of any, streaming, scan, chunked");
+    out.options.algorithm = impl;
+  }
+  out.options.criterion = reports::parse_criterion(c.criterion);
+  out.layout = reports::parse_layout(c.layout);
+  if (out.options.chunk < 1) throw Error("--chunk: must be at least 1");
+  if (out.options.threads < 0 || out.options.threads > fast::max_threads)
+    throw Error("--threads: from 0 (all cores) to " + std::to_string(fast::max_threads));
   return out;
 }
 

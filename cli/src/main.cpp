@@ -104,6 +104,14 @@ int main(int argc, char** argv) {
         return 2;
       }
     }
+    if (app.got_subcommand("check")) {
+      try {
+        return cli::run_check(command.check_request(), std::cout);
+      } catch (const Error& e) {
+        std::cerr << "hla: " << e.what() << "\n";
+        return 2;
+      }
+    }
     if (app.got_subcommand("proofs")) {
       std::vector<io::NamedPath> outputs;  // checked before the long run
       if (!command.ledger_json.empty()) outputs.push_back({"--json", command.ledger_json});

@@ -380,3 +380,113 @@ TEST_CASE("cli/fuzz explain decodes a saved finding and names the violated law",
   CHECK(w.run(std::string(HLA_BINARY) + " fuzz --explain " + w.path("zeros.bin") + " --operator eq-4.1")
             .status == 0);
 }
+
+// hla check: 0 when the output passes, 1 when it fails, 2 with one line for bad input.
+namespace {
+
+Run check_run(const Workspace& w, const std::string& args, const std::string& o = "o.npy") {
+  std::string command = std::string(HLA_BINARY) + " check --variant hla2 " + args;
+  if (args.find("--precision") == std::string::npos) command += " --precision f64";
+  for (const char* flag : {"q", "k", "v"}) {
+    if (args.find(std::string("--") + flag + " ") == std::string::npos)
+      command += std::string(" --") + flag + " " + w.path(std::string(flag) + ".npy");
+  }
+  if (args.find("--o ") == std::string::npos) command += " --o " + w.path(o);
+  return w.run(command);
+}
+
+void check_bad_input(const Run& r, const std::string& subject, const std::string& problem) {
+  INFO("stderr: " << r.err);
+  CHECK(r.status == 2);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK_THAT(r.err, Catch::Contains(subject) && Catch::Contains(problem));
+}
+
+// The exact output of the default problem, written as o.npy (the streaming form in float64 on
+// small integers is exact), and a copy with one entry off by one part in 2^20.
+void write_outputs(const Workspace& w) {
+  REQUIRE(w.run(std::string(HLA_BINARY) + " eval --variant hla2 --impl streaming --scalar exact --q " +
+                w.path("q.npy") + " --k " + w.path("k.npy") + " --v " + w.path("v.npy") + " --out " +
+                w.path("o.npy"))
+              .status == 0);
+  io::NpyMatrix o = io::read_npy_matrix(w.path("o.npy"));
+  o.values[2] *= 1 + 0x1p-20;
+  w.matrix("o_off.npy", o.rows, o.cols, o.values);
+}
+
+}  // namespace
+
+TEST_CASE("cli/check passes an exact output and fails a wrong one", "[cli][check]") {
+  Workspace w;
+  write_outputs(w);
+  CHECK(check_run(w, "").status == 0);
+  CHECK(check_run(w, "", "o_off.npy").status == 1);
+  const Run json = check_run(w, "--json " + w.path("check.json"), "o_off.npy");
+  CHECK(json.status == 1);
+  CHECK_THAT(w.read("check.json"),
+             Catch::Contains("\"verdict\": \"fail\"") &&
+                 Catch::Contains("\"first_failure\": {\"batch\": 0, \"head\": 0, \"token\": 2"));
+}
+
+TEST_CASE("cli/check rejects bad input with one line and exit 2", "[cli][check]") {
+  Workspace w;
+  write_outputs(w);
+  check_bad_input(check_run(w, "--o " + w.path("absent.npy")), "absent.npy", "no such file");
+  w.matrix("o2.npy", 2, 1, {1, 2});
+  check_bad_input(check_run(w, "", "o2.npy"), "o2.npy", "does not match");
+  check_bad_input(check_run(w, "--layout bthd"), "q.npy", "needs a 4-D array [B, T, H, D]");
+  check_bad_input(check_run(w, "--layout tbhd"), "--layout", "not one of nd | bthd | bhtd");
+  check_bad_input(check_run(w, "--precision f8"), "--precision", "not one of f64 | f32 | bf16 | f16");
+  check_bad_input(check_run(w, "--eps-policy min"), "--eps-policy", "not one of add | signed-clamp | clamp");
+  w.matrix("nan.npy", 3, 1, {1, std::numeric_limits<double>::quiet_NaN(), 2});
+  check_bad_input(check_run(w, "", "nan.npy"), "nan.npy: entry [1, 0]", "is NaN");
+  w.matrix("q_fine.npy", 3, 2, {1, 2, -1, 0, 3, 1.0 + 0x1p-10});
+  check_bad_input(check_run(w, "--precision bf16 --q " + w.path("q_fine.npy")), "q_fine.npy: entry [2, 1]",
+                  "is not a bf16 value");
+  write_file(w.path("int.npy"), npy_bytes("<i8", "(3, 1)", raw<std::int64_t>({1, 2, 3})));
+  check_bad_input(check_run(w, "", "int.npy"), "int.npy", "unsupported dtype");
+  // Grouped queries: value heads a multiple of the query/key heads.
+  const std::vector<double> ones(1 * 3 * 2 * 2, 1.0), ones3(1 * 3 * 3 * 1, 1.0);
+  io::write_npy(w.path("q4.npy"), {1, 3, 2, 2}, ones);
+  io::write_npy(w.path("v4.npy"), {1, 3, 3, 1}, ones3);
+  check_bad_input(check_run(w, "--layout bthd --q " + w.path("q4.npy") + " --k " + w.path("q4.npy") +
+                                   " --v " + w.path("v4.npy") + " --o " + w.path("v4.npy")),
+                  "v4.npy", "grouped queries need a multiple");
+}
+
+TEST_CASE("cli/check reads 4-D layouts and grouped value heads", "[cli][check]") {
+  Workspace w;
+  // Two value heads sharing one query/key head, [B, T, H, D] = [1, 3, 1, 2] and [1, 3, 2, 1]; each
+  // value head's output is the exact output for its values (hla eval on the 2-D slices).
+  w.matrix("v1.npy", 3, 1, {2, 0, -1});
+  std::vector<double> o4, v4;
+  for (const char* v : {"v.npy", "v1.npy"}) {
+    REQUIRE(w.run(std::string(HLA_BINARY) + " eval --variant hla2 --impl streaming --scalar exact --q " +
+                  w.path("q.npy") + " --k " + w.path("k.npy") + " --v " + w.path(v) + " --out " +
+                  w.path("slice.npy"))
+                .status == 0);
+    const io::NpyMatrix o = io::read_npy_matrix(w.path("slice.npy"));
+    const io::NpyMatrix vv = io::read_npy_matrix(w.path(v));
+    o4.insert(o4.end(), o.values.begin(), o.values.end());
+    v4.insert(v4.end(), vv.values.begin(), vv.values.end());
+  }
+  // Interleave into [1, T, H, 1]: entry (t, h) at t * 2 + h.
+  std::vector<double> o_bthd(6), v_bthd(6);
+  for (int t = 0; t < 3; ++t)
+    for (int h = 0; h < 2; ++h) {
+      o_bthd[t * 2 + h] = o4[h * 3 + t];
+      v_bthd[t * 2 + h] = v4[h * 3 + t];
+    }
+  const io::NpyMatrix q = io::read_npy_matrix(w.path("q.npy")), k = io::read_npy_matrix(w.path("k.npy"));
+  io::write_npy(w.path("q4.npy"), {1, 3, 1, 2}, q.values);
+  io::write_npy(w.path("k4.npy"), {1, 3, 1, 2}, k.values);
+  io::write_npy(w.path("v4.npy"), {1, 3, 2, 1}, v_bthd);
+  io::write_npy(w.path("o4.npy"), {1, 3, 2, 1}, o_bthd);
+  const std::string files =
+      " --q " + w.path("q4.npy") + " --k " + w.path("k4.npy") + " --v " + w.path("v4.npy");
+  CHECK(check_run(w, "--layout bthd" + files + " --o " + w.path("o4.npy")).status == 0);
+  REQUIRE(o_bthd[0] != o_bthd[1]);
+  std::swap(o_bthd[0], o_bthd[1]);  // the two value heads' outputs exchanged at token 0
+  io::write_npy(w.path("o4x.npy"), {1, 3, 2, 1}, o_bthd);
+  CHECK(check_run(w, "--layout bthd" + files + " --o " + w.path("o4x.npy")).status == 1);
+}

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "hla/bench/cpu.hpp"
+#include "hla/cli/check.hpp"
 #include "hla/cli/eval.hpp"
 #include "hla/cli/fuzz.hpp"
 #include "hla/proofs/options.hpp"
@@ -31,6 +32,16 @@ struct CommandLine {
   std::string variant = "hla2", form, impl, scalar, eps = "0", ridge = "0", decay = "1";
   bool unmasked = false;
   EvalRequest request;
+
+  // hla check's options as a request. Throws hla::Error naming the flag whose value is invalid.
+  CheckRequest check_request() const;
+  CLI::App* check = nullptr;
+  struct {
+    std::string variant = "hla2", eps = "0", ridge = "0", decay = "1", scale = "1", eps_policy = "add",
+                layout = "nd", precision, output_dtype, algorithm = "any", criterion = "tight";
+    bool unmasked = false, normalize = false;
+    CheckRequest request;
+  } check_args;
 
   reports::AuditOptions audit_options;
   // hla report's options. Throws hla::Error naming the flag whose value is invalid.

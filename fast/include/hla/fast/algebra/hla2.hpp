@@ -33,10 +33,14 @@ class Hla2Stream {
   explicit Hla2Stream(const AlgebraParams<T>& p)
       : Hla2Stream(p.d, p.dv, p.gamma, p.ridge, p.masked, p.form) {}
   Hla2Stream(Index d, Index dv, const T& gamma, const T& ridge, bool masked, Form form)
+      : Hla2Stream(d, dv, gamma, ridge, masked, hla2_coefficients(form, gamma)) {}
+  // Any coefficients of the cross-summaries' update: hla check's diagnosis tries ones that no
+  // form has (a decay misplaced by a kernel author).
+  Hla2Stream(Index d, Index dv, const T& gamma, const T& ridge, bool masked, Hla2Coefficients<T> cross)
       : gamma_(gamma),
         ridge_(ridge),
         masked_(masked),
-        cross_(hla2_coefficients(form, gamma)),
+        cross_(cross),
         key_moment_(Matrix<T>::Zero(d, d)),
         query_value_(Matrix<T>::Zero(d, dv)),
         query_mass_(Vector<T>::Zero(d)),

@@ -1,0 +1,36 @@
+#include "hla/cli/check.hpp"
+
+#include <ostream>
+#include <sstream>
+
+#include "hla/io/files.hpp"
+#include "hla/io/npy.hpp"
+#include "hla/reports/check.hpp"
+
+namespace hla::cli {
+
+int run_check(const CheckRequest& req, std::ostream& out) {
+  const io::NamedPath inputs[] = {
+      {"--q", req.q_path}, {"--k", req.k_path}, {"--v", req.v_path}, {"--o", req.o_path}};
+  std::vector<io::NamedPath> outputs;
+  if (!req.json_path.empty()) outputs.push_back({"--json", req.json_path});
+  io::check_outputs(outputs, inputs);
+  const io::NpyArray q = io::read_npy_array(req.q_path), k = io::read_npy_array(req.k_path),
+                     v = io::read_npy_array(req.v_path), o = io::read_npy_array(req.o_path);
+  const auto view = [](const std::string& path, const io::NpyArray& a) {
+    return reports::ArrayView{path, a.shape, a.values.data()};
+  };
+  const reports::CheckResult result =
+      reports::check_arrays(req.options, req.layout, view(req.q_path, q), view(req.k_path, k),
+                            view(req.v_path, v), view(req.o_path, o));
+  out << reports::check_summary(result, req.options);
+  if (!req.json_path.empty()) {
+    std::ostringstream json;
+    reports::write_check_json(result, req.options, json);
+    io::write_output(req.json_path, json.str());
+    out << "JSON: " << req.json_path << "\n";
+  }
+  return result.passed ? 0 : 1;
+}
+
+}  // namespace hla::cli

@@ -1,0 +1,795 @@
+#include "hla/reports/check.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <iomanip>
+#include <limits>
+#include <mutex>
+#include <numeric>
+#include <sstream>
+#include <thread>
+
+#include "hla/fast/catalogue.hpp"
+#include "hla/fast/chunked.hpp"
+#include "hla/fast/scan.hpp"
+#include "hla/fast/streaming.hpp"
+#include "hla/reference/error.hpp"
+#include "hla/reports/candidates.hpp"
+
+namespace hla::reports {
+
+namespace {
+
+struct Binary {
+  int precision, min_exponent, max_exponent;  // significand bits (with the implicit one), exponent range
+};
+Binary binary(Format format) {
+  switch (format) {
+    case Format::f64:
+      return {53, -1022, 1023};
+    case Format::f32:
+      return {24, -126, 127};
+    case Format::bf16:
+      return {8, -126, 127};
+    case Format::f16:
+      return {11, -14, 15};
+  }
+  return {53, -1022, 1023};
+}
+
+// The unit roundoff of a format, 2^-p.
+double unit_roundoff(Format format) {
+  return std::ldexp(1.0, -binary(format).precision);
+}
+// Half the smallest subnormal: the absolute error of rounding below the normal range.
+double underflow_error(Format format) {
+  const Binary b = binary(format);
+  return std::ldexp(1.0, b.min_exponent - b.precision);
+}
+
+// How many query factors a monomial of num or den has: the rounding of --scale times q adds that
+// many roundings to the candidate's (and a float64 reference's) depth.
+int query_degree(const OperatorSpec& spec) {
+  switch (spec.variant) {
+    case Variant::linear:
+      return 1;
+    case Variant::hla2:
+    case Variant::ahla:
+      return 2;
+    case Variant::hla3:
+      return 3;
+  }
+  return 3;
+}
+
+template <class T>
+T divisor(EpsPolicy policy, const T& den, const T& eps) {
+  switch (policy) {
+    case EpsPolicy::add:
+      return den + eps;
+    case EpsPolicy::signed_clamp:
+      return den >= 0 ? std::max<T>(den, eps) : std::min<T>(den, T(-eps));
+    case EpsPolicy::clamp:
+      return std::max<T>(den, eps);
+  }
+  return den + eps;
+}
+
+// An own implementation's outputs in its arithmetic, from its num and den, under the policy.
+Matrix<double> own_output(const CheckOptions& options, const Terms<double>& terms, int bits) {
+  if (!options.spec.normalize) return terms.num;
+  const double eps = to_double(options.spec.eps);
+  Matrix<double> out(terms.num.rows(), terms.num.cols());
+  for (Index t = 0; t < out.rows(); ++t) {
+    for (Index c = 0; c < out.cols(); ++c) {
+      if (bits == 24) {
+        const float d = divisor<float>(options.eps_policy, float(terms.den(t)), float(eps));
+        out(t, c) = float(terms.num(t, c)) / d;
+      } else {
+        out(t, c) = terms.num(t, c) / divisor<double>(options.eps_policy, terms.den(t), eps);
+      }
+    }
+  }
+  return out;
+}
+
+// The reference's num and den, and per entry a bound on their own error.
+struct ReferenceTerms {
+  Terms<double> value, error;
+};
+
+ReferenceTerms reference_terms(const CheckOptions& options, const Sequence<double>& s,
+                               const Candidate& streaming64, const Depths& streaming_depth, int bits,
+                               bool scaled) {
+  const OperatorSpec& spec = options.spec;
+  if (bits == 53) {  // a float64 candidate: streaming in 261-bit MPFR
+    const Sequence<Mpfr> exact{s.q.cast<Mpfr>(), s.k.cast<Mpfr>(), s.v.cast<Mpfr>()};
+    const Terms<Mpfr> t =
+        fast::streaming_terms(spec, fast::default_form(spec, fast::Implementation::streaming), exact);
+    ReferenceTerms out{{t.num.unaryExpr([](const Mpfr& x) { return to_double(x); }),
+                        t.den.unaryExpr([](const Mpfr& x) { return to_double(x); })},
+                       reference_error_bound(spec, s, streaming_depth)};
+    // Widened to double: half an ulp more.
+    out.error.num += out.value.num.cwiseAbs() * 0x1p-53;
+    out.error.den += out.value.den.cwiseAbs() * 0x1p-53;
+    return out;
+  }
+  // float32, bf16 and f16 candidates: float64 streaming, with its own a-priori bound.
+  const CandidateRun run = streaming64.run(spec, s, 0);
+  Depths depth = streaming_depth;
+  if (scaled) {
+    depth.num.array() += query_degree(spec);
+    depth.den.array() += query_degree(spec);
+  }
+  const Terms<double> gauge = gauge_upper_bound(run.gauge, depth);
+  ReferenceTerms out{run.terms, gauge};
+  for (Index t = 0; t < gauge.num.rows(); ++t) {
+    for (Index c = 0; c < gauge.num.cols(); ++c) out.error.num(t, c) *= gamma_bound(depth.num(t, c), 53);
+    out.error.den(t) *= gamma_bound(depth.den(t), 53);
+  }
+  return out;
+}
+
+// The bound on |o_hat - o| of one implementation from its bounds N on num and E on den (the
+// policy's divisor is 1-Lipschitz in den): |o_hat - o| <= u |o| + (1 + u) (N + |o| E) / (|D| - E)
+// when E < |D| (docs/error_report.md); infinity when the bounds cannot separate D from 0.
+double output_bound(bool normalize, double num_bound, double den_bound, double o, double d_abs, double u) {
+  if (!normalize) return num_bound;
+  if (den_bound >= d_abs) return INFINITY;
+  return (u * o + (1 + u) * (num_bound + o * den_bound) / (d_abs - den_bound)) * (1 + 0x1p-50);
+}
+
+struct OwnImplementation {
+  const Candidate* candidate;
+  Depths depth;
+};
+
+struct HeadOutcome {
+  double worst_ratio = 0;
+  Position worst;
+  std::optional<Index> first_failure_token;
+  Index first_failure_column = 0;
+  std::optional<Index> first_departure_token;
+  double error_sq = 0, own_error_sq = 0, reference_sq = 0;
+  double distance_sq = 0;               // candidate, from the rounded reference, squared
+  std::vector<double> own_distance_sq;  // per own implementation
+  double unit = 0;                      // one unit of the output format at the rms output
+  double base_sq = 0;                   // the tight limit's base, squared
+  std::vector<double> growth = std::vector<double>(8, 0.0);
+  long undefined = 0, outputs = 0;
+  bool tight = true;
+  double tight_ratio = 0;
+  std::size_t loosest_own = 0;
+};
+
+HeadOutcome check_head(const CheckOptions& options, const HeadInput& head,
+                       const std::vector<OwnImplementation>& own, const Candidate& streaming64,
+                       const Depths& streaming_depth) {
+  const OperatorSpec& spec = options.spec;
+  const int bits = arithmetic_bits(options.precision);
+  const double u = std::ldexp(1.0, -bits);
+  const Format out_format = options.output_format.value_or(options.precision);
+  // The final rounding: none when the output format holds the arithmetic's results.
+  const bool rounds_output = binary(out_format).precision < bits;
+  const double u_out = rounds_output ? unit_roundoff(out_format) : 0;
+  const double eta_out = rounds_output ? underflow_error(out_format) : 0;
+  const double eps = to_double(spec.eps);
+  const bool scaled = options.scale != 1;
+  const Sequence<double> s{head.tokens.q * options.scale, head.tokens.k, head.tokens.v};
+  const Index n = s.length(), dv = s.value_dim();
+
+  const ReferenceTerms ref = reference_terms(options, s, streaming64, streaming_depth, bits, scaled);
+  // The reference output, its divisor and its own error bound.
+  Matrix<double> o_ref(n, dv), r_out(n, dv);
+  Vector<double> d_abs(n);
+  for (Index t = 0; t < n; ++t) {
+    const double d = divisor<double>(options.eps_policy, ref.value.den(t), eps);
+    d_abs(t) = std::abs(d);
+    for (Index c = 0; c < dv; ++c) {
+      o_ref(t, c) = spec.normalize ? ref.value.num(t, c) / d : ref.value.num(t, c);
+      r_out(t, c) = output_bound(spec.normalize, ref.error.num(t, c), ref.error.den(t), std::abs(o_ref(t, c)),
+                                 d_abs(t), 0x1p-53);
+    }
+  }
+
+  // Each own implementation: its outputs rounded to the output format, and its sound bound.
+  std::vector<Matrix<double>> own_out;
+  Matrix<double> bound = Matrix<double>::Zero(n, dv);
+  for (const OwnImplementation& impl : own) {
+    const CandidateRun run = impl.candidate->run(spec, s, options.chunk);
+    Depths depth = impl.depth;
+    if (scaled) {
+      depth.num.array() += query_degree(spec);
+      depth.den.array() += query_degree(spec);
+    }
+    const Terms<double> gauge = gauge_upper_bound(run.gauge, depth);
+    own_out.push_back(
+        own_output(options, run.terms, bits).unaryExpr([&](double x) { return round_to(out_format, x); }));
+    for (Index t = 0; t < n; ++t) {
+      const int add = spec.normalize && options.eps_policy == EpsPolicy::add ? 1 : 0;  // den + eps rounds
+      const double den_bound =
+          gamma_bound(depth.den(t) + add, bits) * (gauge.den(t) + eps) + ref.error.den(t);
+      for (Index c = 0; c < dv; ++c) {
+        const double num_bound = gamma_bound(depth.num(t, c), bits) * gauge.num(t, c) + ref.error.num(t, c);
+        bound(t, c) = std::max(bound(t, c), output_bound(spec.normalize, num_bound, den_bound,
+                                                         std::abs(o_ref(t, c)), d_abs(t), u));
+      }
+    }
+  }
+
+  HeadOutcome h;
+  h.own_distance_sq.assign(own.size(), 0.0);
+  std::vector<double> cand_rows(n, 0.0);
+  for (Index t = 0; t < n; ++t) {
+    for (Index c = 0; c < dv; ++c) {
+      const double o = o_ref(t, c), candidate = head.output(t, c);
+      if (!std::isfinite(bound(t, c)) || r_out(t, c) >= INFINITY) {
+        ++h.undefined;
+        continue;
+      }
+      ++h.outputs;
+      const double allowed = (bound(t, c) + r_out(t, c)) * (1 + u_out) + u_out * (std::abs(o) + r_out(t, c)) +
+                             eta_out + r_out(t, c);
+      const double error = std::abs(candidate - o);
+      const double ratio = allowed == 0 ? (error == 0 ? 0 : INFINITY) : error / allowed;
+      if (ratio > h.worst_ratio) {
+        h.worst_ratio = ratio;
+        h.worst = {head.batch, head.head, t, c};
+      }
+      const std::size_t eighth = static_cast<std::size_t>(std::min<Index>(7, 8 * t / n));
+      h.growth[eighth] = std::max(h.growth[eighth], ratio);
+      if (ratio > 1 && !h.first_failure_token) {
+        h.first_failure_token = t;
+        h.first_failure_column = c;
+      }
+      h.error_sq += error * error;
+      h.reference_sq += o * o;
+      // Distances from the correctly rounded reference (normwise: with a narrow output format, a
+      // correct kernel rounds to the same value almost everywhere, a subtly wrong one does not).
+      const double rounded = round_to(out_format, o);
+      const double x = candidate - rounded;
+      h.distance_sq += x * x;
+      cand_rows[t] += x * x;
+      for (std::size_t i = 0; i < own.size(); ++i) {
+        const double y = own_out[i](t, c) - rounded;
+        h.own_distance_sq[i] += y * y;
+      }
+    }
+  }
+  h.loosest_own = static_cast<std::size_t>(
+      std::max_element(h.own_distance_sq.begin(), h.own_distance_sq.end()) - h.own_distance_sq.begin());
+  const double own_sq = h.own_distance_sq.empty() ? 0 : h.own_distance_sq[h.loosest_own];
+  // The floor: tight_floor_units units of the output format at the rms output, in all.
+  h.unit = 2 * unit_roundoff(out_format) * std::sqrt(h.reference_sq / std::max<double>(1, double(h.outputs)));
+  const double floor_sq = std::pow(CheckResult::tight_floor_units * h.unit, 2);
+  const double base_sq = std::max(own_sq, floor_sq);
+  h.base_sq = base_sq;
+  h.tight_ratio = base_sq == 0 ? (h.distance_sq == 0 ? 0 : INFINITY) : std::sqrt(h.distance_sq / base_sq);
+  h.tight = h.tight_ratio <= CheckResult::tight_factor;
+  // Where the candidate departs: the first token at which its distance so far passes the limit.
+  const double limit_sq = CheckResult::tight_factor * CheckResult::tight_factor * base_sq;
+  double so_far = 0;
+  for (Index t = 0; t < n; ++t) {
+    so_far += cand_rows[t];
+    if (so_far > limit_sq) {
+      h.first_departure_token = t;
+      break;
+    }
+  }
+  for (Index t = 0; t < n; ++t)
+    for (Index c = 0; c < dv; ++c) {
+      const double e = own_out.empty() ? 0 : own_out[h.loosest_own](t, c) - o_ref(t, c);
+      if (std::isfinite(bound(t, c))) h.own_error_sq += e * e;
+    }
+  return h;
+}
+
+Matrix<double> policy_output(bool normalize, EpsPolicy policy, double eps, const Terms<double>& t) {
+  if (!normalize) return t.num;
+  Matrix<double> out(t.num.rows(), t.num.cols());
+  for (Index r = 0; r < out.rows(); ++r) out.row(r) = t.num.row(r) / divisor<double>(policy, t.den(r), eps);
+  return out;
+}
+
+// The operator of `spec` in float64 (the form equal to the reference), under a policy.
+Matrix<double> operator_output(const OperatorSpec& spec, EpsPolicy policy, const Sequence<double>& s) {
+  const Terms<double> t =
+      fast::streaming_terms(spec, fast::default_form(spec, fast::Implementation::streaming), s);
+  return policy_output(spec.normalize, policy, to_double(spec.eps), t);
+}
+
+// The distance of the candidate's output from a form's rounded output, over the tight base
+// scaled to the form's size where it is larger (rounding errors scale with the outputs: a form
+// with queries 4x too large has outputs and errors 16x larger).
+double form_ratio(const Matrix<double>& candidate, const Matrix<double>& form, Format out, double base_sq,
+                  double reference_sq) {
+  double sq = 0, form_sq = 0;
+  for (Index i = 0; i < candidate.size(); ++i) {
+    const double x = candidate.data()[i] - round_to(out, form.data()[i]);
+    sq += std::isfinite(x) ? x * x : INFINITY;
+    form_sq += form.data()[i] * form.data()[i];
+  }
+  const double base = base_sq * std::max(1.0, reference_sq > 0 ? form_sq / reference_sq : 1.0);
+  return base > 0 ? std::sqrt(sq / base) : (sq == 0 ? 0 : INFINITY);
+}
+
+// One array with its axes named: batch, tokens, heads, features (a 2-D array is one head).
+struct Tensor {
+  std::string path;  // the array's name in messages
+  std::vector<std::int64_t> shape;
+  const double* values;
+  Index batch = 1, tokens = 0, heads = 1, features = 0;
+  Layout layout = Layout::nd;
+
+  double at(Index b, Index t, Index h, Index f) const {
+    std::size_t i = 0;
+    switch (layout) {
+      case Layout::nd:
+        i = std::size_t(t * features + f);
+        break;
+      case Layout::bthd:
+        i = std::size_t(((b * tokens + t) * heads + h) * features + f);
+        break;
+      case Layout::bhtd:
+        i = std::size_t(((b * heads + h) * tokens + t) * features + f);
+        break;
+    }
+    return values[i];
+  }
+  std::string entry(Index b, Index t, Index h, Index f) const {
+    switch (layout) {
+      case Layout::nd:
+        return path + ": entry [" + std::to_string(t) + ", " + std::to_string(f) + "]";
+      case Layout::bthd:
+        return path + ": entry [" + std::to_string(b) + ", " + std::to_string(t) + ", " + std::to_string(h) +
+               ", " + std::to_string(f) + "]";
+      case Layout::bhtd:
+        return path + ": entry [" + std::to_string(b) + ", " + std::to_string(h) + ", " + std::to_string(t) +
+               ", " + std::to_string(f) + "]";
+    }
+    return path;
+  }
+};
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string out;
+  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return "(" + out + (shape.size() == 1 ? ",)" : ")");
+}
+
+Tensor tensor(const ArrayView& a, Layout layout) {
+  Tensor x{a.name, a.shape, a.values};
+  x.layout = layout;
+  const auto& s = x.shape;
+  const std::string shape = shape_text(s);
+  const std::string& path = a.name;
+  if (layout == Layout::nd) {
+    if (s.size() != 2)
+      throw Error(path + ": --layout nd needs a 2-D array [n, d], got shape " + shape +
+                  " (4-D arrays: --layout bthd or bhtd)");
+    x.tokens = s[0];
+    x.features = s[1];
+  } else {
+    if (s.size() != 4)
+      throw Error(path + ": --layout " + std::string(layout_name(layout)) + " needs a 4-D array " +
+                  (layout == Layout::bthd ? "[B, T, H, D]" : "[B, H, T, D]") + ", got shape " + shape);
+    x.batch = s[0];
+    x.tokens = layout == Layout::bthd ? s[1] : s[2];
+    x.heads = layout == Layout::bthd ? s[2] : s[1];
+    x.features = s[3];
+  }
+  if (x.tokens == 0) throw Error(path + ": no tokens (shape " + shape + ")");
+  if (x.features == 0) throw Error(path + ": no features (shape " + shape + ")");
+  if (x.batch == 0 || x.heads == 0) throw Error(path + ": no heads (shape " + shape + ")");
+  return x;
+}
+
+// Every value finite and, for the inputs, exactly a value of the declared precision.
+void check_values(const Tensor& x, std::optional<Format> format) {
+  for (Index b = 0; b < x.batch; ++b)
+    for (Index h = 0; h < x.heads; ++h)
+      for (Index t = 0; t < x.tokens; ++t)
+        for (Index f = 0; f < x.features; ++f) {
+          const double value = x.at(b, t, h, f);
+          if (!std::isfinite(value)) {
+            throw Error(x.entry(b, t, h, f) + " is " + (std::isnan(value) ? "NaN" : "infinite") +
+                        (format ? "; the inputs must be finite" : "; the candidate's output must be finite"));
+          }
+          if (format && round_to(*format, value) != value) {
+            std::ostringstream v;
+            v.precision(17);
+            v << value;
+            throw Error(x.entry(b, t, h, f) + " = " + v.str() + " is not a " +
+                        std::string(format_name(*format)) + " value (--precision " +
+                        std::string(format_name(*format)) +
+                        "): save the inputs your kernel read, after rounding them");
+          }
+        }
+}
+
+void require(bool ok, const std::string& message) {
+  if (!ok) throw Error(message);
+}
+
+}  // namespace
+
+double round_to(Format format, double x) {
+  if (format == Format::f64 || x == 0 || !std::isfinite(x)) return x;
+  const Binary b = binary(format);
+  const int exponent = std::max(std::ilogb(x), b.min_exponent);
+  const double quantum = std::ldexp(1.0, exponent - (b.precision - 1));
+  const double r = std::nearbyint(x / quantum) * quantum;  // x / quantum is exact: one rounding
+  const double largest = std::ldexp(2.0 - std::ldexp(1.0, 1 - b.precision), b.max_exponent);
+  if (std::abs(r) > largest) return std::copysign(INFINITY, x);
+  return r;
+}
+
+std::vector<DiagnosisForm> diagnosis_forms(const CheckOptions& options) {
+  using fast::Implementation;
+  const OperatorSpec spec = options.spec;
+  const EpsPolicy policy = options.eps_policy;
+  const double eps = to_double(spec.eps), scale = options.scale;
+  const Index chunk = options.chunk;
+  std::vector<DiagnosisForm> out;
+  // The printed forms that a finding says differ from the operator, by their ledger ids.
+  for (const Implementation impl :
+       {Implementation::streaming, Implementation::scan, Implementation::chunked}) {
+    if (fast::unavailable(spec, impl, fast::Form::published)) continue;
+    const fast::Finding* f = fast::finding_for(spec, impl, fast::Form::published);
+    if (f == nullptr || f->ledger_ids.empty()) continue;
+    const std::string_view ledger = f->ledger_ids.front();
+    const std::string id(ledger.substr(0, ledger.find('/')));
+    if (std::any_of(out.begin(), out.end(), [&](const DiagnosisForm& x) { return x.id == id; })) continue;
+    const std::string how = impl == Implementation::streaming ? "the streaming recurrence"
+                            : impl == Implementation::scan    ? "the scan (a serial fold within each chunk)"
+                                                              : "the chunk-parallel form";
+    out.push_back({id,
+                   how + " as printed (" + std::string(f->id) + ": " + std::string(f->summary) + ", " +
+                       std::string(f->place) + ")",
+                   [=](const Sequence<double>& s, const Sequence<double>&) {
+                     const fast::Form published = fast::Form::published;
+                     const Terms<double> t =
+                         impl == Implementation::streaming ? fast::streaming_terms(spec, published, s)
+                         : impl == Implementation::scan
+                             ? fast::chunk_fold_terms(spec, published, s, chunk)
+                             : fast::chunked_terms(spec, published, s, fast::ScanOptions{chunk, 1});
+                     return policy_output(spec.normalize, policy, eps, t);
+                   }});
+  }
+  const auto with = [&](std::string id, std::string description, OperatorSpec changed) {
+    out.push_back(
+        {std::move(id), std::move(description), [=](const Sequence<double>& s, const Sequence<double>&) {
+           return operator_output(changed, policy, s);
+         }});
+  };
+  if (spec.masked && (spec.variant == Variant::hla2 || spec.variant == Variant::hla3)) {
+    OperatorSpec x = spec;
+    x.masked = false;
+    with("unmasked", "the unmasked prefix form (no causal mask inside the second-order weights)", x);
+  }
+  if (spec.decay != 1) {
+    OperatorSpec x = spec;
+    x.decay = 1;
+    with("no-decay", "the operator without decay", x);
+  }
+  if (spec.variant == Variant::hla2 && spec.masked && spec.decay != 1) {
+    const double g = to_double(spec.decay), ridge = to_double(spec.ridge);
+    out.push_back(
+        {"decay-once",
+         "G_t = g G_{t-1} + g k_t k_t^T C_{t-1} (and h): the decay of the cross-summaries applied once",
+         [=](const Sequence<double>& s, const Sequence<double>&) {
+           const fast::Hla2Coefficients<double> once{g, g};
+           return policy_output(
+               spec.normalize, policy, eps,
+               fast::run_stream(fast::Hla2Stream<double>(s.key_dim(), s.value_dim(), g, ridge, true, once),
+                                s));
+         }});
+  }
+  if (scale != 1) {
+    out.push_back(
+        {"no-scale", "the queries not scaled", [=](const Sequence<double>&, const Sequence<double>& read) {
+           return operator_output(spec, policy, read);
+         }});
+    out.push_back(
+        {"scale-twice", "the queries scaled twice", [=](const Sequence<double>& s, const Sequence<double>&) {
+           return operator_output(spec, policy, Sequence<double>{s.q * scale, s.k, s.v});
+         }});
+  }
+  if (spec.normalize) {
+    for (const EpsPolicy other : all_eps_policies) {
+      if (other == policy) continue;
+      out.push_back({"eps-policy-" + std::string(eps_policy_name(other)),
+                     "the denominator under --eps-policy " + std::string(eps_policy_name(other)),
+                     [=](const Sequence<double>& s, const Sequence<double>&) {
+                       return operator_output(spec, other, s);
+                     }});
+    }
+    OperatorSpec x = spec;
+    x.normalize = false;
+    x.eps = 0;
+    with("unnormalized", "the numerator alone (the division left out)", x);
+  }
+  out.push_back({"q-k-exchanged", "queries and keys exchanged (the keys scaled as queries)",
+                 [=](const Sequence<double>&, const Sequence<double>& read) {
+                   return operator_output(spec, policy, Sequence<double>{read.k * scale, read.q, read.v});
+                 }});
+  out.push_back({"one-token-late", "every output one token late (o_t = the operator's o_{t-1}, o_0 = 0)",
+                 [=](const Sequence<double>& s, const Sequence<double>&) {
+                   const Matrix<double> o = operator_output(spec, policy, s);
+                   Matrix<double> late = Matrix<double>::Zero(o.rows(), o.cols());
+                   if (o.rows() > 1) late.bottomRows(o.rows() - 1) = o.topRows(o.rows() - 1);
+                   return late;
+                 }});
+  if (spec.variant == Variant::hla2 && spec.masked && spec.ridge == 0) {
+    OperatorSpec x = spec;
+    x.variant = Variant::ahla;
+    with("ahla", "AHLA, ((A A) . L) V, computed instead of hla2", x);
+  } else if (spec.variant == Variant::ahla) {
+    OperatorSpec x = spec;
+    x.variant = Variant::hla2;
+    with("hla2", "hla2, ((W W^T) . L) V, computed instead of AHLA", x);
+  }
+  return out;
+}
+
+CheckResult check(const CheckOptions& options, const std::vector<HeadInput>& heads) {
+  return check(options, heads.size(), [&heads](std::size_t i) { return heads[i]; });
+}
+
+CheckResult check(const CheckOptions& options, std::size_t count,
+                  const std::function<HeadInput(std::size_t)>& head) {
+  if (count == 0) throw Error("hla check: no heads to check");
+  const OperatorSpec& spec = options.spec;
+  const int bits = arithmetic_bits(options.precision);
+  const HeadInput first = head(0);
+  const Index n = first.tokens.length(), d = first.tokens.key_dim(), dv = first.tokens.value_dim();
+  if (options.chunk < 1) throw Error("--chunk: must be at least 1");
+  const std::string precision = bits == 53 ? "float64" : "float32";
+  const std::vector<Candidate> all = cpu_candidates();
+  const Candidate* streaming64 = nullptr;
+  std::vector<OwnImplementation> own;
+  for (const Candidate& c : all) {
+    if (c.implementation == "streaming" && c.precision == "float64") streaming64 = &c;
+    if (c.precision != precision || !c.covers(spec)) continue;
+    if (options.algorithm && c.implementation != fast::implementation_name(*options.algorithm)) continue;
+    own.push_back({&c, c.depth(spec, n, d, dv, options.chunk)});
+  }
+  if (own.empty())
+    throw Error("hla check: no implementation of the toolkit covers this operator in " + precision);
+  const Depths reference_depth = streaming_depth(spec, n, d, dv);
+
+  std::vector<HeadOutcome> outcomes(count);
+  std::vector<Position> ids(count);
+  std::vector<std::string> errors(count);
+  std::atomic<std::size_t> next{0};
+  const auto worker = [&] {
+    for (std::size_t i; (i = next++) < count;) {
+      try {
+        const HeadInput h = i == 0 ? first : head(i);
+        ids[i] = {h.batch, h.head, 0, 0};
+        outcomes[i] = check_head(options, h, own, *streaming64, reference_depth);
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    }
+  };
+  const int threads =
+      options.threads > 0 ? options.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (std::size_t t = 0; t < std::min<std::size_t>(std::size_t(threads), count); ++t)
+    pool.emplace_back(worker);
+  for (std::thread& t : pool) t.join();
+  for (const std::string& e : errors)
+    if (!e.empty()) throw Error(e);
+
+  CheckResult r;
+  r.heads = static_cast<Index>(count);
+  r.n = n;
+  r.growth.assign(8, 0.0);
+  double error_sq = 0, own_error_sq = 0, reference_sq = 0;
+  std::vector<Index> first_tokens;
+  r.tight = true;
+  double worst_tight = -1;
+  for (std::size_t i = 0; i < count; ++i) {
+    const HeadOutcome& h = outcomes[i];
+    if (h.worst_ratio > r.worst_ratio || i == 0) {
+      r.worst_ratio = h.worst_ratio;
+      r.worst = h.worst;
+    }
+    for (int e = 0; e < 8; ++e) r.growth[e] = std::max(r.growth[e], h.growth[e]);
+    if (h.first_failure_token) {
+      const Position p{ids[i].batch, ids[i].head, *h.first_failure_token, h.first_failure_column};
+      if (!r.first_failure || p.token < r.first_failure->token) r.first_failure = p;
+    }
+    if (h.first_departure_token) {
+      const Position p{ids[i].batch, ids[i].head, *h.first_departure_token, 0};
+      if (!r.first_departure || p.token < r.first_departure->token) r.first_departure = p;
+    }
+    const std::optional<Index> first =
+        h.first_failure_token ? h.first_failure_token : h.first_departure_token;
+    if (first) first_tokens.push_back(*first);
+    error_sq += h.error_sq;
+    own_error_sq += h.own_error_sq;
+    reference_sq += h.reference_sq;
+    r.undefined += h.undefined;
+    r.outputs += h.outputs;
+    r.tight = r.tight && h.tight;
+    if (h.tight_ratio > worst_tight) {
+      worst_tight = h.tight_ratio;
+      r.tight_ratio = h.tight_ratio;
+      const double count = std::max<double>(1, double(h.outputs));
+      const double unit = h.unit > 0 ? h.unit : 1;
+      r.distance_units = std::sqrt(h.distance_sq / count) / unit;
+      r.own_distance_units =
+          h.own_distance_sq.empty() ? 0 : std::sqrt(h.own_distance_sq[h.loosest_own] / count) / unit;
+      r.own_name = precision + " " + own[h.loosest_own].candidate->implementation;
+    }
+  }
+  r.sound = r.worst_ratio <= 1;
+  r.passed = r.sound && (options.criterion == Criterion::sound || r.tight);
+  const double scale = reference_sq > 0 ? std::sqrt(reference_sq) : 1;
+  r.normwise_u = std::ldexp(std::sqrt(error_sq) / scale, bits);
+  r.own_normwise_u = std::ldexp(std::sqrt(own_error_sq) / scale, bits);
+  if (!r.passed) {
+    std::size_t worst = 0;
+    for (std::size_t i = 1; i < count; ++i)
+      if (outcomes[i].tight_ratio > outcomes[worst].tight_ratio) worst = i;
+    const HeadInput h = worst == 0 ? first : head(worst);
+    r.diagnosed = {h.batch, h.head, 0, 0};
+    const Sequence<double> scaled{h.tokens.q * options.scale, h.tokens.k, h.tokens.v};
+    const Format out = options.output_format.value_or(options.precision);
+    for (const DiagnosisForm& f : diagnosis_forms(options)) {
+      const double ratio = form_ratio(h.output, f.output(scaled, h.tokens), out, outcomes[worst].base_sq,
+                                      outcomes[worst].reference_sq);
+      r.diagnosis.push_back({f.id, f.description, ratio});
+    }
+    std::stable_sort(r.diagnosis.begin(), r.diagnosis.end(),
+                     [](const auto& a, const auto& b) { return a.ratio < b.ratio; });  // the closest first
+    for (const auto& d : r.diagnosis)
+      if (d.ratio <= CheckResult::tight_factor) r.matches.push_back(d.id);
+  }
+  // First failures that all sit at multiples of a chunk size (16 or more): the carry between chunks.
+  if (!first_tokens.empty()) {
+    Index g = 0;
+    for (const Index t : first_tokens) g = std::gcd(g, t);
+    if (g >= 16) {
+      Index c = 1;
+      while (g % (2 * c) == 0) c *= 2;
+      if (c >= 16) r.chunk_boundary = c;
+    }
+  }
+  return r;
+}
+
+std::string check_summary(const CheckResult& r, const CheckOptions& options) {
+  std::ostringstream out;
+  out << (r.passed  ? "PASS"
+          : r.sound ? "FAIL (within the sound bound, outside the tight criterion)"
+                    : "FAIL (outside the sound bound)");
+  if (r.passed && !r.tight) out << " (sound criterion only; outside the tight criterion)";
+  out << "\n";
+  const auto where = [](const Position& p) {
+    return "batch " + std::to_string(p.batch) + ", head " + std::to_string(p.head) + ", token " +
+           std::to_string(p.token) + ", column " + std::to_string(p.column);
+  };
+  out << std::setprecision(3);
+  out << "worst error / sound bound: " << r.worst_ratio << " at " << where(r.worst) << "\n";
+  out << "normwise error: " << r.normwise_u << " u (u = 2^-" << arithmetic_bits(options.precision)
+      << "); the toolkit's " << r.own_name << ": " << r.own_normwise_u << " u\n";
+  out << "distance from the rounded reference: " << r.distance_units << " units of "
+      << format_name(options.output_format.value_or(options.precision))
+      << " at the rms output (rms, worst head), " << r.tight_ratio << "x the toolkit's " << r.own_name
+      << " (tight limit " << CheckResult::tight_factor << "x)\n";
+  if (r.first_failure) out << "first output outside the sound bound: " << where(*r.first_failure) << "\n";
+  if (r.first_departure)
+    out << "first token past the tight limit: token " << r.first_departure->token << " (batch "
+        << r.first_departure->batch << ", head " << r.first_departure->head << ")\n";
+  out << "worst ratio along the sequence (eighths):";
+  for (const double g : r.growth) out << " " << g;
+  out << "\n";
+  if (r.chunk_boundary > 0)
+    out << "the errors start at multiples of " << r.chunk_boundary
+        << " tokens: look at the carry between chunks\n";
+  if (!r.diagnosis.empty()) {
+    out << "diagnosis (batch " << r.diagnosed.batch << ", head " << r.diagnosed.head << "): ";
+    if (r.matches.empty()) {
+      const auto closest = std::min_element(r.diagnosis.begin(), r.diagnosis.end(),
+                                            [](const auto& a, const auto& b) { return a.ratio < b.ratio; });
+      out << "no form in the catalogue matches; the closest is " << closest->id << " ("
+          << closest->description << ") at " << closest->ratio << "x the tight limit's base\n";
+    } else {
+      out << "the output matches";
+      for (const auto& d : r.diagnosis) {
+        if (d.ratio <= CheckResult::tight_factor) out << "\n  " << d.id << ": " << d.description;
+      }
+      out << "\n";
+    }
+  }
+  if (r.undefined > 0)
+    out << r.undefined << " outputs undefined for --eps-policy " << eps_policy_name(options.eps_policy)
+        << " (their denominators cannot be told from zero) were not compared\n";
+  out << r.outputs << " outputs compared (" << r.heads << " heads, n = " << r.n << ")\n";
+  return out.str();
+}
+
+void write_check_json(const CheckResult& r, const CheckOptions& options, std::ostream& out) {
+  const auto number = [](double x) {
+    if (!std::isfinite(x)) return std::string(x > 0 ? "\"inf\"" : x < 0 ? "\"-inf\"" : "\"nan\"");
+    std::ostringstream s;
+    s << std::setprecision(17) << x;
+    return s.str();
+  };
+  const auto position = [](const std::optional<Position>& p) {
+    if (!p) return std::string("null");
+    return "{\"batch\": " + std::to_string(p->batch) + ", \"head\": " + std::to_string(p->head) +
+           ", \"token\": " + std::to_string(p->token) + ", \"column\": " + std::to_string(p->column) + "}";
+  };
+  out << "{\"verdict\": \"" << (r.passed ? "pass" : "fail")
+      << "\", \"sound\": " << (r.sound ? "true" : "false") << ", \"tight\": " << (r.tight ? "true" : "false")
+      << ", \"criterion\": \"" << (options.criterion == Criterion::tight ? "tight" : "sound")
+      << "\", \"worst_ratio\": " << number(r.worst_ratio) << ", \"worst\": " << position(r.worst)
+      << ", \"first_failure\": " << position(r.first_failure)
+      << ", \"first_departure\": " << position(r.first_departure)
+      << ", \"normwise_u\": " << number(r.normwise_u) << ", \"own\": {\"implementation\": \"" << r.own_name
+      << "\", \"normwise_u\": " << number(r.own_normwise_u)
+      << ", \"distance_units\": " << number(r.own_distance_units)
+      << "}, \"distance_units\": " << number(r.distance_units)
+      << ", \"tight_ratio\": " << number(r.tight_ratio)
+      << ", \"tight_factor\": " << number(CheckResult::tight_factor) << ", \"growth\": [";
+  for (std::size_t i = 0; i < r.growth.size(); ++i) out << (i ? ", " : "") << number(r.growth[i]);
+  out << "], \"diagnosis\": {\"matches\": [";
+  for (std::size_t i = 0; i < r.matches.size(); ++i) out << (i ? ", " : "") << "\"" << r.matches[i] << "\"";
+  out << "], \"candidates\": [";
+  for (std::size_t i = 0; i < r.diagnosis.size(); ++i) {
+    out << (i ? ", " : "") << "{\"id\": \"" << r.diagnosis[i].id << "\", \"description\": \""
+        << r.diagnosis[i].description << "\", \"worst_ratio\": " << number(r.diagnosis[i].ratio) << "}";
+  }
+  out << "]}, \"chunk_boundary\": " << r.chunk_boundary << ", \"undefined\": " << r.undefined
+      << ", \"outputs\": " << r.outputs << ", \"heads\": " << r.heads << ", \"n\": " << r.n
+      << ", \"precision\": \"" << format_name(options.precision) << "\", \"output_dtype\": \""
+      << format_name(options.output_format.value_or(options.precision)) << "\", \"eps_policy\": \""
+      << eps_policy_name(options.eps_policy) << "\"}\n";
+}
+
+CheckResult check_arrays(const CheckOptions& options, Layout layout, const ArrayView& qa, const ArrayView& ka,
+                         const ArrayView& va, const ArrayView& oa) {
+  const Tensor q = tensor(qa, layout), k = tensor(ka, layout), v = tensor(va, layout), o = tensor(oa, layout);
+  const auto shape = [](const Tensor& x) { return shape_text(x.shape); };
+  require(k.shape == q.shape, k.path + ": shape " + shape(k) + " does not match " + q.path + " " + shape(q));
+  require(v.batch == q.batch && v.tokens == q.tokens, v.path + ": shape " + shape(v) + " does not match " +
+                                                          q.path + " " + shape(q) + " in batch or tokens");
+  require(o.shape == v.shape, o.path + ": shape " + shape(o) + " does not match " + v.path + " " + shape(v) +
+                                  " (the output has the values' shape)");
+  require(v.heads % q.heads == 0, v.path + ": " + std::to_string(v.heads) + " value heads for " +
+                                      std::to_string(q.heads) +
+                                      " query and key heads: grouped queries need a multiple of them");
+  check_values(q, options.precision);
+  check_values(k, options.precision);
+  check_values(v, options.precision);
+  check_values(o, std::nullopt);
+  const Index group = v.heads / q.heads;  // value heads per query/key head, consecutive
+  const std::size_t count = std::size_t(v.batch * v.heads);
+  return check(options, count, [&](std::size_t i) {
+    const Index b = Index(i) / v.heads, hv = Index(i) % v.heads, hq = hv / group;
+    HeadInput h;
+    h.batch = b;
+    h.head = hv;
+    h.tokens = {Matrix<double>(q.tokens, q.features), Matrix<double>(q.tokens, q.features),
+                Matrix<double>(v.tokens, v.features)};
+    h.output = Matrix<double>(v.tokens, v.features);
+    for (Index t = 0; t < q.tokens; ++t) {
+      for (Index f = 0; f < q.features; ++f) {
+        h.tokens.q(t, f) = q.at(b, t, hq, f);
+        h.tokens.k(t, f) = k.at(b, t, hq, f);
+      }
+      for (Index f = 0; f < v.features; ++f) {
+        h.tokens.v(t, f) = v.at(b, t, hv, f);
+        h.output(t, f) = o.at(b, t, hv, f);
+      }
+    }
+    return h;
+  });
+}
+
+}  // namespace hla::reports

@@ -1,0 +1,230 @@
+// hla check on kernels written as a user writes them: recurrent hla2 in float32 on bf16 inputs,
+// correct (two evaluation orders) and with the mistakes kernel authors make, at a decay of 0.999.
+// The correct ones pass on every seed; each faulty one fails.
+
+#include "hla/reports/check.hpp"
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdlib>
+#include <iostream>
+#include <optional>
+#include <random>
+
+using namespace hla;
+using namespace hla::reports;
+
+namespace {
+
+std::uint64_t test_seed() {
+  const char* env = std::getenv("HLA_CHECK_SEED");
+  const std::uint64_t seed = env != nullptr ? std::strtoull(env, nullptr, 10) : std::random_device{}();
+  std::cout << "check test seed " << seed << " (HLA_CHECK_SEED=" << seed << " reruns it)\n";
+  return seed;
+}
+
+enum class Mistake { none, other_order, decay_exponent, dropped_carry, missing_scale, printed_decay };
+
+// Masked hla2 with decay g in float32, as a user's recurrent kernel: S = g S + k k^T,
+// C = g C + q v^T, G = g^2 G + g k (k^T C_{t-1}), o_t = q_t^T (S C - G), q scaled first.
+Matrix<double> user_kernel(const Sequence<double>& s, float g, float scale, Mistake mistake, Format out) {
+  const Index n = s.length(), d = s.key_dim(), dv = s.value_dim();
+  Eigen::MatrixXf S = Eigen::MatrixXf::Zero(d, d), C = Eigen::MatrixXf::Zero(d, dv), G = C;
+  Matrix<double> o(n, dv);
+  for (Index t = 0; t < n; ++t) {
+    const Eigen::VectorXf q = (s.q.row(t).transpose().cast<float>() * scale).eval();
+    const Eigen::VectorXf k = s.k.row(t).transpose().cast<float>();
+    const Eigen::RowVectorXf v = s.v.row(t).cast<float>();
+    if (mistake == Mistake::dropped_carry && t == n / 2) {  // a chunk boundary whose carry is lost
+      S.setZero();
+      C.setZero();
+      G.setZero();
+    }
+    const float age = mistake == Mistake::decay_exponent || mistake == Mistake::printed_decay ? g : g * g;
+    const float gain = mistake == Mistake::printed_decay ? 1.0f : g;  // Sec. 4.3 as printed: g G + k k^T C
+    G = age * G + gain * k * (k.transpose() * C);
+    S = g * S + k * k.transpose();
+    C = g * C + q * v;
+    const Eigen::RowVectorXf row = mistake == Mistake::other_order
+                                       ? Eigen::RowVectorXf((q.transpose() * S) * C - q.transpose() * G)
+                                       : Eigen::RowVectorXf(q.transpose() * (S * C - G));
+    for (Index c = 0; c < dv; ++c) o(t, c) = round_to(out, double(row(c)));
+  }
+  return o;
+}
+
+struct Problem {
+  std::vector<HeadInput> heads;
+  CheckOptions options;
+};
+
+Problem problem(std::uint64_t seed, Mistake mistake, Format out_format) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal;
+  const Index n = 192, d = 16, heads = 4;
+  Problem p;
+  p.options.spec.variant = Variant::hla2;
+  p.options.spec.decay = Rational(999, 1000);
+  p.options.scale = 0.25;  // d^-1/2
+  p.options.precision = Format::bf16;
+  p.options.output_format = out_format;
+  p.options.chunk = 32;
+  p.options.threads = 1;
+  const auto draw = [&](Index rows, Index cols, double sd) {
+    Matrix<double> m(rows, cols);
+    for (Index i = 0; i < m.size(); ++i) m.data()[i] = round_to(Format::bf16, sd * normal(rng));
+    return m;
+  };
+  for (Index h = 0; h < heads; ++h) {
+    HeadInput head{0, h, {draw(n, d, 1), draw(n, d, 0.25), draw(n, d, 1)}, {}};
+    const bool this_head = mistake != Mistake::missing_scale || h == 1;
+    const float scale = this_head && mistake == Mistake::missing_scale ? 1.0f : 0.25f;
+    head.output = user_kernel(head.tokens, 0.999f, scale, this_head ? mistake : Mistake::none, out_format);
+    p.heads.push_back(std::move(head));
+  }
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("check/rounding to bf16 f16 and f32 is to nearest with ties to even", "[check]") {
+  CHECK(round_to(Format::bf16, 1 + 0x1p-8) == 1);               // a tie: to even
+  CHECK(round_to(Format::bf16, 1 + 3 * 0x1p-8) == 1 + 0x1p-6);  // a tie: to even, upwards
+  CHECK(round_to(Format::bf16, 1 + 0x1p-8 + 0x1p-30) == 1 + 0x1p-7);
+  CHECK(round_to(Format::f16, 65504) == 65504);
+  CHECK(round_to(Format::f16, 65520) == INFINITY);  // halfway to 2^16: rounds to infinity
+  CHECK(round_to(Format::f16, 65519) == 65504);
+  CHECK(round_to(Format::f16, 0x1p-25) == 0);          // a tie below the smallest subnormal
+  CHECK(round_to(Format::f16, 0x1.8p-25) == 0x1p-24);  // above it
+  CHECK(round_to(Format::f16, -3 * 0x1p-26) == -0x1p-24);
+  CHECK(round_to(Format::f32, 0.1) == double(0.1f));
+  CHECK(round_to(Format::f64, 0.1) == 0.1);
+  // Exactly one rounding from double: 1 + 2^-8 + 2^-40 rounds up in bf16 (rounding to float first
+  // would give the tie 1 + 2^-8, then 1).
+  CHECK(round_to(Format::bf16, 1 + 0x1p-8 + 0x1p-40) == 1 + 0x1p-7);
+}
+
+TEST_CASE("check/correct kernels pass on every seed", "[check]") {
+  const std::uint64_t seed = test_seed();
+  double largest = 0;  // of the tight ratio, printed: docs/check.md quotes it
+  for (const Format out : {Format::bf16, Format::f32}) {
+    for (const Mistake m : {Mistake::none, Mistake::other_order}) {
+      for (std::uint64_t i = 0; i < 4; ++i) {
+        INFO("seed " << seed + i << " (HLA_CHECK_SEED), output " << format_name(out) << ", order " << int(m));
+        const Problem p = problem(seed + i, m, out);
+        const CheckResult r = check(p.options, p.heads);
+        INFO(check_summary(r, p.options));
+        CHECK(r.passed);
+        CHECK(r.sound);
+        CHECK(r.tight);
+        CHECK(r.undefined == 0);
+        CHECK(r.outputs == 4 * 192 * 16);
+        largest = std::max(largest, r.tight_ratio);
+      }
+    }
+  }
+  std::cout << "largest tight ratio of a correct kernel: " << largest << "\n";
+}
+
+TEST_CASE("check/the mistakes kernel authors make fail", "[check]") {
+  const std::uint64_t seed = test_seed();
+  struct Case {
+    Mistake mistake;
+    const char* what;
+    std::optional<std::string> diagnosis;  // the closest match, or none
+  };
+  for (const Case& c :
+       {Case{Mistake::decay_exponent, "G = g G + g k k^T C: the decay exponent off by one", {"decay-once"}},
+        Case{Mistake::printed_decay, "G = g G + k k^T C: Sec. 4.3 as printed", {"sec-4.3"}},
+        Case{Mistake::dropped_carry, "the carry dropped at one chunk boundary", std::nullopt},
+        Case{Mistake::missing_scale, "the query scale missing on one head of four", {"no-scale"}}}) {
+    for (const Format out : {Format::bf16, Format::f32}) {
+      INFO(c.what << ", output " << format_name(out) << ", seed " << seed << " (HLA_CHECK_SEED)");
+      const Problem p = problem(seed, c.mistake, out);
+      const CheckResult r = check(p.options, p.heads);
+      INFO(check_summary(r, p.options));
+      CHECK_FALSE(r.passed);
+      CHECK_FALSE(r.tight);
+      if (c.diagnosis) {
+        REQUIRE_FALSE(r.matches.empty());
+        CHECK(r.matches.front() == *c.diagnosis);
+      } else {
+        CHECK(r.matches.empty());
+      }
+      if (c.mistake == Mistake::dropped_carry) {
+        REQUIRE(r.first_departure);
+        CHECK(r.first_departure->token == 96);  // where the carry was lost
+      }
+      if (c.mistake == Mistake::missing_scale) {
+        REQUIRE(r.first_departure);
+        CHECK(r.first_departure->head == 1);
+        CHECK(r.worst.head == 1);
+      }
+    }
+  }
+}
+
+TEST_CASE("check/the criterion sound accepts what is within the sound bound alone", "[check]") {
+  const std::uint64_t seed = test_seed();
+  Problem p = problem(seed, Mistake::none, Format::f32);
+  for (HeadInput& h : p.heads) h.output.row(50) *= 1 + 0x1p-10;  // a bump within the loose bound
+  const CheckResult tight = check(p.options, p.heads);
+  INFO(check_summary(tight, p.options) << "seed " << seed);
+  CHECK(tight.sound);
+  CHECK_FALSE(tight.tight);
+  CHECK_FALSE(tight.passed);
+  REQUIRE(tight.first_departure);
+  CHECK(tight.first_departure->token == 50);
+  p.options.criterion = Criterion::sound;
+  CHECK(check(p.options, p.heads).passed);
+}
+
+TEST_CASE("check/every diagnosis form is reachable: an output that is the form is named", "[check]") {
+  const std::uint64_t seed = test_seed();
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal;
+  struct Options {
+    Variant variant;
+    bool normalize;
+    Rational decay;
+  };
+  for (const Options o :
+       {Options{Variant::hla2, false, Rational(99, 100)}, Options{Variant::hla2, true, Rational(99, 100)},
+        Options{Variant::ahla, true, Rational(99, 100)}, Options{Variant::hla2, false, Rational(1)},
+        Options{Variant::ahla, false, Rational(1)}, Options{Variant::hla3, false, Rational(1)}}) {
+    CheckOptions options;
+    options.spec.variant = o.variant;
+    options.spec.normalize = o.normalize;
+    options.spec.eps = o.normalize ? Rational(1, 2) : Rational(0);
+    options.spec.decay = o.decay;
+    options.scale = 0.5;
+    options.precision = Format::f32;
+    options.chunk = 8;
+    options.threads = 1;
+    const Index n = 48, d = 4;
+    const auto draw = [&](double sd) {
+      Matrix<double> m(n, d);
+      for (Index i = 0; i < m.size(); ++i) m.data()[i] = round_to(Format::f32, sd * normal(rng));
+      return m;
+    };
+    // Positive keys and queries keep the normalized denominators away from zero.
+    HeadInput head{0, 0, {draw(1).cwiseAbs(), draw(0.5).cwiseAbs(), draw(1)}, {}};
+    const Sequence<double> scaled{head.tokens.q * options.scale, head.tokens.k, head.tokens.v};
+    for (const DiagnosisForm& f : diagnosis_forms(options)) {
+      INFO(variant_name(o.variant) << (o.normalize ? " normalized" : "") << ", form " << f.id << ", seed "
+                                   << seed);
+      head.output =
+          f.output(scaled, head.tokens).unaryExpr([](double x) { return round_to(Format::f32, x); });
+      const CheckResult r = check(options, {head});
+      INFO(check_summary(r, options));
+      CHECK_FALSE(r.passed);
+      // Named among the closest (signed-clamp and clamp coincide where every denominator is positive).
+      const auto named =
+          std::find_if(r.diagnosis.begin(), r.diagnosis.end(), [&](const auto& x) { return x.id == f.id; });
+      REQUIRE(named != r.diagnosis.end());
+      CHECK(named->ratio == r.diagnosis.front().ratio);
+      CHECK(std::find(r.matches.begin(), r.matches.end(), f.id) != r.matches.end());
+    }
+  }
+}
