@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(g++ make cmake libboost-dev libeigen3-dev librapidcheck-dev catch2 libgmp-dev libmpfr-dev libcli11-dev
-  clang-14 libclang-rt-14-dev python3-matplotlib)
+  clang-14 libclang-rt-14-dev python3-matplotlib pybind11-dev python3-dev python3-pytest)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -322,7 +322,8 @@ struct Tensor {
   Index batch = 1, tokens = 0, heads = 1, features = 0;
   Layout layout = Layout::nd;
 
-  double at(Index b, Index t, Index h, Index f) const {
+  double at(Index b, Index t, Index h, Index f) const { return values[index(b, t, h, f)]; }
+  std::size_t index(Index b, Index t, Index h, Index f) const {
     std::size_t i = 0;
     switch (layout) {
       case Layout::nd:
@@ -335,7 +336,7 @@ struct Tensor {
         i = std::size_t(((b * heads + h) * tokens + t) * features + f);
         break;
     }
-    return values[i];
+    return i;
   }
   std::string entry(Index b, Index t, Index h, Index f) const {
     switch (layout) {
@@ -752,44 +753,93 @@ void write_check_json(const CheckResult& r, const CheckOptions& options, std::os
       << eps_policy_name(options.eps_policy) << "\"}\n";
 }
 
-CheckResult check_arrays(const CheckOptions& options, Layout layout, const ArrayView& qa, const ArrayView& ka,
-                         const ArrayView& va, const ArrayView& oa) {
-  const Tensor q = tensor(qa, layout), k = tensor(ka, layout), v = tensor(va, layout), o = tensor(oa, layout);
+// q, k, v checked against each other: q and k alike, v with q's batch and tokens and a multiple
+// of its heads.
+void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v) {
   const auto shape = [](const Tensor& x) { return shape_text(x.shape); };
   require(k.shape == q.shape, k.path + ": shape " + shape(k) + " does not match " + q.path + " " + shape(q));
   require(v.batch == q.batch && v.tokens == q.tokens, v.path + ": shape " + shape(v) + " does not match " +
                                                           q.path + " " + shape(q) + " in batch or tokens");
-  require(o.shape == v.shape, o.path + ": shape " + shape(o) + " does not match " + v.path + " " + shape(v) +
-                                  " (the output has the values' shape)");
   require(v.heads % q.heads == 0, v.path + ": " + std::to_string(v.heads) + " value heads for " +
                                       std::to_string(q.heads) +
                                       " query and key heads: grouped queries need a multiple of them");
+}
+
+// Value head i of the arrays (batch-major): its q, k, v (before the scale).
+HeadInput head_tokens(const Tensor& q, const Tensor& k, const Tensor& v, std::size_t i) {
+  const Index group = v.heads / q.heads;  // value heads per query/key head, consecutive
+  const Index b = Index(i) / v.heads, hv = Index(i) % v.heads, hq = hv / group;
+  HeadInput h;
+  h.batch = b;
+  h.head = hv;
+  h.tokens = {Matrix<double>(q.tokens, q.features), Matrix<double>(q.tokens, q.features),
+              Matrix<double>(v.tokens, v.features)};
+  for (Index t = 0; t < q.tokens; ++t) {
+    for (Index f = 0; f < q.features; ++f) {
+      h.tokens.q(t, f) = q.at(b, t, hq, f);
+      h.tokens.k(t, f) = k.at(b, t, hq, f);
+    }
+    for (Index f = 0; f < v.features; ++f) h.tokens.v(t, f) = v.at(b, t, hv, f);
+  }
+  return h;
+}
+
+CheckResult check_arrays(const CheckOptions& options, Layout layout, const ArrayView& qa, const ArrayView& ka,
+                         const ArrayView& va, const ArrayView& oa) {
+  const Tensor q = tensor(qa, layout), k = tensor(ka, layout), v = tensor(va, layout), o = tensor(oa, layout);
+  check_inputs(q, k, v);
+  require(o.shape == v.shape, o.path + ": shape " + shape_text(o.shape) + " does not match " + v.path + " " +
+                                  shape_text(v.shape) + " (the output has the values' shape)");
   check_values(q, options.precision);
   check_values(k, options.precision);
   check_values(v, options.precision);
   check_values(o, std::nullopt);
-  const Index group = v.heads / q.heads;  // value heads per query/key head, consecutive
-  const std::size_t count = std::size_t(v.batch * v.heads);
-  return check(options, count, [&](std::size_t i) {
-    const Index b = Index(i) / v.heads, hv = Index(i) % v.heads, hq = hv / group;
-    HeadInput h;
-    h.batch = b;
-    h.head = hv;
-    h.tokens = {Matrix<double>(q.tokens, q.features), Matrix<double>(q.tokens, q.features),
-                Matrix<double>(v.tokens, v.features)};
+  return check(options, std::size_t(v.batch * v.heads), [&](std::size_t i) {
+    HeadInput h = head_tokens(q, k, v, i);
     h.output = Matrix<double>(v.tokens, v.features);
-    for (Index t = 0; t < q.tokens; ++t) {
-      for (Index f = 0; f < q.features; ++f) {
-        h.tokens.q(t, f) = q.at(b, t, hq, f);
-        h.tokens.k(t, f) = k.at(b, t, hq, f);
-      }
-      for (Index f = 0; f < v.features; ++f) {
-        h.tokens.v(t, f) = v.at(b, t, hv, f);
-        h.output(t, f) = o.at(b, t, hv, f);
-      }
-    }
+    for (Index t = 0; t < v.tokens; ++t)
+      for (Index f = 0; f < v.features; ++f) h.output(t, f) = o.at(h.batch, t, h.head, f);
     return h;
   });
 }
 
+std::vector<double> reference_arrays(const CheckOptions& options, Layout layout, ScalarKind scalar,
+                                     const ArrayView& qa, const ArrayView& ka, const ArrayView& va) {
+  if (scalar != ScalarKind::exact && scalar != ScalarKind::mpfr && scalar != ScalarKind::f64)
+    throw Error("scalar: the reference is computed in exact, mpfr or f64");
+  const Tensor q = tensor(qa, layout), k = tensor(ka, layout), v = tensor(va, layout);
+  check_inputs(q, k, v);
+  for (const Tensor* x : {&q, &k, &v}) check_values(*x, Format::f64);
+  const OperatorSpec& spec = options.spec;
+  std::vector<double> out(std::size_t(v.batch * v.heads * v.tokens * v.features));
+  for (std::size_t i = 0; i < std::size_t(v.batch * v.heads); ++i) {
+    const HeadInput h = head_tokens(q, k, v, i);
+    const Matrix<double> o = with_scalar(scalar, [&]<class T>(TypeTag<T>) -> Matrix<double> {
+      if constexpr (std::is_same_v<T, Rational> || std::is_same_v<T, Mpfr> || std::is_same_v<T, double>) {
+        const auto cast = [](const Matrix<double>& m) {
+          return Matrix<T>(m.unaryExpr([](double x) { return T(x); }));
+        };
+        const Sequence<T> s{cast(h.tokens.q * options.scale), cast(h.tokens.k), cast(h.tokens.v)};
+        const Terms<T> t =
+            fast::streaming_terms(spec, fast::default_form(spec, fast::Implementation::streaming), s);
+        Matrix<double> result(t.num.rows(), t.num.cols());
+        const T eps = from_rational<T>(spec.eps);
+        for (Index r = 0; r < result.rows(); ++r) {
+          const T d = spec.normalize ? divisor<T>(options.eps_policy, t.den(r), eps) : T(1);
+          if constexpr (std::is_same_v<T, Rational>) {
+            if (spec.normalize && d == 0)
+              throw Error("the normalized output at token " + std::to_string(r) + " divides by zero exactly");
+          }
+          for (Index c = 0; c < result.cols(); ++c) result(r, c) = to_double(T(t.num(r, c) / d));
+        }
+        return result;
+      } else {
+        throw Error("unreachable scalar");
+      }
+    });
+    for (Index t = 0; t < v.tokens; ++t)
+      for (Index f = 0; f < v.features; ++f) out[v.index(h.batch, t, h.head, f)] = o(t, f);
+  }
+  return out;
+}
 }  // namespace hla::reports

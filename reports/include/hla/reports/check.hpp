@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "hla/reference/scalar.hpp"
 #include "hla/reference/sequence.hpp"
 #include "hla/reports/check_options.hpp"
 
@@ -100,6 +101,14 @@ struct ArrayView {
 // line naming the array (and the entry) for bad input.
 CheckResult check_arrays(const CheckOptions& options, Layout layout, const ArrayView& q, const ArrayView& k,
                          const ArrayView& v, const ArrayView& o);
+
+// The operator's output on the arrays, in v's shape and layout (C order): the streaming form,
+// proven equal to the definition, in `scalar` (exact rationals, 261-bit MPFR or float64), with
+// options' scale (applied in float64) and eps policy, rounded to float64 at the end. The arrays
+// are checked as check_arrays checks them (finite values; any precision). A normalized output whose
+// divisor is exactly zero is an error in exact arithmetic, inf or NaN otherwise.
+std::vector<double> reference_arrays(const CheckOptions& options, Layout layout, ScalarKind scalar,
+                                     const ArrayView& q, const ArrayView& k, const ArrayView& v);
 
 // The first line ("PASS", "FAIL (within the sound bound, outside the tight criterion)",
 // "FAIL (outside the sound bound)") and the figures behind it, one per line.

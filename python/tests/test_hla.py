@@ -1,0 +1,97 @@
+"""The Python module: hla.check on a numpy kernel and its faulty twins, hla.reference against a
+naive masked matrix form, assert_hla_close, check_causal, and bad input."""
+
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples", "check"))
+import kernel  # noqa: E402  (examples/check/kernel.py: the README's example kernel)
+
+import hla  # noqa: E402
+from hla.testing import assert_hla_close  # noqa: E402
+
+SEED = int(os.environ.get("HLA_PYTHON_SEED", np.random.SeedSequence().entropy % 2**32))
+print(f"python test seed {SEED} (HLA_PYTHON_SEED={SEED} reruns it)")
+
+OPTIONS = dict(variant="hla2", decay=0.999, scale=0.25, precision="bf16", layout="bthd")
+
+
+@pytest.fixture
+def inputs():
+    rng = np.random.default_rng(SEED)
+    shape = (1, 128, 2, 16)
+    return tuple(kernel.bf16(rng.standard_normal(shape)) for _ in range(3))
+
+
+def test_a_correct_kernel_passes(inputs):
+    q, k, v = inputs
+    r = hla.check(kernel.hla2(q, k, v, 0.999, 0.25), q, k, v, **OPTIONS)
+    assert r.passed, r.summary()
+    assert r.sound and r.tight and bool(r)
+    assert r.first_failure is None
+    assert json.loads(r.to_json())["verdict"] == "pass"
+
+
+def test_a_dropped_carry_fails_where_it_happens(inputs):
+    q, k, v = inputs
+    r = hla.check(kernel.hla2(q, k, v, 0.999, 0.25, drop_carry_at=64), q, k, v, **OPTIONS)
+    assert not r.passed
+    assert r.first_departure["token"] == 64
+    assert r.summary().startswith("FAIL")
+    assert r.diagnosis["matches"] == []
+
+
+def test_a_missing_scale_is_diagnosed(inputs):
+    q, k, v = inputs
+    r = hla.check(kernel.hla2(q, k, v, 0.999, 1.0), q, k, v, **OPTIONS)
+    assert not r.passed
+    assert r.diagnosis["matches"][0] == "no-scale"
+    assert {c["id"] for c in r.diagnosis["candidates"]} >= {"no-scale", "sec-4.3", "decay-once"}
+
+
+def test_the_reference_is_the_masked_matrix_form():
+    rng = np.random.default_rng(SEED)
+    q, k, v = (rng.integers(-3, 4, size=(6, 3)).astype(np.float64) for _ in range(3))
+    w = np.tril(q @ k.T)  # W = L . Q K^T
+    expected = np.tril(w @ w.T) @ v  # [(W W^T) . L] V: small integers, exact in float64
+    for scalar in ("exact", "mpfr", "f64"):
+        assert np.array_equal(hla.reference(q, k, v, variant="hla2", scalar=scalar), expected)
+
+
+def test_assert_hla_close_raises_with_the_summary(inputs):
+    q, k, v = inputs
+    assert_hla_close(kernel.hla2(q, k, v, 0.999, 0.25), q, k, v, **OPTIONS)
+    with pytest.raises(AssertionError, match="FAIL"):
+        assert_hla_close(kernel.hla2(q, k, v, 0.999, 0.25, drop_carry_at=32), q, k, v, **OPTIONS)
+
+
+def test_check_causal(inputs):
+    q, k, v = inputs
+    assert hla.check_causal(lambda q, k, v: kernel.hla2(q, k, v, 0.999, 0.25), q, k, v, layout="bthd")
+
+    def peeks(q, k, v):  # uses the next token's value: not causal
+        o = kernel.hla2(q, k, v, 0.999, 0.25)
+        o[:, :-1] += 1e-3 * v[:, 1:]
+        return o
+
+    with pytest.raises(AssertionError, match="not causal"):
+        hla.check_causal(peeks, q, k, v, layout="bthd")
+
+
+def test_bad_input_is_a_value_error(inputs):
+    q, k, v = inputs
+    o = kernel.hla2(q, k, v, 0.999, 0.25)
+    with pytest.raises(ValueError, match="does not match"):
+        hla.check(o[:, :64], q, k, v, **OPTIONS)
+    with pytest.raises(ValueError, match="not a bf16 value"):
+        hla.check(o, q + np.float32(1e-3), k, v, **OPTIONS)
+    with pytest.raises(ValueError, match="precision"):
+        hla.check(o, q, k, v, **{**OPTIONS, "precision": "f8"})
+    bad = o.copy()
+    bad[0, 3, 1, 2] = np.nan
+    with pytest.raises(ValueError, match=r"entry \[0, 3, 1, 2\] is NaN"):
+        hla.check(bad, q, k, v, **OPTIONS)
