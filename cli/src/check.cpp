@@ -1,5 +1,7 @@
 #include "hla/cli/check.hpp"
 
+#include <filesystem>
+#include <iostream>
 #include <ostream>
 #include <sstream>
 
@@ -15,6 +17,7 @@ int run_check(const CheckRequest& req, std::ostream& out) {
   std::vector<io::NamedPath> outputs;
   if (!req.json_path.empty()) outputs.push_back({"--json", req.json_path});
   io::check_outputs(outputs, inputs);
+  if (!req.report_dir.empty()) io::check_output_directory("--report", req.report_dir);
   const io::NpyArray q = io::read_npy_array(req.q_path), k = io::read_npy_array(req.k_path),
                      v = io::read_npy_array(req.v_path), o = io::read_npy_array(req.o_path);
   const auto view = [](const std::string& path, const io::NpyArray& a) {
@@ -29,6 +32,10 @@ int run_check(const CheckRequest& req, std::ostream& out) {
     reports::write_check_json(result, req.options, json);
     io::write_output(req.json_path, json.str());
     out << "JSON: " << req.json_path << "\n";
+  }
+  if (!req.report_dir.empty()) {
+    reports::write_check_report(result, req.options, req.report_dir, std::cerr);
+    out << "report: " << (std::filesystem::path(req.report_dir) / "check.md").string() << "\n";
   }
   return result.passed ? 0 : 1;
 }

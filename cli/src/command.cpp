@@ -84,6 +84,8 @@ CommandLine::CommandLine() {
   check->add_option("--criterion", c.criterion, "tight (default: sound and tight) | sound");
   check->add_option("--threads", c.request.options.threads, "heads checked at once (default: all cores)");
   check->add_option("--json", c.request.json_path, "write the result as JSON");
+  check->add_option("--report", c.request.report_dir,
+                    "write check.md with a plot of the error along the sequence");
 
   app.add_subcommand("variants", "list variants, forms and options");
 

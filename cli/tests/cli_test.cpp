@@ -490,3 +490,24 @@ TEST_CASE("cli/check reads 4-D layouts and grouped value heads", "[cli][check]")
   io::write_npy(w.path("o4x.npy"), {1, 3, 2, 1}, o_bthd);
   CHECK(check_run(w, "--layout bthd" + files + " --o " + w.path("o4x.npy")).status == 1);
 }
+
+TEST_CASE("cli/check --report writes check.md with its plot and never replaces a directory it did not write",
+          "[cli][check]") {
+  Workspace w;
+  write_outputs(w);
+  const std::string dir = w.path("report");
+  CHECK(check_run(w, "--report " + dir, "o_off.npy").status == 1);
+  CHECK_THAT(w.read("report/check.md"), Catch::StartsWith("# hla check") && Catch::Contains("FAIL") &&
+                                            Catch::Contains("error.png") && Catch::Contains("## Diagnosis"));
+  CHECK(fs::file_size(dir + "/error.png") > 1000);
+  CHECK_THAT(w.read("report/tokens.csv"),
+             Catch::StartsWith("token,worst_ratio,distance_units,own_distance_units\n0,"));
+  CHECK(check_run(w, "--report " + dir).status == 0);  // its own directory: replaced
+  CHECK_THAT(w.read("report/check.md"), Catch::Contains("PASS"));
+  fs::create_directories(w.path("mine"));
+  write_file(w.path("mine/notes.txt"), "my notes");
+  const Run refused = check_run(w, "--report " + w.path("mine"));
+  CHECK(refused.status == 2);
+  CHECK(std::count(refused.err.begin(), refused.err.end(), '\n') == 1);
+  CHECK(w.read("mine/notes.txt") == "my notes");
+}

@@ -157,6 +157,10 @@ struct HeadOutcome {
   double unit = 0;                      // one unit of the output format at the rms output
   double base_sq = 0;                   // the tight limit's base, squared
   std::vector<double> growth = std::vector<double>(8, 0.0);
+  // Per token: the worst ratio to the sound bound, squared distances (candidate, each own), outputs.
+  std::vector<double> token_ratio, token_distance_sq;
+  std::vector<std::vector<double>> own_token_distance_sq;
+  std::vector<long> token_outputs;
   long undefined = 0, outputs = 0;
   bool tight = true;
   double tight_ratio = 0;
@@ -220,7 +224,11 @@ HeadOutcome check_head(const CheckOptions& options, const HeadInput& head,
 
   HeadOutcome h;
   h.own_distance_sq.assign(own.size(), 0.0);
-  std::vector<double> cand_rows(n, 0.0);
+  h.token_ratio.assign(n, 0.0);
+  h.token_distance_sq.assign(n, 0.0);
+  h.own_token_distance_sq.assign(own.size(), std::vector<double>(n, 0.0));
+  h.token_outputs.assign(n, 0);
+  std::vector<double>& cand_rows = h.token_distance_sq;
   for (Index t = 0; t < n; ++t) {
     for (Index c = 0; c < dv; ++c) {
       const double o = o_ref(t, c), candidate = head.output(t, c);
@@ -229,6 +237,7 @@ HeadOutcome check_head(const CheckOptions& options, const HeadInput& head,
         continue;
       }
       ++h.outputs;
+      ++h.token_outputs[t];
       const double allowed = (bound(t, c) + r_out(t, c)) * (1 + u_out) + u_out * (std::abs(o) + r_out(t, c)) +
                              eta_out + r_out(t, c);
       const double error = std::abs(candidate - o);
@@ -237,6 +246,7 @@ HeadOutcome check_head(const CheckOptions& options, const HeadInput& head,
         h.worst_ratio = ratio;
         h.worst = {head.batch, head.head, t, c};
       }
+      h.token_ratio[t] = std::max(h.token_ratio[t], ratio);
       const std::size_t eighth = static_cast<std::size_t>(std::min<Index>(7, 8 * t / n));
       h.growth[eighth] = std::max(h.growth[eighth], ratio);
       if (ratio > 1 && !h.first_failure_token) {
@@ -254,6 +264,7 @@ HeadOutcome check_head(const CheckOptions& options, const HeadInput& head,
       for (std::size_t i = 0; i < own.size(); ++i) {
         const double y = own_out[i](t, c) - rounded;
         h.own_distance_sq[i] += y * y;
+        h.own_token_distance_sq[i][t] += y * y;
       }
     }
   }
@@ -553,7 +564,9 @@ CheckResult check(const CheckOptions& options, std::size_t count,
   for (const Candidate& c : all) {
     if (c.implementation == "streaming" && c.precision == "float64") streaming64 = &c;
     if (c.precision != precision || !c.covers(spec)) continue;
-    if (options.algorithm && c.implementation != fast::implementation_name(*options.algorithm)) continue;
+    if (options.algorithm ? c.implementation != fast::implementation_name(*options.algorithm)
+                          : c.implementation == "scan")  // the scan holds a summary per token: O(n d^2)
+      continue;
     own.push_back({&c, c.depth(spec, n, d, dv, options.chunk)});
   }
   if (own.empty())
@@ -588,6 +601,9 @@ CheckResult check(const CheckOptions& options, std::size_t count,
   r.heads = static_cast<Index>(count);
   r.n = n;
   r.growth.assign(8, 0.0);
+  r.token_ratio.assign(n, 0.0);
+  std::vector<double> token_sq(n, 0.0), own_token_sq(n, 0.0);
+  std::vector<long> token_outputs(n, 0);
   double error_sq = 0, own_error_sq = 0, reference_sq = 0;
   std::vector<Index> first_tokens;
   r.tight = true;
@@ -599,6 +615,12 @@ CheckResult check(const CheckOptions& options, std::size_t count,
       r.worst = h.worst;
     }
     for (int e = 0; e < 8; ++e) r.growth[e] = std::max(r.growth[e], h.growth[e]);
+    for (Index t = 0; t < n; ++t) {
+      r.token_ratio[t] = std::max(r.token_ratio[t], h.token_ratio[t]);
+      token_sq[t] += h.token_distance_sq[t];
+      if (!h.own_token_distance_sq.empty()) own_token_sq[t] += h.own_token_distance_sq[h.loosest_own][t];
+      token_outputs[t] += h.token_outputs[t];
+    }
     if (h.first_failure_token) {
       const Position p{ids[i].batch, ids[i].head, *h.first_failure_token, h.first_failure_column};
       if (!r.first_failure || p.token < r.first_failure->token) r.first_failure = p;
@@ -626,6 +648,18 @@ CheckResult check(const CheckOptions& options, std::size_t count,
           h.own_distance_sq.empty() ? 0 : std::sqrt(h.own_distance_sq[h.loosest_own] / count) / unit;
       r.own_name = precision + " " + own[h.loosest_own].candidate->implementation;
     }
+  }
+  // The per-token distances, rms over the heads' outputs, in units of the output format at the
+  // rms output of the whole input.
+  const Format out_format = options.output_format.value_or(options.precision);
+  const double unit = 2 * std::ldexp(1.0, -binary(out_format).precision) *
+                      std::sqrt(reference_sq / std::max<double>(1, double(r.outputs)));
+  r.token_distance_units.assign(n, 0.0);
+  r.own_token_distance_units.assign(n, 0.0);
+  for (Index t = 0; t < n; ++t) {
+    if (token_outputs[t] == 0 || unit == 0) continue;
+    r.token_distance_units[t] = std::sqrt(token_sq[t] / double(token_outputs[t])) / unit;
+    r.own_token_distance_units[t] = std::sqrt(own_token_sq[t] / double(token_outputs[t])) / unit;
   }
   r.sound = r.worst_ratio <= 1;
   r.passed = r.sound && (options.criterion == Criterion::sound || r.tight);
@@ -708,8 +742,10 @@ std::string check_summary(const CheckResult& r, const CheckOptions& options) {
     }
   }
   if (r.undefined > 0)
-    out << r.undefined << " outputs undefined for --eps-policy " << eps_policy_name(options.eps_policy)
-        << " (their denominators cannot be told from zero) were not compared\n";
+    out << r.undefined
+        << " outputs without a finite bound were not compared (a denominator under --eps-policy "
+        << eps_policy_name(options.eps_policy)
+        << " that the bounds cannot tell from zero, or a rounding depth K with K u >= 1/2)\n";
   out << r.outputs << " outputs compared (" << r.heads << " heads, n = " << r.n << ")\n";
   return out.str();
 }

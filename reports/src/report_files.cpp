@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <map>
 #include <ostream>
 #include <set>
@@ -18,6 +19,7 @@
 
 #include "hla/io/files.hpp"
 #include "hla/io/interrupt.hpp"
+#include "hla/reports/check.hpp"
 #include "hla/reports/error_report.hpp"
 
 namespace hla::reports {
@@ -293,6 +295,45 @@ ReportFiles write_report(const Report& report, const std::string& dir, const std
   write_file(partial / "report.md", to_markdown(report));
   staged.commit();
   return {(fs::path(dir) / "report.md").string()};
+}
+
+void write_check_report(const CheckResult& r, const CheckOptions& options, const std::string& dir,
+                        std::ostream& progress) {
+  io::StagedDirectory staged("--report", dir);
+  const fs::path& partial = staged.path();
+  std::ostringstream csv;
+  csv << "token,worst_ratio,distance_units,own_distance_units\n" << std::setprecision(9);
+  for (std::size_t t = 0; t < r.token_ratio.size(); ++t)
+    csv << t << "," << r.token_ratio[t] << "," << r.token_distance_units[t] << ","
+        << r.own_token_distance_units[t] << "\n";
+  write_file(partial / "tokens.csv", csv.str());
+  progress << "check: drawing the plot\n" << std::flush;
+  const std::string script = (fs::path(HLA_PLOT_SCRIPT).parent_path() / "plot_check.py").string();
+  const std::vector<std::string> command{
+      python(),
+      script,
+      (partial / "tokens.csv").string(),
+      (partial / "error.png").string(),
+      r.own_name,
+      std::string(format_name(options.output_format.value_or(options.precision)))};
+  const int status = io::run_child(command);
+  if (io::interrupted() == 0 && (!WIFEXITED(status) || WEXITSTATUS(status) != 0))
+    throw Error("check: the plotting script failed: " + command[0] + " " + command[1] + " ...");
+  std::ostringstream md;
+  md << "# hla check\n\n```\n"
+     << check_summary(r, options) << "```\n\n"
+     << "The criteria: docs/check.md. Along the sequence, the worst error over its sound bound (at most "
+        "1 within the bound) and the distance from the correctly rounded reference, beside the toolkit's "
+     << r.own_name << " on the same inputs (data: tokens.csv):\n\n![error along the sequence](error.png)\n";
+  if (!r.diagnosis.empty()) {
+    md << "\n## Diagnosis (batch " << r.diagnosed.batch << ", head " << r.diagnosed.head
+       << ")\n\nThe output's distance from each form, over the tight limit's base (a form matches at "
+       << CheckResult::tight_factor << " or less):\n\n| form | distance | |\n|---|---|---|\n";
+    for (const auto& d : r.diagnosis)
+      md << "| `" << d.id << "` | " << std::setprecision(3) << d.ratio << " | " << d.description << " |\n";
+  }
+  write_file(partial / "check.md", md.str());
+  staged.commit();
 }
 
 }  // namespace hla::reports

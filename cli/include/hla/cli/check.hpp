@@ -10,7 +10,7 @@ namespace hla::cli {
 struct CheckRequest {
   reports::CheckOptions options;
   reports::Layout layout = reports::Layout::nd;
-  std::string q_path, k_path, v_path, o_path, json_path;
+  std::string q_path, k_path, v_path, o_path, json_path, report_dir;
 };
 
 // Reads the arrays, checks the candidate output, prints the summary to `out` and writes the JSON.

@@ -54,7 +54,11 @@ struct CheckResult {
   double distance_units = 0, own_distance_units = 0;
   std::string own_name;        // "float32 chunked": the toolkit's loosest implementation there
   std::vector<double> growth;  // worst ratio in each eighth of the sequence
-  Index chunk_boundary = 0;    // > 0: every first failure sits at a multiple of it
+  // Per token: the worst ratio to the sound bound over heads and columns; the rms distance from
+  // the rounded reference over the heads' outputs, in output units at the rms output, of the
+  // candidate and of the toolkit's loosest implementation in each head.
+  std::vector<double> token_ratio, token_distance_units, own_token_distance_units;
+  Index chunk_boundary = 0;  // > 0: every first failure sits at a multiple of it
   // On FAIL, the diagnosis in the head with the largest tight ratio: every printed form with a
   // finding and every common mistake that applies (diagnosis_forms), each with the candidate's
   // distance from it over the tight limit's base, the closest first; `matches` those within the
@@ -114,5 +118,12 @@ std::vector<double> reference_arrays(const CheckOptions& options, Layout layout,
 // "FAIL (outside the sound bound)") and the figures behind it, one per line.
 std::string check_summary(const CheckResult& result, const CheckOptions& options);
 void write_check_json(const CheckResult& result, const CheckOptions& options, std::ostream& out);
+
+// hla check --report DIR: check.md (the summary, the diagnosis table, the plot), tokens.csv (the
+// per-token series) and error.png (drawn from it by reports/plot_check.py, matplotlib), written as
+// hla report writes its directory (io::StagedDirectory: swapped in when complete).
+// @pre io::check_output_directory("--report", dir) passed
+void write_check_report(const CheckResult& result, const CheckOptions& options, const std::string& dir,
+                        std::ostream& progress);
 
 }  // namespace hla::reports

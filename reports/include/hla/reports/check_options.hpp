@@ -73,7 +73,9 @@ struct CheckOptions {
   EpsPolicy eps_policy = EpsPolicy::add;
   Format precision = Format::f32;                 // the format of q, k, v
   std::optional<Format> output_format;            // default: precision
-  std::optional<fast::Implementation> algorithm;  // streaming, scan or chunked; none: the loosest
+  // streaming, scan or chunked; none: the loosest of streaming and chunked (the scan keeps a
+  // summary per token, O(n (d^2 + d dv)) memory, and is used only when named)
+  std::optional<fast::Implementation> algorithm;
   Index chunk = 64;                               // for the chunk-parallel implementations
   Criterion criterion = Criterion::tight;
   int threads = 0;  // heads checked at once; 0: all cores
