@@ -445,6 +445,10 @@ TEST_CASE("cli/check rejects bad input with one line and exit 2", "[cli][check]"
                   "is not a bf16 value");
   write_file(w.path("int.npy"), npy_bytes("<i8", "(3, 1)", raw<std::int64_t>({1, 2, 3})));
   check_bad_input(check_run(w, "", "int.npy"), "int.npy", "unsupported dtype");
+  // Normalized with every denominator zero (q = 0, eps = 0): nothing can be compared.
+  w.matrix("q0.npy", 3, 2, {0, 0, 0, 0, 0, 0});
+  check_bad_input(check_run(w, "--normalize --q " + w.path("q0.npy")), "no output has a finite bound",
+                  "cannot tell from zero");
   // Grouped queries: value heads a multiple of the query/key heads.
   const std::vector<double> ones(1 * 3 * 2 * 2, 1.0), ones3(1 * 3 * 3 * 1, 1.0);
   io::write_npy(w.path("q4.npy"), {1, 3, 2, 2}, ones);

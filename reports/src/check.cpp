@@ -661,6 +661,11 @@ CheckResult check(const CheckOptions& options, std::size_t count,
     r.token_distance_units[t] = std::sqrt(token_sq[t] / double(token_outputs[t])) / unit;
     r.own_token_distance_units[t] = std::sqrt(own_token_sq[t] / double(token_outputs[t])) / unit;
   }
+  if (r.outputs == 0)
+    throw Error("hla check: no output has a finite bound, so none can be compared (" +
+                std::to_string(r.undefined) +
+                " outputs whose denominators the bounds cannot tell from zero, or whose rounding depth is "
+                "too large)");
   r.sound = r.worst_ratio <= 1;
   r.passed = r.sound && (options.criterion == Criterion::sound || r.tight);
   const double scale = reference_sq > 0 ? std::sqrt(reference_sq) : 1;
