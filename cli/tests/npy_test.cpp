@@ -1,14 +1,37 @@
 #include "hla/io/npy.hpp"
 
+#include <stdlib.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
+#include <stdexcept>
 
 #include "hla/reference/error.hpp"
 #include "npy_fixtures.hpp"
 
 using namespace hla::io;
 using namespace hla::cli::fixtures;
+
+namespace {
+
+// A directory of the test's own (mkdtemp), removed with what the test wrote in it.
+class OwnDirectory {
+ public:
+  OwnDirectory() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "hla_npy_test.XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = pattern;
+  }
+  ~OwnDirectory() { std::filesystem::remove_all(path_); }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace
 
 TEST_CASE("npy/reads float64 and float32 in every order", "[cli][npy]") {
   const NpyMatrix c = parse_npy_matrix(npy_bytes("<f8", "(2, 3)", raw<double>({1, 2, 3, 4, 5, 6})), "c.npy");
@@ -35,11 +58,11 @@ TEST_CASE("npy/reads float64 and float32 in every order", "[cli][npy]") {
 }
 
 TEST_CASE("npy/round trip through the writer", "[cli][npy]") {
-  const std::string path = "npy_round_trip_test.npy";
+  const OwnDirectory dir;
+  const std::string path = dir.file("round_trip.npy");
   write_npy(path, 2, 2, std::vector<double>{0.5, -1e300, 3, 4});
   const NpyMatrix m = read_npy_matrix(path);
   CHECK(m.values == std::vector<double>{0.5, -1e300, 3, 4});
-  std::remove(path.c_str());
 }
 
 TEST_CASE("npy/rejects what it cannot read with one line naming the file", "[cli][npy]") {
@@ -142,10 +165,10 @@ TEST_CASE("npy/reads rank 3 and 4 in C and Fortran order", "[cli][npy]") {
 }
 
 TEST_CASE("npy/any shape round trips through the writer", "[cli][npy]") {
-  const std::string path = "npy_round_trip_4d_test.npy";
+  const OwnDirectory dir;
+  const std::string path = dir.file("round_trip_4d.npy");
   write_npy(path, std::vector<std::int64_t>{2, 1, 2, 1}, std::vector<double>{0.5, -1, 3, 4});
   const NpyArray a = read_npy_array(path);
   CHECK(a.shape == std::vector<std::int64_t>{2, 1, 2, 1});
   CHECK(a.values == std::vector<double>{0.5, -1, 3, 4});
-  std::remove(path.c_str());
 }
