@@ -164,6 +164,24 @@ TEST_CASE("npy/reads rank 3 and 4 in C and Fortran order", "[cli][npy]") {
   CHECK(shape_text({3}) == "(3,)");
 }
 
+TEST_CASE("npy/compact storage keeps float32 and float16 as float and float64 as double", "[cli][npy]") {
+  const std::vector<float> f{1, -0.1f, 0x1p-149f, 3.4e38f};
+  const NpyArray a = parse_npy_array(npy_bytes("<f4", "(2, 2)", raw<float>(f)), "f.npy", NpyStorage::compact);
+  CHECK(a.values.empty());
+  CHECK(a.narrow == f);
+  // Fortran order: the narrow values in C order too.
+  const NpyArray t =
+      parse_npy_array(npy_bytes("<f4", "(2, 2)", raw<float>(f), true), "t.npy", NpyStorage::compact);
+  CHECK(t.narrow == std::vector<float>{f[0], f[2], f[1], f[3]});
+  const NpyArray h = parse_npy_array(npy_bytes("<f2", "(2,)", raw<std::uint16_t>({0x0001, 0x7bff})), "h.npy",
+                                     NpyStorage::compact);
+  CHECK(h.narrow == std::vector<float>{0x1p-24f, 65504});
+  const NpyArray d =
+      parse_npy_array(npy_bytes("<f8", "(2,)", raw<double>({0.1, 1e300})), "d.npy", NpyStorage::compact);
+  CHECK(d.narrow.empty());
+  CHECK(d.values == std::vector<double>{0.1, 1e300});
+}
+
 TEST_CASE("npy/any shape round trips through the writer", "[cli][npy]") {
   const OwnDirectory dir;
   const std::string path = dir.file("round_trip_4d.npy");

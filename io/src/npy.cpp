@@ -209,7 +209,7 @@ void write_words(const std::string& path, const std::string& descr, const std::v
 // end): the header first, checked before anything else is read, then exactly the bytes the
 // shape says, in pieces, so that a short file is never allocated for in full. Ranks 1 to 4.
 template <class Read>
-NpyArray parse(Read&& read, const std::string& name) {
+NpyArray parse(Read&& read, const std::string& name, NpyStorage storage) {
   const std::string preamble = read(magic_size + 2);
   if (preamble.size() < magic_size + 2 || preamble.compare(0, magic_size, magic, magic_size) != 0) {
     throw hla::Error(name + ": not a .npy file (bad magic string)");
@@ -271,9 +271,11 @@ NpyArray parse(Read&& read, const std::string& name) {
     throw hla::Error(name + ": file holds fewer values than its shape " + shape + " needs");
   if (!read(1).empty())
     throw hla::Error(name + ": data size does not match shape " + shape + ": more bytes than it needs");
-  require_memory(static_cast<double>(count) * static_cast<double>(width + sizeof(double)),
-                 name + ": shape " + shape);
-  m.values.resize(count);
+  const bool narrow = storage == NpyStorage::compact && width < 8;  // float holds float32 and float16
+  require_memory(
+      static_cast<double>(count) * static_cast<double>(width + (narrow ? sizeof(float) : sizeof(double))),
+      name + ": shape " + shape);
+  (narrow ? m.narrow.resize(count) : m.values.resize(count));
   if (count == 0) return m;  // an extent 0: no values, however large the others
   // C-order position i, its index in the file (Fortran order reverses the strides).
   const std::size_t rank = m.shape.size();
@@ -290,9 +292,13 @@ NpyArray parse(Read&& read, const std::string& name) {
         index[a] = 0;
       }
     }
-    m.values[i] = width == 8   ? decode<double, std::uint64_t>(data, at * width, big_endian)
-                  : width == 4 ? decode<float, std::uint32_t>(data, at * width, big_endian)
-                               : decode_half(data, at * width, big_endian);
+    const double value = width == 8   ? decode<double, std::uint64_t>(data, at * width, big_endian)
+                         : width == 4 ? decode<float, std::uint32_t>(data, at * width, big_endian)
+                                      : decode_half(data, at * width, big_endian);
+    if (narrow)
+      m.narrow[i] = static_cast<float>(value);  // exact: a float32 or float16 value
+    else
+      m.values[i] = value;
   }
   return m;
 }
@@ -307,14 +313,16 @@ NpyMatrix as_matrix(NpyArray a, const std::string& name) {
 }  // namespace
 
 std::string shape_text(const std::vector<std::int64_t>& shape) {
-  return "(" + dims_text(shape) + ")";
+  std::string out = "(";  // appended: GCC 12 warns (-Wrestrict) on "(" + std::string
+  out += dims_text(shape);
+  return out += ")";
 }
 
 NpyMatrix parse_npy_matrix(const std::string& bytes, const std::string& name) {
   return as_matrix(parse_npy_array(bytes, name), name);
 }
 
-NpyArray parse_npy_array(const std::string& bytes, const std::string& name) {
+NpyArray parse_npy_array(const std::string& bytes, const std::string& name, NpyStorage storage) {
   std::size_t at = 0;
   return parse(
       [&](std::size_t count) {
@@ -322,14 +330,14 @@ NpyArray parse_npy_array(const std::string& bytes, const std::string& name) {
         at += piece.size();
         return piece;
       },
-      name);
+      name, storage);
 }
 
 NpyMatrix read_npy_matrix(const std::string& path) {
   return as_matrix(read_npy_array(path), path);
 }
 
-NpyArray read_npy_array(const std::string& path) {
+NpyArray read_npy_array(const std::string& path, NpyStorage storage) {
   std::error_code error;
   if (!std::filesystem::exists(path, error)) throw hla::Error(path + ": no such file");
   if (std::filesystem::is_directory(path, error))
@@ -349,7 +357,7 @@ NpyArray read_npy_array(const std::string& path) {
         if (in.bad()) throw hla::Error(path + ": read error");
         return out;
       },
-      path);
+      path, storage);
 }
 
 void write_npy(const std::string& path, std::int64_t rows, std::int64_t cols,

@@ -56,7 +56,7 @@ Terms<std::int64_t> counts(const Terms<Depth<Bits>>& t) {
           t.den.unaryExpr([](const Depth<Bits>& x) { return x.count(); })};
 }
 
-// Runs one algorithm (a generic callable over the number type) in F and in Gauge<double>.
+// Runs one algorithm (a generic callable over the number type) in F.
 template <class F, class Algorithm>
 CandidateRun run_in(const Algorithm& algorithm, const OperatorSpec& spec, const Sequence<double>& s,
                     Index chunk) {
@@ -65,12 +65,18 @@ CandidateRun run_in(const Algorithm& algorithm, const OperatorSpec& spec, const 
   CandidateRun out;
   out.terms = widen(terms);
   out.output = reference::finish(spec, terms).template cast<double>();
+  return out;
+}
+
+// The same algorithm in Gauge<double>, on |q|, |k|, |v|.
+template <class Algorithm>
+Terms<double> gauge_of(const Algorithm& algorithm, const OperatorSpec& spec, const Sequence<double>& s,
+                       Index chunk) {
   using G = checking::Gauge<double>;
   const Sequence<G> magnitudes{s.q.cast<G>(), s.k.cast<G>(), s.v.cast<G>()};
   const Terms<G> gauge = algorithm(spec, magnitudes, chunk);
-  out.gauge = {gauge.num.unaryExpr([](const G& x) { return x.value(); }),
-               gauge.den.unaryExpr([](const G& x) { return x.value(); })};
-  return out;
+  return {gauge.num.unaryExpr([](const G& x) { return x.value(); }),
+          gauge.den.unaryExpr([](const G& x) { return x.value(); })};
 }
 
 // The same algorithm on symbolic inputs: rounding depths for a significand of `Bits` bits.
@@ -122,11 +128,16 @@ void add_rows(std::vector<Candidate>& out, Implementation impl, bool uses_chunk)
   const auto in_float = [](const OperatorSpec& spec, const Sequence<double>& s, Index chunk) {
     return run_in<float>(Algorithm{}, spec, s, chunk);
   };
-  out.push_back({name, "float64", InputFormat::f64, 53, uses_chunk, !uses_chunk, covers, in_double, depth24});
-  out.push_back({name, "float32", InputFormat::f32, 24, uses_chunk, !uses_chunk, covers, in_float, depth24});
-  // bf16 storage, float32 arithmetic: u = 2^-24 for the arithmetic measured here.
+  const auto gauge = [](const OperatorSpec& spec, const Sequence<double>& s, Index chunk) {
+    return gauge_of(Algorithm{}, spec, s, chunk);
+  };
   out.push_back(
-      {name, "bf16-in/f32", InputFormat::bf16, 24, uses_chunk, !uses_chunk, covers, in_float, depth24});
+      {name, "float64", InputFormat::f64, 53, uses_chunk, !uses_chunk, covers, in_double, gauge, depth24});
+  out.push_back(
+      {name, "float32", InputFormat::f32, 24, uses_chunk, !uses_chunk, covers, in_float, gauge, depth24});
+  // bf16 storage, float32 arithmetic: u = 2^-24 for the arithmetic measured here.
+  out.push_back({name, "bf16-in/f32", InputFormat::bf16, 24, uses_chunk, !uses_chunk, covers, in_float, gauge,
+                 depth24});
 }
 
 }  // namespace
@@ -154,10 +165,12 @@ Terms<double> reference_error_bound(const OperatorSpec& spec, const Sequence<dou
                                     const Depths& streaming_depth) {
   // The reference is streaming in MPFR: its depths are at most those for 24 bits (a constant exact
   // in 24 bits is exact in 261), and its gauge is streaming's.
-  const Index n = inputs.length();
-  const Terms<double> gauge =
-      gauge_upper_bound(run_in<double>(Streaming{}, spec, inputs, 0).gauge, streaming_depth);
-  Terms<double> out = gauge;
+  return reference_error_bound(gauge_of(Streaming{}, spec, inputs, 0), streaming_depth);
+}
+
+Terms<double> reference_error_bound(const Terms<double>& streaming_gauge, const Depths& streaming_depth) {
+  const Index n = streaming_gauge.num.rows();
+  Terms<double> out = gauge_upper_bound(streaming_gauge, streaming_depth);
   for (Index t = 0; t < n; ++t) {
     for (Index c = 0; c < out.num.cols(); ++c) out.num(t, c) *= gamma_bound(streaming_depth.num(t, c), 261);
     out.den(t) *= gamma_bound(streaming_depth.den(t), 261);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <deque>
+#include <future>
 #include <iomanip>
 #include <limits>
 #include <numeric>
@@ -75,59 +77,27 @@ T divisor(EpsPolicy policy, const T& den, const T& eps) {
   return den + eps;
 }
 
-// An own implementation's outputs in its arithmetic, from its num and den, under the policy.
-Matrix<double> own_output(const CheckOptions& options, const Terms<double>& terms, int bits) {
-  if (!options.spec.normalize) return terms.num;
-  const double eps = to_double(options.spec.eps);
-  Matrix<double> out(terms.num.rows(), terms.num.cols());
-  for (Index t = 0; t < out.rows(); ++t) {
-    for (Index c = 0; c < out.cols(); ++c) {
-      if (bits == 24) {
-        const float d = divisor<float>(options.eps_policy, float(terms.den(t)), float(eps));
-        out(t, c) = float(terms.num(t, c)) / d;
-      } else {
-        out(t, c) = terms.num(t, c) / divisor<double>(options.eps_policy, terms.den(t), eps);
-      }
-    }
-  }
-  return out;
-}
+// A-priori depths, computed once per check and shared by every head (they depend on the shapes
+// and the options, never on the data), while the heads' runs go on.
+using SharedDepths = std::shared_future<Depths>;
 
-// The reference's num and den, and per entry a bound on their own error.
-struct ReferenceTerms {
-  Terms<double> value, error;
+struct OwnImplementation {
+  const Candidate* candidate;
+  SharedDepths depth;
 };
 
-ReferenceTerms reference_terms(const CheckOptions& options, const Sequence<double>& s,
-                               const Candidate& streaming64, const Depths& streaming_depth, int bits,
-                               bool scaled) {
-  const OperatorSpec& spec = options.spec;
-  if (bits == 53) {  // a float64 candidate: streaming in 261-bit MPFR
-    const Sequence<Mpfr> exact{s.q.cast<Mpfr>(), s.k.cast<Mpfr>(), s.v.cast<Mpfr>()};
-    const Terms<Mpfr> t =
-        fast::streaming_terms(spec, fast::default_form(spec, fast::Implementation::streaming), exact);
-    ReferenceTerms out{{t.num.unaryExpr([](const Mpfr& x) { return to_double(x); }),
-                        t.den.unaryExpr([](const Mpfr& x) { return to_double(x); })},
-                       reference_error_bound(spec, s, streaming_depth)};
-    // Widened to double: half an ulp more.
-    out.error.num += out.value.num.cwiseAbs() * 0x1p-53;
-    out.error.den += out.value.den.cwiseAbs() * 0x1p-53;
-    return out;
-  }
-  // float32, bf16 and f16 candidates: float64 streaming, with its own a-priori bound.
-  const CandidateRun run = streaming64.run(spec, s, 0);
-  Depths depth = streaming_depth;
-  if (scaled) {
-    depth.num.array() += query_degree(spec);
-    depth.den.array() += query_degree(spec);
-  }
-  const Terms<double> gauge = gauge_upper_bound(run.gauge, depth);
-  ReferenceTerms out{run.terms, gauge};
-  for (Index t = 0; t < gauge.num.rows(); ++t) {
-    for (Index c = 0; c < gauge.num.cols(); ++c) out.error.num(t, c) *= gamma_bound(depth.num(t, c), 53);
-    out.error.den(t) *= gamma_bound(depth.den(t), 53);
-  }
-  return out;
+// What every head uses: the float64 streaming row (the reference for float32, bf16 and f16
+// candidates; its gauge and depths are the MPFR reference's too), its depths, and the toolkit's
+// own implementations of the candidate's precision.
+struct Plan {
+  const Candidate* streaming64 = nullptr;
+  SharedDepths reference_depth;
+  std::vector<OwnImplementation> own;
+};
+
+// gauge_upper_bound for one entry: the gauge computed in double, divided by (1 - gamma_53(K)).
+double gauge_up(double computed, std::int64_t k) {
+  return computed / (1 - gamma_bound(k, 53)) * (1 + 0x1p-50);
 }
 
 // The bound on |o_hat - o| of one implementation from its bounds N on num and E on den (the
@@ -139,20 +109,16 @@ double output_bound(bool normalize, double num_bound, double den_bound, double o
   return (u * o + (1 + u) * (num_bound + o * den_bound) / (d_abs - den_bound)) * (1 + 0x1p-50);
 }
 
-struct OwnImplementation {
-  const Candidate* candidate;
-  Depths depth;
-};
-
 struct HeadOutcome {
   double worst_ratio = 0;
   Position worst;
   std::optional<Index> first_failure_token;
   Index first_failure_column = 0;
   std::optional<Index> first_departure_token;
-  double error_sq = 0, own_error_sq = 0, reference_sq = 0;
+  double error_sq = 0, reference_sq = 0;
   double distance_sq = 0;               // candidate, from the rounded reference, squared
   std::vector<double> own_distance_sq;  // per own implementation
+  std::vector<double> own_error_sq;     // per own implementation, from the reference
   double unit = 0;                      // one unit of the output format at the rms output
   double base_sq = 0;                   // the tight limit's base, squared
   std::vector<double> growth = std::vector<double>(8, 0.0);
@@ -166,9 +132,9 @@ struct HeadOutcome {
   std::size_t loosest_own = 0;
 };
 
-HeadOutcome check_head(const CheckOptions& options, const HeadInput& head,
-                       const std::vector<OwnImplementation>& own, const Candidate& streaming64,
-                       const Depths& streaming_depth) {
+// One head: first the runs and gauges (the data's part), then, with the shared depths, every
+// output's bounds and distances in one pass, without a matrix per quantity.
+HeadOutcome check_head(const CheckOptions& options, const HeadInput& head, const Plan& plan) {
   const OperatorSpec& spec = options.spec;
   const int bits = arithmetic_bits(options.precision);
   const double u = std::ldexp(1.0, -bits);
@@ -178,67 +144,97 @@ HeadOutcome check_head(const CheckOptions& options, const HeadInput& head,
   const double u_out = rounds_output ? unit_roundoff(out_format) : 0;
   const double eta_out = rounds_output ? underflow_error(out_format) : 0;
   const double eps = to_double(spec.eps);
-  const bool scaled = options.scale != 1;
+  // The rounding of --scale times q: one more rounding per query factor of a monomial.
+  const std::int64_t extra = options.scale != 1 ? query_degree(spec) : 0;
   const Sequence<double> s{head.tokens.q * options.scale, head.tokens.k, head.tokens.v};
   const Index n = s.length(), dv = s.value_dim();
+  const std::size_t owns = plan.own.size();
 
-  const ReferenceTerms ref = reference_terms(options, s, streaming64, streaming_depth, bits, scaled);
-  // The reference output, its divisor and its own error bound.
-  Matrix<double> o_ref(n, dv), r_out(n, dv);
-  Vector<double> d_abs(n);
-  for (Index t = 0; t < n; ++t) {
-    const double d = divisor<double>(options.eps_policy, ref.value.den(t), eps);
-    d_abs(t) = std::abs(d);
-    for (Index c = 0; c < dv; ++c) {
-      o_ref(t, c) = spec.normalize ? ref.value.num(t, c) / d : ref.value.num(t, c);
-      r_out(t, c) = output_bound(spec.normalize, ref.error.num(t, c), ref.error.den(t), std::abs(o_ref(t, c)),
-                                 d_abs(t), 0x1p-53);
-    }
+  // The gauges, one per implementation (every row of an implementation has the same).
+  std::deque<std::pair<std::string, Terms<double>>> gauges;  // references stay valid
+  const auto gauge_of = [&](const Candidate& c) -> const Terms<double>& {
+    for (const auto& [name, g] : gauges)
+      if (name == c.implementation) return g;
+    gauges.emplace_back(c.implementation, c.gauge(spec, s, options.chunk));
+    return gauges.back().second;
+  };
+  // The reference's num and den: MPFR streaming for a float64 candidate, float64 streaming else.
+  Terms<double> ref;
+  if (bits == 53) {
+    const Sequence<Mpfr> exact{s.q.cast<Mpfr>(), s.k.cast<Mpfr>(), s.v.cast<Mpfr>()};
+    const Terms<Mpfr> t =
+        fast::streaming_terms(spec, fast::default_form(spec, fast::Implementation::streaming), exact);
+    ref = {t.num.unaryExpr([](const Mpfr& x) { return to_double(x); }),
+           t.den.unaryExpr([](const Mpfr& x) { return to_double(x); })};
+  } else {
+    ref = plan.streaming64->compute(spec, s, 0).terms;
+  }
+  const Terms<double>& ref_gauge = gauge_of(*plan.streaming64);
+  std::vector<Terms<double>> own_terms;
+  std::vector<const Terms<double>*> own_gauge;
+  for (const OwnImplementation& impl : plan.own) {
+    own_terms.push_back(impl.candidate->compute(spec, s, options.chunk).terms);
+    own_gauge.push_back(&gauge_of(*impl.candidate));
   }
 
-  // Each own implementation: its outputs rounded to the output format, and its sound bound.
-  std::vector<Matrix<double>> own_out;
-  Matrix<double> bound = Matrix<double>::Zero(n, dv);
-  for (const OwnImplementation& impl : own) {
-    const CandidateRun run = impl.candidate->run(spec, s, options.chunk);
-    Depths depth = impl.depth;
-    if (scaled) {
-      depth.num.array() += query_degree(spec);
-      depth.den.array() += query_degree(spec);
+  const Depths& ref_depth = plan.reference_depth.get();
+  std::vector<const Depths*> own_depth;
+  for (const OwnImplementation& impl : plan.own) own_depth.push_back(&impl.depth.get());
+  // The reference's own error bound on one num or den entry from its gauge and depth: float64
+  // streaming, gamma_53(K + extra) times the gauge; MPFR, gamma_261(K) times it, the scale's
+  // rounding in float64 and half an ulp for the widening to double.
+  const auto reference_error = [&](double gauge, std::int64_t k, double value) {
+    if (bits == 53) {
+      return gamma_bound(k, 261) * gauge_up(gauge, k) + gamma_bound(extra, 53) * gauge_up(gauge, k) +
+             std::abs(value) * 0x1p-53;
     }
-    const Terms<double> gauge = gauge_upper_bound(run.gauge, depth);
-    own_out.push_back(
-        own_output(options, run.terms, bits).unaryExpr([&](double x) { return round_to(out_format, x); }));
-    for (Index t = 0; t < n; ++t) {
-      const int add = spec.normalize && options.eps_policy == EpsPolicy::add ? 1 : 0;  // den + eps rounds
-      const double den_bound =
-          gamma_bound(depth.den(t) + add, bits) * (gauge.den(t) + eps) + ref.error.den(t);
-      for (Index c = 0; c < dv; ++c) {
-        const double num_bound = gamma_bound(depth.num(t, c), bits) * gauge.num(t, c) + ref.error.num(t, c);
-        bound(t, c) = std::max(bound(t, c), output_bound(spec.normalize, num_bound, den_bound,
-                                                         std::abs(o_ref(t, c)), d_abs(t), u));
-      }
-    }
-  }
+    return gamma_bound(k + extra, 53) * gauge_up(gauge, k + extra);
+  };
+  // An own implementation's output in its arithmetic, from its num and den, under the policy.
+  const auto own_value = [&](const Terms<double>& t, Index r, Index c) {
+    if (!spec.normalize) return t.num(r, c);
+    if (bits == 24)
+      return double(float(t.num(r, c)) / divisor<float>(options.eps_policy, float(t.den(r)), float(eps)));
+    return t.num(r, c) / divisor<double>(options.eps_policy, t.den(r), eps);
+  };
+  const int add = spec.normalize && options.eps_policy == EpsPolicy::add ? 1 : 0;  // den + eps rounds
 
   HeadOutcome h;
-  h.own_distance_sq.assign(own.size(), 0.0);
+  h.own_distance_sq.assign(owns, 0.0);
+  h.own_error_sq.assign(owns, 0.0);
   h.token_ratio.assign(n, 0.0);
   h.token_distance_sq.assign(n, 0.0);
-  h.own_token_distance_sq.assign(own.size(), std::vector<double>(n, 0.0));
+  h.own_token_distance_sq.assign(owns, std::vector<double>(n, 0.0));
   h.token_outputs.assign(n, 0);
-  std::vector<double>& cand_rows = h.token_distance_sq;
+  std::vector<double> den_bound(owns), own_rounded(owns);
   for (Index t = 0; t < n; ++t) {
+    const double d = divisor<double>(options.eps_policy, ref.den(t), eps);
+    const double d_abs = std::abs(d);
+    const double ref_den_error = reference_error(ref_gauge.den(t), ref_depth.den(t), ref.den(t));
+    for (std::size_t i = 0; i < owns; ++i) {
+      const std::int64_t k = own_depth[i]->den(t) + extra;
+      den_bound[i] = gamma_bound(k + add, bits) * (gauge_up(own_gauge[i]->den(t), k) + eps) + ref_den_error;
+    }
     for (Index c = 0; c < dv; ++c) {
-      const double o = o_ref(t, c), candidate = head.output(t, c);
-      if (!std::isfinite(bound(t, c)) || r_out(t, c) >= INFINITY) {
+      const double o = spec.normalize ? ref.num(t, c) / d : ref.num(t, c);
+      const double ref_num_error = reference_error(ref_gauge.num(t, c), ref_depth.num(t, c), ref.num(t, c));
+      const double r_out =
+          output_bound(spec.normalize, ref_num_error, ref_den_error, std::abs(o), d_abs, 0x1p-53);
+      double bound = 0;
+      for (std::size_t i = 0; i < owns; ++i) {
+        const std::int64_t k = own_depth[i]->num(t, c) + extra;
+        const double num_bound = gamma_bound(k, bits) * gauge_up(own_gauge[i]->num(t, c), k) + ref_num_error;
+        bound = std::max(bound, output_bound(spec.normalize, num_bound, den_bound[i], std::abs(o), d_abs, u));
+        own_rounded[i] = round_to(out_format, own_value(own_terms[i], t, c));
+      }
+      if (!std::isfinite(bound) || r_out >= INFINITY) {
         ++h.undefined;
         continue;
       }
+      const double candidate = head.output(t, c);
       ++h.outputs;
       ++h.token_outputs[t];
-      const double allowed = (bound(t, c) + r_out(t, c)) * (1 + u_out) + u_out * (std::abs(o) + r_out(t, c)) +
-                             eta_out + r_out(t, c);
+      const double allowed = (bound + r_out) * (1 + u_out) + u_out * (std::abs(o) + r_out) + eta_out + r_out;
       const double error = std::abs(candidate - o);
       const double ratio = allowed == 0 ? (error == 0 ? 0 : INFINITY) : error / allowed;
       if (ratio > h.worst_ratio) {
@@ -259,11 +255,12 @@ HeadOutcome check_head(const CheckOptions& options, const HeadInput& head,
       const double rounded = round_to(out_format, o);
       const double x = candidate - rounded;
       h.distance_sq += x * x;
-      cand_rows[t] += x * x;
-      for (std::size_t i = 0; i < own.size(); ++i) {
-        const double y = own_out[i](t, c) - rounded;
+      h.token_distance_sq[t] += x * x;
+      for (std::size_t i = 0; i < owns; ++i) {
+        const double y = own_rounded[i] - rounded, e = own_rounded[i] - o;
         h.own_distance_sq[i] += y * y;
         h.own_token_distance_sq[i][t] += y * y;
+        h.own_error_sq[i] += e * e;
       }
     }
   }
@@ -281,18 +278,12 @@ HeadOutcome check_head(const CheckOptions& options, const HeadInput& head,
   const double limit_sq = CheckResult::tight_factor * CheckResult::tight_factor * base_sq;
   double so_far = 0;
   for (Index t = 0; t < n; ++t) {
-    so_far += cand_rows[t];
+    so_far += h.token_distance_sq[t];
     if (so_far > limit_sq) {
       h.first_departure_token = t;
       break;
     }
   }
-  for (Index t = 0; t < n; ++t)
-    for (Index c = 0; c < dv; ++c) {
-      const double e = own_out.empty() ? 0 : own_out[h.loosest_own](t, c) - o_ref(t, c);
-      if (std::isfinite(bound(t, c)) && r_out(t, c) < INFINITY)
-        h.own_error_sq += e * e;  // the outputs compared
-    }
   return h;
 }
 
@@ -330,10 +321,14 @@ struct Tensor {
   std::string path;  // the array's name in messages
   std::vector<std::int64_t> shape;
   const double* values;
+  const float* narrow;  // the values as float when `values` is null
   Index batch = 1, tokens = 0, heads = 1, features = 0;
   Layout layout = Layout::nd;
 
-  double at(Index b, Index t, Index h, Index f) const { return values[index(b, t, h, f)]; }
+  double at(Index b, Index t, Index h, Index f) const {
+    const std::size_t i = index(b, t, h, f);
+    return values ? values[i] : narrow[i];
+  }
   std::size_t index(Index b, Index t, Index h, Index f) const {
     std::size_t i = 0;
     switch (layout) {
@@ -371,7 +366,7 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
 }
 
 Tensor tensor(const ArrayView& a, Layout layout) {
-  Tensor x{a.name, a.shape, a.values};
+  Tensor x{a.name, a.shape, a.values, a.narrow};
   x.layout = layout;
   const auto& s = x.shape;
   const std::string shape = shape_text(s);
@@ -397,31 +392,58 @@ Tensor tensor(const ArrayView& a, Layout layout) {
   return x;
 }
 
-// Every value finite and, for the inputs, exactly a value of the declared precision.
-void check_values(const Tensor& x, std::optional<Format> format) {
-  for (Index b = 0; b < x.batch; ++b)
-    for (Index h = 0; h < x.heads; ++h)
-      for (Index t = 0; t < x.tokens; ++t)
-        for (Index f = 0; f < x.features; ++f) {
-          const double value = x.at(b, t, h, f);
-          if (!std::isfinite(value)) {
-            throw Error(x.entry(b, t, h, f) + " is " + (std::isnan(value) ? "NaN" : "infinite") +
-                        (format ? "; the inputs must be finite" : "; the candidate's output must be finite"));
-          }
-          if (format && round_to(*format, value) != value) {
-            std::ostringstream v;
-            v.precision(17);
-            v << value;
-            throw Error(x.entry(b, t, h, f) + " = " + v.str() + " is not a " +
-                        std::string(format_name(*format)) + " value (--precision " +
-                        std::string(format_name(*format)) +
-                        "): save the inputs your kernel read, after rounding them");
-          }
+void parallel_for(std::size_t count, int threads, const std::function<void(std::size_t)>& fn);
+
+// Every value finite and, for the inputs, exactly a value of the declared precision; the first
+// bad entry in (batch, head, token, feature) order is named.
+void check_values(const Tensor& x, std::optional<Format> format, int threads) {
+  parallel_for(std::size_t(x.batch * x.heads), threads, [&](std::size_t i) {
+    const Index b = Index(i) / x.heads, h = Index(i) % x.heads;
+    for (Index t = 0; t < x.tokens; ++t)
+      for (Index f = 0; f < x.features; ++f) {
+        const double value = x.at(b, t, h, f);
+        if (!std::isfinite(value)) {
+          throw Error(x.entry(b, t, h, f) + " is " + (std::isnan(value) ? "NaN" : "infinite") +
+                      (format ? "; the inputs must be finite" : "; the candidate's output must be finite"));
         }
+        if (format && round_to(*format, value) != value) {
+          std::ostringstream v;
+          v.precision(17);
+          v << value;
+          throw Error(x.entry(b, t, h, f) + " = " + v.str() + " is not a " +
+                      std::string(format_name(*format)) + " value (--precision " +
+                      std::string(format_name(*format)) +
+                      "): save the inputs your kernel read, after rounding them");
+        }
+      }
+  });
 }
 
 void require(bool ok, const std::string& message) {
   if (!ok) throw Error(message);
+}
+
+// fn(i) for every i < count on `threads` threads (0: one per core), each taking the next i; then
+// the error of the lowest i that failed, if any, is thrown.
+void parallel_for(std::size_t count, int threads, const std::function<void(std::size_t)>& fn) {
+  std::vector<std::string> errors(count);
+  std::atomic<std::size_t> next{0};
+  const auto worker = [&] {
+    for (std::size_t i; (i = next++) < count;) {
+      try {
+        fn(i);
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    }
+  };
+  const std::size_t workers = std::min<std::size_t>(
+      count, std::size_t(threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()))));
+  std::vector<std::thread> pool;
+  for (std::size_t t = 0; t < workers; ++t) pool.emplace_back(worker);
+  for (std::thread& t : pool) t.join();
+  for (const std::string& e : errors)
+    if (!e.empty()) throw Error(e);
 }
 
 }  // namespace
@@ -559,43 +581,39 @@ CheckResult check(const CheckOptions& options, std::size_t count,
   if (options.chunk < 1) throw Error("--chunk: must be at least 1");
   const std::string precision = bits == 53 ? "float64" : "float32";
   const std::vector<Candidate> all = cpu_candidates();
-  const Candidate* streaming64 = nullptr;
-  std::vector<OwnImplementation> own;
+  Plan plan;
+  for (const Candidate& c : all)
+    if (c.implementation == "streaming" && c.precision == "float64") plan.streaming64 = &c;
   for (const Candidate& c : all) {
-    if (c.implementation == "streaming" && c.precision == "float64") streaming64 = &c;
     if (c.precision != precision || !c.covers(spec)) continue;
     if (options.algorithm ? c.implementation != fast::implementation_name(*options.algorithm)
                           : c.implementation == "scan")  // the scan holds a summary per token: O(n d^2)
       continue;
-    own.push_back({&c, c.depth(spec, n, d, dv, options.chunk)});
+    plan.own.push_back({&c, {}});
   }
-  if (own.empty())
+  if (plan.own.empty())
     throw Error("hla check: no implementation of the toolkit covers this operator in " + precision);
-  const Depths reference_depth = streaming_depth(spec, n, d, dv);
+  // The depths of each implementation, started at once on threads of their own.
+  std::vector<std::pair<std::string, SharedDepths>> depths;
+  const auto depth_of = [&](const Candidate& c) {
+    for (const auto& [name, f] : depths)
+      if (name == c.implementation) return f;
+    const Index chunk = options.chunk;
+    depths.emplace_back(c.implementation, std::async(std::launch::async, [&c, spec, n, d, dv, chunk] {
+                                            return c.depth(spec, n, d, dv, chunk);
+                                          }).share());
+    return depths.back().second;
+  };
+  plan.reference_depth = depth_of(*plan.streaming64);
+  for (OwnImplementation& impl : plan.own) impl.depth = depth_of(*impl.candidate);
 
   std::vector<HeadOutcome> outcomes(count);
   std::vector<Position> ids(count);
-  std::vector<std::string> errors(count);
-  std::atomic<std::size_t> next{0};
-  const auto worker = [&] {
-    for (std::size_t i; (i = next++) < count;) {
-      try {
-        const HeadInput h = i == 0 ? first : head(i);
-        ids[i] = {h.batch, h.head, 0, 0};
-        outcomes[i] = check_head(options, h, own, *streaming64, reference_depth);
-      } catch (const std::exception& e) {
-        errors[i] = e.what();
-      }
-    }
-  };
-  const int threads =
-      options.threads > 0 ? options.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::thread> pool;
-  for (std::size_t t = 0; t < std::min<std::size_t>(std::size_t(threads), count); ++t)
-    pool.emplace_back(worker);
-  for (std::thread& t : pool) t.join();
-  for (const std::string& e : errors)
-    if (!e.empty()) throw Error(e);
+  parallel_for(count, options.threads, [&](std::size_t i) {
+    const HeadInput h = i == 0 ? first : head(i);
+    ids[i] = {h.batch, h.head, 0, 0};
+    outcomes[i] = check_head(options, h, plan);
+  });
 
   CheckResult r;
   r.heads = static_cast<Index>(count);
@@ -633,7 +651,7 @@ CheckResult check(const CheckOptions& options, std::size_t count,
         h.first_failure_token ? h.first_failure_token : h.first_departure_token;
     if (first) first_tokens.push_back(*first);
     error_sq += h.error_sq;
-    own_error_sq += h.own_error_sq;
+    if (!h.own_error_sq.empty()) own_error_sq += h.own_error_sq[h.loosest_own];
     reference_sq += h.reference_sq;
     r.undefined += h.undefined;
     r.outputs += h.outputs;
@@ -646,7 +664,7 @@ CheckResult check(const CheckOptions& options, std::size_t count,
       r.distance_units = std::sqrt(h.distance_sq / count) / unit;
       r.own_distance_units =
           h.own_distance_sq.empty() ? 0 : std::sqrt(h.own_distance_sq[h.loosest_own] / count) / unit;
-      r.own_name = precision + " " + own[h.loosest_own].candidate->implementation;
+      r.own_name = precision + " " + plan.own[h.loosest_own].candidate->implementation;
     }
   }
   // The per-token distances, rms over the heads' outputs, in units of the output format at the
@@ -831,10 +849,10 @@ CheckResult check_arrays(const CheckOptions& options, Layout layout, const Array
   check_inputs(q, k, v);
   require(o.shape == v.shape, o.path + ": shape " + shape_text(o.shape) + " does not match " + v.path + " " +
                                   shape_text(v.shape) + " (the output has the values' shape)");
-  check_values(q, options.precision);
-  check_values(k, options.precision);
-  check_values(v, options.precision);
-  check_values(o, std::nullopt);
+  check_values(q, options.precision, options.threads);
+  check_values(k, options.precision, options.threads);
+  check_values(v, options.precision, options.threads);
+  check_values(o, std::nullopt, options.threads);
   return check(options, std::size_t(v.batch * v.heads), [&](std::size_t i) {
     HeadInput h = head_tokens(q, k, v, i);
     h.output = Matrix<double>(v.tokens, v.features);
@@ -850,7 +868,7 @@ std::vector<double> reference_arrays(const CheckOptions& options, Layout layout,
     throw Error("scalar: the reference is computed in exact, mpfr or f64");
   const Tensor q = tensor(qa, layout), k = tensor(ka, layout), v = tensor(va, layout);
   check_inputs(q, k, v);
-  for (const Tensor* x : {&q, &k, &v}) check_values(*x, Format::f64);
+  for (const Tensor* x : {&q, &k, &v}) check_values(*x, Format::f64, options.threads);
   const OperatorSpec& spec = options.spec;
   std::vector<double> out(std::size_t(v.batch * v.heads * v.tokens * v.features));
   for (std::size_t i = 0; i < std::size_t(v.batch * v.heads); ++i) {

@@ -70,7 +70,7 @@ void add_rows(std::vector<Candidate>& out, Implementation impl) {
   const auto in_double = [impl](const OperatorSpec& spec, const Sequence<double>& s, Index chunk) {
     const Terms<double> terms =
         fast::gpu::terms(spec, fast::default_form(spec, impl), impl, {s}, chunk).front();
-    return CandidateRun{terms, reference::finish(spec, terms), gpu_gauge(spec, impl, s, chunk)};
+    return CandidateRun{terms, reference::finish(spec, terms)};
   };
   const auto in_float = [impl](bool bf16) {
     return [impl, bf16](const OperatorSpec& spec, const Sequence<double>& s, Index chunk) {
@@ -78,15 +78,18 @@ void add_rows(std::vector<Candidate>& out, Implementation impl) {
       const fast::Form form = fast::default_form(spec, impl);
       const Terms<float> terms = bf16 ? fast::gpu::terms_bf16(spec, form, impl, {inputs}, chunk).front()
                                       : fast::gpu::terms(spec, form, impl, {inputs}, chunk).front();
-      return CandidateRun{widen(terms), reference::finish(spec, terms).cast<double>(),
-                          gpu_gauge(spec, impl, s, chunk)};
+      return CandidateRun{widen(terms), reference::finish(spec, terms).cast<double>()};
     };
   };
-  out.push_back({name, "float64", InputFormat::f64, 53, uses_chunk, !uses_chunk, covers, in_double, depth});
+  const auto gauge = [impl](const OperatorSpec& spec, const Sequence<double>& s, Index chunk) {
+    return gpu_gauge(spec, impl, s, chunk);
+  };
   out.push_back(
-      {name, "float32", InputFormat::f32, 24, uses_chunk, !uses_chunk, covers, in_float(false), depth});
-  out.push_back(
-      {name, "bf16-in/f32", InputFormat::bf16, 24, uses_chunk, !uses_chunk, covers, in_float(true), depth});
+      {name, "float64", InputFormat::f64, 53, uses_chunk, !uses_chunk, covers, in_double, gauge, depth});
+  out.push_back({name, "float32", InputFormat::f32, 24, uses_chunk, !uses_chunk, covers, in_float(false),
+                 gauge, depth});
+  out.push_back({name, "bf16-in/f32", InputFormat::bf16, 24, uses_chunk, !uses_chunk, covers, in_float(true),
+                 gauge, depth});
 }
 
 // The fast path (matrix units, gpu::fast_forward): masked unnormalized hla2 and ahla without decay,
@@ -122,14 +125,17 @@ CandidateRun fast_run(const OperatorSpec& spec, const Sequence<double>& s) {
   const Matrix<float> num = fast::gpu::fast_forward(spec, {{pad(s.q), pad(s.k), pad(s.v)}}).front();
   Terms<double> terms{num.topLeftCorner(n, dv).cast<double>(), Vector<double>::Zero(n)};
   Matrix<double> output = terms.num;
-  // The gauge: every monomial of these operators has coefficient +1, so any algorithm's gauge is
-  // the operator on |q|, |k|, |v|; the CPU stream's computes it.
-  return {std::move(terms), std::move(output), gpu_gauge(spec, Implementation::gpu_streaming, s, 0), false};
+  return {std::move(terms), std::move(output), {}, false};
 }
 
 void add_fast_row(std::vector<Candidate>& out) {
   out.push_back({"gpu-fast", "bf16-in/bf16-mma", InputFormat::bf16, 8, false, true, fast_covers,
                  [](const OperatorSpec& spec, const Sequence<double>& s, Index) { return fast_run(spec, s); },
+                 // Every monomial of these operators has coefficient +1, so any algorithm's gauge
+                 // is the operator on |q|, |k|, |v|; the CPU stream's computes it.
+                 [](const OperatorSpec& spec, const Sequence<double>& s, Index) {
+                   return gpu_gauge(spec, Implementation::gpu_streaming, s, 0);
+                 },
                  [](const OperatorSpec&, Index n, Index, Index dv, Index) { return fast_depth(n, dv); }});
 }
 

@@ -189,7 +189,7 @@ TEST_CASE("check/every diagnosis form is reachable: an output that is the form i
     bool normalize;
     Rational decay;
   };
-  for (const Options o :
+  for (const Options& o :
        {Options{Variant::hla2, false, Rational(99, 100)}, Options{Variant::hla2, true, Rational(99, 100)},
         Options{Variant::ahla, true, Rational(99, 100)}, Options{Variant::hla2, false, Rational(1)},
         Options{Variant::ahla, false, Rational(1)}, Options{Variant::hla3, false, Rational(1)}}) {

@@ -20,22 +20,27 @@ struct NpyMatrix {
 };
 
 // An array of rank 1 to 4 read from a .npy file: float64, float32 or float16 in either byte order
-// and either memory order, widened to double without rounding, in C (row-major) order.
+// and either memory order, in C (row-major) order, widened to double without rounding (`values`)
+// or, read with NpyStorage::compact, float32 and float16 files kept as float (`narrow`, exact;
+// `values` empty): half the memory, for the field's large arrays.
 struct NpyArray {
   std::vector<std::int64_t> shape;
   std::vector<double> values;
+  std::vector<float> narrow;
   std::string dtype;  // "float64", "float32" or "float16"
 };
+enum class NpyStorage { wide, compact };
 
 // Throws hla::Error("<path>: <problem>") for a missing or unreadable file, a file that is not
 // .npy, an unsupported dtype, a rank other than 2, or a size that disagrees with the header.
 NpyMatrix read_npy_matrix(const std::string& path);
 // The same for arrays of rank 1 to 4 (a rank outside them is an error).
-NpyArray read_npy_array(const std::string& path);
+NpyArray read_npy_array(const std::string& path, NpyStorage storage = NpyStorage::wide);
 
 // Parses .npy bytes; `name` prefixes error messages. Exposed for tests and fuzzing.
 NpyMatrix parse_npy_matrix(const std::string& bytes, const std::string& name);
-NpyArray parse_npy_array(const std::string& bytes, const std::string& name);
+NpyArray parse_npy_array(const std::string& bytes, const std::string& name,
+                         NpyStorage storage = NpyStorage::wide);
 
 // "(2, 3, 4)", as numpy prints a shape.
 std::string shape_text(const std::vector<std::int64_t>& shape);

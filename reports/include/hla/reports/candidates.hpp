@@ -52,16 +52,31 @@ struct Candidate {
   bool uses_chunk;         // runs once per chunk size
   bool causal_prefix;      // its outputs on a prefix equal its outputs on the whole sequence
   std::function<bool(const OperatorSpec&)> covers;
+  // terms, output and has_den of one run, the gauge left empty.
   // @pre covers(spec); inputs exactly representable in `inputs`; chunk >= 1 when uses_chunk
-  std::function<CandidateRun(const OperatorSpec&, const Sequence<double>&, Index chunk)> run;
-  // The depths for inputs of n tokens (@pre as for run).
+  std::function<CandidateRun(const OperatorSpec&, const Sequence<double>&, Index chunk)> compute;
+  // The gauge of the same run (@pre as for compute).
+  std::function<Terms<double>(const OperatorSpec&, const Sequence<double>&, Index chunk)> gauge;
+  // The depths for inputs of n tokens (@pre as for compute).
   std::function<Depths(const OperatorSpec&, Index n, Index d, Index dv, Index chunk)> depth;
+
+  // compute and gauge.
+  CandidateRun run(const OperatorSpec& spec, const Sequence<double>& inputs, Index chunk) const {
+    CandidateRun out = compute(spec, inputs, chunk);
+    out.gauge = gauge(spec, inputs, chunk);
+    return out;
+  }
 };
+// The gauge and the depths depend on the algorithm alone: every row of one implementation (its
+// float64, float32 and bf16-input rows) has the same gauge and depth functions, so one computation
+// serves them all (hla check shares them between its reference and its own implementations).
 
 // The a-priori error of the reference itself (streaming in 261-bit MPFR) on these inputs:
-// gamma_261(K) times its gauge, per entry of num and den, given streaming's depths.
+// gamma_261(K) times its gauge, per entry of num and den, given streaming's depths (and, in the
+// second form, streaming's gauge on these inputs, as its candidates compute it).
 Terms<double> reference_error_bound(const OperatorSpec& spec, const Sequence<double>& inputs,
                                     const Depths& streaming_depth);
+Terms<double> reference_error_bound(const Terms<double>& streaming_gauge, const Depths& streaming_depth);
 Depths streaming_depth(const OperatorSpec& spec, Index n, Index d, Index dv);
 
 // streaming, CPU scan and the chunk-parallel form, each in float64, float32 and on bf16 inputs

@@ -93,11 +93,12 @@ CheckResult check(const CheckOptions& options, std::size_t count,
 CheckResult check(const CheckOptions& options, const std::vector<HeadInput>& heads);
 
 // An array as the check reads it: a name for messages (its file), its shape and its values in C
-// order (not owned).
+// order (not owned), as double or, for float32 and float16 files, as float (the other null).
 struct ArrayView {
   std::string name;
   std::vector<std::int64_t> shape;
   const double* values = nullptr;
+  const float* narrow = nullptr;
 };
 // Checks the arrays against the layout and each other (q and k alike; v and o alike, with as many
 // heads as q or a multiple of them: grouped queries, each group's value heads consecutive) and
