@@ -88,6 +88,52 @@ std::span<const Finding> findings() {
   return table;
 }
 
+namespace {
+
+using Spec = OperatorSpec;
+using Dim = std::ptrdiff_t;
+
+const Mistake mistake_table[] = {
+    {"unmasked", "the unmasked prefix form (no causal mask inside the second-order weights)",
+     [](const Spec& s, bool, Dim, Dim) {
+       return s.masked && (s.variant == Variant::hla2 || s.variant == Variant::hla3);
+     }},
+    {"no-decay", "the operator without decay", [](const Spec& s, bool, Dim, Dim) { return s.decay != 1; }},
+    {"decay-once",
+     "G_t = g G_{t-1} + g k_t k_t^T C_{t-1} (and h): the decay of the cross-summaries applied once",
+     [](const Spec& s, bool, Dim, Dim) { return s.variant == Variant::hla2 && s.masked && s.decay != 1; }},
+    {"no-scale", "the queries not scaled", [](const Spec&, bool scaled, Dim, Dim) { return scaled; }},
+    {"scale-twice", "the queries scaled twice", [](const Spec&, bool scaled, Dim, Dim) { return scaled; }},
+    {"eps-policy", "the denominator under another --eps-policy",
+     [](const Spec& s, bool, Dim, Dim) { return s.normalize; }},
+    {"unnormalized", "the numerator alone (the division left out)",
+     [](const Spec& s, bool, Dim, Dim) { return s.normalize; }},
+    {"q-k-exchanged", "queries and keys exchanged (the keys scaled as queries)",
+     [](const Spec&, bool, Dim, Dim) { return true; }},
+    {"read-before-update",
+     "each output read before its own token enters the summaries (a strict mask: token t does not attend to "
+     "itself)",
+     [](const Spec&, bool, Dim, Dim) { return true; }},
+    {"one-token-late", "every output one token late (o_t = the operator's o_{t-1}, o_0 = 0)",
+     [](const Spec&, bool, Dim, Dim) { return true; }},
+    {"transposed-state",
+     "the d x dv summaries read transposed, X q for q^T X (hla2: u C^T - q^T G^T; AHLA: "
+     "(P q)^T and (E q)^T; d = dv)",
+     [](const Spec& s, bool, Dim d, Dim dv) {
+       return (s.variant == Variant::hla2 || s.variant == Variant::ahla) && d == dv && d > 1;
+     }},
+    {"other-operator", "the other second-order operator (AHLA, ((A A) . L) V, for hla2, or hla2 for AHLA)",
+     [](const Spec& s, bool, Dim, Dim) {
+       return (s.variant == Variant::hla2 && s.masked && s.ridge == 0) || s.variant == Variant::ahla;
+     }},
+};
+
+}  // namespace
+
+std::span<const Mistake> mistakes() {
+  return mistake_table;
+}
+
 const Finding* finding_for(const OperatorSpec& spec, Implementation impl, Form form) {
   if (form != Form::published || !spec.masked) return nullptr;
   for (const Finding& f : table) {

@@ -277,6 +277,14 @@ NpyArray parse(Read&& read, const std::string& name, NpyStorage storage) {
       name + ": shape " + shape);
   (narrow ? m.narrow.resize(count) : m.values.resize(count));
   if (count == 0) return m;  // an extent 0: no values, however large the others
+  // The common case, a little-endian C-order file of the stored type: the bytes as they are.
+  if constexpr (std::endian::native == std::endian::little) {
+    if (!header.fortran_order && !big_endian && (width == 8 || (width == 4 && narrow))) {
+      std::memcpy(narrow ? static_cast<void*>(m.narrow.data()) : static_cast<void*>(m.values.data()),
+                  data.data(), count * width);
+      return m;
+    }
+  }
   // C-order position i, its index in the file (Fortran order reverses the strides).
   const std::size_t rank = m.shape.size();
   std::vector<std::size_t> index(rank, 0), fortran_stride(rank, 1);
@@ -344,9 +352,12 @@ NpyArray read_npy_array(const std::string& path, NpyStorage storage) {
     throw hla::Error(path + ": is a directory, not a .npy file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw hla::Error(path + ": cannot open for reading");
+  const std::uintmax_t size = std::filesystem::file_size(path, error);
   return parse(
       [&](std::size_t count) {
         std::string out;
+        // Room for what the file can still give, never more than it holds: one allocation.
+        if (!error) out.reserve(std::min<std::uintmax_t>(count, size));
         constexpr std::size_t piece = std::size_t{1} << 20;
         while (out.size() < count && in) {
           const std::size_t start = out.size();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <deque>
 #include <future>
@@ -25,7 +26,7 @@ namespace {
 struct Binary {
   int precision, min_exponent, max_exponent;  // significand bits (with the implicit one), exponent range
 };
-Binary binary(Format format) {
+constexpr Binary binary(Format format) {
   switch (format) {
     case Format::f64:
       return {53, -1022, 1023};
@@ -301,6 +302,59 @@ Matrix<double> operator_output(const OperatorSpec& spec, EpsPolicy policy, const
   return policy_output(spec.normalize, policy, to_double(spec.eps), t);
 }
 
+// Every output read from the summaries before its own token enters them: the operator with a
+// strict mask (token t attends to tokens before it only; o_0 reads the empty state).
+Terms<double> read_before_update(const OperatorSpec& spec, const Sequence<double>& s) {
+  const fast::Form form = fast::default_form(spec, fast::Implementation::streaming);
+  return fast::with_stream<double>(spec, form, s.key_dim(), s.value_dim(), [&](auto stream) {
+    const Index n = s.length();
+    Terms<double> out{Matrix<double>(n, s.value_dim()), Vector<double>(n)};
+    for (Index t = 0; t < n; ++t) {
+      const Vector<double> q = s.q.row(t).transpose();
+      const fast::Readout<double> r = stream.read(q);
+      out.num.row(t) = r.num;
+      out.den(t) = r.den;
+      stream.push(q, s.k.row(t).transpose(), s.v.row(t));
+    }
+    return out;
+  });
+}
+
+// The d x dv summaries read transposed (a kernel that forms X q where the form has q^T X; d = dv):
+// hla2 with u C^T - q^T G^T, AHLA with r = (P q)^T and (E q)^T.
+Terms<double> transposed_state(const OperatorSpec& spec, const Sequence<double>& s) {
+  const Index n = s.length(), d = s.key_dim();
+  const double g = to_double(spec.decay);
+  Terms<double> out{Matrix<double>(n, s.value_dim()), Vector<double>(n)};
+  if (spec.variant == Variant::hla2) {
+    fast::Hla2Stream<double> stream(d, d, g, to_double(spec.ridge), spec.masked,
+                                    fast::default_form(spec, fast::Implementation::streaming));
+    for (Index t = 0; t < n; ++t) {
+      const Vector<double> q = s.q.row(t).transpose();
+      stream.push(q, s.k.row(t).transpose(), s.v.row(t));
+      const Matrix<double> c = stream.query_value().transpose(), x = stream.cross_value().transpose();
+      const fast::Readout<double> r =
+          fast::hla2_read(q, to_double(spec.ridge), spec.masked, stream.key_moment(), c, stream.query_mass(),
+                          x, stream.cross_mass());
+      out.num.row(t) = r.num;
+      out.den(t) = r.den;
+    }
+    return out;
+  }
+  Matrix<double> p = Matrix<double>::Zero(d, d), e = Matrix<double>::Zero(d, d);  // AHLA
+  Vector<double> m = Vector<double>::Zero(d), mass = Vector<double>::Zero(d);
+  for (Index t = 0; t < n; ++t) {
+    const Vector<double> q = s.q.row(t).transpose(), k = s.k.row(t).transpose();
+    p = g * p + k * s.v.row(t);
+    m = g * m + k;
+    e = g * e + k * (p * q).transpose();
+    mass = g * mass + q.dot(m) * k;
+    out.num.row(t) = (e * q).transpose();
+    out.den(t) = q.dot(mass);
+  }
+  return out;
+}
+
 // The distance of the candidate's output from a form's rounded output, over the tight base
 // scaled to the form's size where it is larger (rounding errors scale with the outputs: a form
 // with queries 4x too large has outputs and errors 16x larger).
@@ -451,15 +505,21 @@ void parallel_for(std::size_t count, int threads, const std::function<void(std::
 double round_to(Format format, double x) {
   if (format == Format::f64 || x == 0 || !std::isfinite(x)) return x;
   const Binary b = binary(format);
-  const int exponent = std::max(std::ilogb(x), b.min_exponent);
-  const double quantum = std::ldexp(1.0, exponent - (b.precision - 1));
+  // The quantum of x's binade (of the subnormal range below the normal one): 2^(e - p + 1), built
+  // from its bits (e - p + 1 >= -149 is a normal double's exponent). A subnormal double has a
+  // biased exponent of 0, far below every format's minimum, so the clamp covers it.
+  const int biased = int((std::bit_cast<std::uint64_t>(x) >> 52) & 0x7ff);
+  const int exponent = std::max(biased - 1023, b.min_exponent);
+  const double quantum = std::bit_cast<double>(std::uint64_t(exponent - (b.precision - 1) + 1023) << 52);
   const double r = std::nearbyint(x / quantum) * quantum;  // x / quantum is exact: one rounding
-  const double largest = std::ldexp(2.0 - std::ldexp(1.0, 1 - b.precision), b.max_exponent);
+  // The largest finite value, (2 - 2^(1-p)) 2^emax.
+  const double largest = (2 - 2 * std::bit_cast<double>(std::uint64_t(1023 - b.precision) << 52)) *
+                         std::bit_cast<double>(std::uint64_t(b.max_exponent + 1023) << 52);
   if (std::abs(r) > largest) return std::copysign(INFINITY, x);
   return r;
 }
 
-std::vector<DiagnosisForm> diagnosis_forms(const CheckOptions& options) {
+std::vector<DiagnosisForm> diagnosis_forms(const CheckOptions& options, Index d, Index dv) {
   using fast::Implementation;
   const OperatorSpec spec = options.spec;
   const EpsPolicy policy = options.eps_policy;
@@ -491,78 +551,83 @@ std::vector<DiagnosisForm> diagnosis_forms(const CheckOptions& options) {
                      return policy_output(spec.normalize, policy, eps, t);
                    }});
   }
-  const auto with = [&](std::string id, std::string description, OperatorSpec changed) {
-    out.push_back(
-        {std::move(id), std::move(description), [=](const Sequence<double>& s, const Sequence<double>&) {
-           return operator_output(changed, policy, s);
-         }});
+  // The common mistakes, as the catalogue lists them and where it says they apply; each computed
+  // here from the form equal to the operator, changed as the mistake changes it.
+  using Output = std::function<Matrix<double>(const Sequence<double>&, const Sequence<double>&)>;
+  const auto changed = [](OperatorSpec x, EpsPolicy used) -> Output {
+    return [=](const Sequence<double>& s, const Sequence<double>&) { return operator_output(x, used, s); };
   };
-  if (spec.masked && (spec.variant == Variant::hla2 || spec.variant == Variant::hla3)) {
-    OperatorSpec x = spec;
-    x.masked = false;
-    with("unmasked", "the unmasked prefix form (no causal mask inside the second-order weights)", x);
-  }
-  if (spec.decay != 1) {
-    OperatorSpec x = spec;
-    x.decay = 1;
-    with("no-decay", "the operator without decay", x);
-  }
-  if (spec.variant == Variant::hla2 && spec.masked && spec.decay != 1) {
-    const double g = to_double(spec.decay), ridge = to_double(spec.ridge);
-    out.push_back(
-        {"decay-once",
-         "G_t = g G_{t-1} + g k_t k_t^T C_{t-1} (and h): the decay of the cross-summaries applied once",
-         [=](const Sequence<double>& s, const Sequence<double>&) {
-           const fast::Hla2Coefficients<double> once{g, g};
-           return policy_output(
-               spec.normalize, policy, eps,
-               fast::run_stream(fast::Hla2Stream<double>(s.key_dim(), s.value_dim(), g, ridge, true, once),
-                                s));
-         }});
-  }
-  if (scale != 1) {
-    out.push_back(
-        {"no-scale", "the queries not scaled", [=](const Sequence<double>&, const Sequence<double>& read) {
-           return operator_output(spec, policy, read);
-         }});
-    out.push_back(
-        {"scale-twice", "the queries scaled twice", [=](const Sequence<double>& s, const Sequence<double>&) {
-           return operator_output(spec, policy, Sequence<double>{s.q * scale, s.k, s.v});
-         }});
-  }
-  if (spec.normalize) {
-    for (const EpsPolicy other : all_eps_policies) {
-      if (other == policy) continue;
-      out.push_back({"eps-policy-" + std::string(eps_policy_name(other)),
-                     "the denominator under --eps-policy " + std::string(eps_policy_name(other)),
-                     [=](const Sequence<double>& s, const Sequence<double>&) {
-                       return operator_output(spec, other, s);
-                     }});
+  const auto finished = [=](Terms<double> (*terms)(const OperatorSpec&, const Sequence<double>&)) -> Output {
+    return [=](const Sequence<double>& s, const Sequence<double>&) {
+      return policy_output(spec.normalize, policy, eps, terms(spec, s));
+    };
+  };
+  for (const fast::Mistake& m : fast::mistakes()) {
+    if (!m.applies(spec, scale != 1, d, dv)) continue;
+    const std::string id(m.id);
+    const auto add = [&](std::string name, std::string description, Output output) {
+      out.push_back({std::move(name), std::move(description), std::move(output)});
+    };
+    if (id == "unmasked") {
+      OperatorSpec x = spec;
+      x.masked = false;
+      add(id, std::string(m.description), changed(x, policy));
+    } else if (id == "no-decay") {
+      OperatorSpec x = spec;
+      x.decay = 1;
+      add(id, std::string(m.description), changed(x, policy));
+    } else if (id == "decay-once") {
+      const double g = to_double(spec.decay), ridge = to_double(spec.ridge);
+      add(id, std::string(m.description), [=](const Sequence<double>& s, const Sequence<double>&) {
+        const fast::Hla2Coefficients<double> once{g, g};
+        return policy_output(
+            spec.normalize, policy, eps,
+            fast::run_stream(fast::Hla2Stream<double>(s.key_dim(), s.value_dim(), g, ridge, true, once), s));
+      });
+    } else if (id == "no-scale") {
+      add(id, std::string(m.description), [=](const Sequence<double>&, const Sequence<double>& read) {
+        return operator_output(spec, policy, read);
+      });
+    } else if (id == "scale-twice") {
+      add(id, std::string(m.description), [=](const Sequence<double>& s, const Sequence<double>&) {
+        return operator_output(spec, policy, Sequence<double>{s.q * scale, s.k, s.v});
+      });
+    } else if (id == "eps-policy") {
+      for (const EpsPolicy other : all_eps_policies) {
+        if (other == policy) continue;
+        const std::string name(eps_policy_name(other));
+        add(id + "-" + name, "the denominator under --eps-policy " + name, changed(spec, other));
+      }
+    } else if (id == "unnormalized") {
+      OperatorSpec x = spec;
+      x.normalize = false;
+      x.eps = 0;
+      add(id, std::string(m.description), changed(x, policy));
+    } else if (id == "q-k-exchanged") {
+      add(id, std::string(m.description), [=](const Sequence<double>&, const Sequence<double>& read) {
+        return operator_output(spec, policy, Sequence<double>{read.k * scale, read.q, read.v});
+      });
+    } else if (id == "read-before-update") {
+      add(id, std::string(m.description), finished(read_before_update));
+    } else if (id == "one-token-late") {
+      add(id, std::string(m.description), [=](const Sequence<double>& s, const Sequence<double>&) {
+        const Matrix<double> o = operator_output(spec, policy, s);
+        Matrix<double> late = Matrix<double>::Zero(o.rows(), o.cols());
+        if (o.rows() > 1) late.bottomRows(o.rows() - 1) = o.topRows(o.rows() - 1);
+        return late;
+      });
+    } else if (id == "transposed-state") {
+      add(id, std::string(m.description), finished(transposed_state));
+    } else if (id == "other-operator") {
+      OperatorSpec x = spec;
+      x.variant = spec.variant == Variant::ahla ? Variant::hla2 : Variant::ahla;
+      add(std::string(variant_name(x.variant)),
+          spec.variant == Variant::ahla ? "hla2, ((W W^T) . L) V, computed instead of AHLA"
+                                        : "AHLA, ((A A) . L) V, computed instead of hla2",
+          changed(x, policy));
+    } else {
+      throw Error("hla check: the catalogue's mistake " + id + " has no computation here");
     }
-    OperatorSpec x = spec;
-    x.normalize = false;
-    x.eps = 0;
-    with("unnormalized", "the numerator alone (the division left out)", x);
-  }
-  out.push_back({"q-k-exchanged", "queries and keys exchanged (the keys scaled as queries)",
-                 [=](const Sequence<double>&, const Sequence<double>& read) {
-                   return operator_output(spec, policy, Sequence<double>{read.k * scale, read.q, read.v});
-                 }});
-  out.push_back({"one-token-late", "every output one token late (o_t = the operator's o_{t-1}, o_0 = 0)",
-                 [=](const Sequence<double>& s, const Sequence<double>&) {
-                   const Matrix<double> o = operator_output(spec, policy, s);
-                   Matrix<double> late = Matrix<double>::Zero(o.rows(), o.cols());
-                   if (o.rows() > 1) late.bottomRows(o.rows() - 1) = o.topRows(o.rows() - 1);
-                   return late;
-                 }});
-  if (spec.variant == Variant::hla2 && spec.masked && spec.ridge == 0) {
-    OperatorSpec x = spec;
-    x.variant = Variant::ahla;
-    with("ahla", "AHLA, ((A A) . L) V, computed instead of hla2", x);
-  } else if (spec.variant == Variant::ahla) {
-    OperatorSpec x = spec;
-    x.variant = Variant::hla2;
-    with("hla2", "hla2, ((W W^T) . L) V, computed instead of AHLA", x);
   }
   return out;
 }
@@ -697,7 +762,7 @@ CheckResult check(const CheckOptions& options, std::size_t count,
     r.diagnosed = {h.batch, h.head, 0, 0};
     const Sequence<double> scaled{h.tokens.q * options.scale, h.tokens.k, h.tokens.v};
     const Format out = options.output_format.value_or(options.precision);
-    for (const DiagnosisForm& f : diagnosis_forms(options)) {
+    for (const DiagnosisForm& f : diagnosis_forms(options, d, dv)) {
       const double ratio = form_ratio(h.output, f.output(scaled, h.tokens), out, outcomes[worst].base_sq,
                                       outcomes[worst].reference_sq);
       r.diagnosis.push_back({f.id, f.description, ratio});

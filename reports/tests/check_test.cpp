@@ -11,6 +11,9 @@
 #include <iostream>
 #include <optional>
 #include <random>
+#include <set>
+
+#include "hla/fast/catalogue.hpp"
 
 using namespace hla;
 using namespace hla::reports;
@@ -189,6 +192,7 @@ TEST_CASE("check/every diagnosis form is reachable: an output that is the form i
     bool normalize;
     Rational decay;
   };
+  std::set<std::string> named_forms;
   for (const Options& o :
        {Options{Variant::hla2, false, Rational(99, 100)}, Options{Variant::hla2, true, Rational(99, 100)},
         Options{Variant::ahla, true, Rational(99, 100)}, Options{Variant::hla2, false, Rational(1)},
@@ -211,7 +215,7 @@ TEST_CASE("check/every diagnosis form is reachable: an output that is the form i
     // Positive keys and queries keep the normalized denominators away from zero.
     HeadInput head{0, 0, {draw(1).cwiseAbs(), draw(0.5).cwiseAbs(), draw(1)}, {}};
     const Sequence<double> scaled{head.tokens.q * options.scale, head.tokens.k, head.tokens.v};
-    for (const DiagnosisForm& f : diagnosis_forms(options)) {
+    for (const DiagnosisForm& f : diagnosis_forms(options, d, d)) {
       INFO(variant_name(o.variant) << (o.normalize ? " normalized" : "") << ", form " << f.id << ", seed "
                                    << seed);
       head.output =
@@ -225,6 +229,16 @@ TEST_CASE("check/every diagnosis form is reachable: an output that is the form i
       REQUIRE(named != r.diagnosis.end());
       CHECK(named->ratio == r.diagnosis.front().ratio);
       CHECK(std::find(r.matches.begin(), r.matches.end(), f.id) != r.matches.end());
+      named_forms.insert(f.id);
     }
+  }
+  // Every mistake of the catalogue was among them (eps-policy as eps-policy-<policy>,
+  // other-operator as ahla or hla2).
+  for (const fast::Mistake& m : fast::mistakes()) {
+    INFO("the catalogue's mistake " << m.id);
+    const std::string id(m.id);
+    CHECK(std::any_of(named_forms.begin(), named_forms.end(), [&](const std::string& f) {
+      return f == id || f.rfind(id + "-", 0) == 0 || (id == "other-operator" && (f == "ahla" || f == "hla2"));
+    }));
   }
 }

@@ -34,6 +34,19 @@ struct Finding {
 // F1-F9, in docs/findings.md's order.
 std::span<const Finding> findings();
 
+// The common implementation mistakes that hla check's diagnosis tries beside the printed forms
+// (docs/check.md): each an id, one sentence and where it applies. `eps-policy` stands for one
+// entry per other normalization policy (`eps-policy-clamp`, ...), `other-operator` for `ahla` in
+// an hla2 check and `hla2` in an AHLA one.
+struct Mistake {
+  std::string_view id;
+  std::string_view description;
+  // Whether it differs from the operator, and can be computed, for spec on heads of d key and dv
+  // value features, with the queries scaled or not.
+  bool (*applies)(const OperatorSpec& spec, bool scaled, std::ptrdiff_t d, std::ptrdiff_t dv);
+};
+std::span<const Mistake> mistakes();
+
 // The finding that makes `impl` in `form` differ from the reference on `spec`, or nullptr.
 // Every finding concerns a masked operator (ahla is always masked).
 const Finding* finding_for(const OperatorSpec& spec, Implementation impl, Form form);

@@ -82,8 +82,9 @@ struct DiagnosisForm {
   std::string id, description;
   std::function<Matrix<double>(const Sequence<double>& scaled, const Sequence<double>& read)> output;
 };
-// The printed forms with a finding and the common mistakes that apply to these options.
-std::vector<DiagnosisForm> diagnosis_forms(const CheckOptions& options);
+// The printed forms with a finding and the common mistakes that apply to these options and heads
+// of d key and dv value features.
+std::vector<DiagnosisForm> diagnosis_forms(const CheckOptions& options, Index d, Index dv);
 
 // @pre count >= 1; head(i) for i < count, all of one shape, values finite and representable in
 // options.precision (the command line checks it). Heads are built when checked, a few at a

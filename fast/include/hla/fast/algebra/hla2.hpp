@@ -67,6 +67,13 @@ class Hla2Stream {
     return hla2_read(q, ridge_, masked_, key_moment_, query_value_, query_mass_, cross_value_, cross_mass_);
   }
 
+  // The summaries, for readers other than read() (hla check's diagnosis reads them transposed).
+  const Matrix<T>& key_moment() const { return key_moment_; }
+  const Matrix<T>& query_value() const { return query_value_; }
+  const Vector<T>& query_mass() const { return query_mass_; }
+  const Matrix<T>& cross_value() const { return cross_value_; }
+  const Vector<T>& cross_mass() const { return cross_mass_; }
+
  private:
   T gamma_, ridge_;
   bool masked_;
