@@ -4,7 +4,9 @@ one line per implementation x precision, with the a-priori bound of that same wo
 same norm, dashed beside (absent where the cell has outputs whose denominator bound does not
 exclude zero).
 
-usage: plot.py DATA_CSV PLOT_DIR   (called by hla report; needs Debian's python3-matplotlib)
+Only the rows of the report's own head (d, dv) are drawn; its wide heads are tabled in report.md.
+
+usage: plot.py DATA_CSV PLOT_DIR D DV   (called by hla report; needs Debian's python3-matplotlib)
 """
 import csv
 import math
@@ -21,12 +23,14 @@ COLORS = {"streaming": "tab:blue", "scan": "tab:orange", "chunked": "tab:green",
 MARKERS = {"float64": "o", "float32": "s", "bf16-in/f32": "^", "bf16-in/bf16-mma": "v"}
 
 
-def main(data_csv, plot_dir):
+def main(data_csv, plot_dir, d, dv):
     errors = defaultdict(lambda: defaultdict(float))  # (spec, impl, precision) -> n -> worst error
     bounds = defaultdict(dict)  # the bound of the cell with the worst error
     specs = []
     with open(data_csv, newline="") as f:
         for row in csv.DictReader(f):
+            if int(row["d"]) != d or int(row["dv"]) != dv:
+                continue
             if row["spec"] not in specs:
                 specs.append(row["spec"])
             key = (row["spec"], row["implementation"], row["precision"])
@@ -75,6 +79,6 @@ def main(data_csv, plot_dir):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
+    if len(sys.argv) != 5:
         sys.exit(__doc__)
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))

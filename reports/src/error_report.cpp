@@ -245,6 +245,7 @@ CellMetrics metrics(const OperatorSpec& spec, int bits, const CandidateRun& run,
 }
 
 struct CellKey {
+  Index d, dv;
   std::size_t spec, decay;
   Family family;
   std::size_t candidate;
@@ -268,9 +269,9 @@ std::string format_duration(double seconds) {
 class DepthCache {
  public:
   template <class Compute>
-  const Depths& get(const std::string& implementation, int bits, std::size_t spec_key, Index n, Index chunk,
-                    const Compute& compute) {
-    const auto key = std::make_tuple(implementation, bits, spec_key, n, chunk);
+  const Depths& get(const std::string& implementation, int bits, std::size_t spec_key, Index d, Index n,
+                    Index chunk, const Compute& compute) {
+    const auto key = std::make_tuple(implementation, bits, spec_key, d, n, chunk);
     {
       std::lock_guard lock(mutex_);
       if (auto it = cache_.find(key); it != cache_.end()) return it->second;
@@ -282,7 +283,7 @@ class DepthCache {
 
  private:
   std::mutex mutex_;
-  std::map<std::tuple<std::string, int, std::size_t, Index, Index>, Depths> cache_;
+  std::map<std::tuple<std::string, int, std::size_t, Index, Index, Index>, Depths> cache_;
 };
 
 }  // namespace
@@ -304,6 +305,10 @@ void validate(const ReportOptions& options) {
   if (options.log2_n_step < 1 || (options.max_log2_n - options.min_log2_n) % options.log2_n_step != 0)
     throw Error("report: the longest length must be 2^min times a power of 2^step");
   if (options.seeds < 1) throw Error("report: --seeds must be at least 1");
+  for (const ReportOptions::WideHeads& w : options.wide_heads)
+    if (w.d < 1 || w.max_log2_n < options.min_log2_n)
+      throw Error("report: a wide head needs d >= 1 and a longest length of at least 2^" +
+                  std::to_string(options.min_log2_n));
   for (const Index c : options.chunks)
     if (c < 1) throw Error("report: chunk sizes must be at least 1");
   const std::vector<ReportSpec> specs = report_specs();
@@ -318,11 +323,6 @@ Report run_report(const ReportOptions& options, const std::vector<Candidate>& ca
   validate(options);
   const std::vector<ReportSpec> specs = report_specs();
   const std::vector<Rational> decays = report_decays();
-  std::vector<Index> lengths;
-  for (int e = options.min_log2_n; e <= options.max_log2_n; e += options.log2_n_step)
-    lengths.push_back(Index(1) << e);
-  const Index longest = lengths.back();
-
   std::vector<ReportCase> cases;
   for (std::size_t s = 0; s < specs.size(); ++s) {
     if (!options.operators.empty() && std::find(options.operators.begin(), options.operators.end(),
@@ -334,17 +334,30 @@ Report run_report(const ReportOptions& options, const std::vector<Candidate>& ca
         for (int i = 0; i < options.seeds; ++i) {
           const std::string identity = specs[s].name + "|" + format_rational(decay) + "|" +
                                        std::string(family_name(family)) + "|" + std::to_string(i);
-          cases.push_back({s, decay, family, i, mix(options.seed * splitmix64_increment + 1, identity)});
+          cases.push_back({s, decay, family, i, mix(options.seed * splitmix64_increment + 1, identity),
+                           options.d, options.dv, options.max_log2_n});
         }
       }
     }
+    const auto& wide = options.wide_operators;
+    if (std::find(wide.begin(), wide.end(), specs[s].name) == wide.end()) continue;
+    for (const ReportOptions::WideHeads& w : options.wide_heads) {
+      const Rational decay(15, 16);
+      const std::string identity =
+          specs[s].name + "|" + format_rational(decay) + "|gaussian|0|d=" + std::to_string(w.d);
+      cases.push_back({s, decay, Family::gaussian, 0, mix(options.seed * splitmix64_increment + 1, identity),
+                       w.d, w.d, std::min(w.max_log2_n, options.max_log2_n)});
+    }
   }
-  // Third-order cases first, so that the longest work starts early (the order of the results is fixed).
+  // Wide heads and third-order cases first, so that the longest work starts early (the order of
+  // the results is fixed).
   std::vector<std::size_t> order(cases.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return hla::order(specs[cases[a].spec_index].spec.variant) >
-           hla::order(specs[cases[b].spec_index].spec.variant);
+    const auto cost = [&](const ReportCase& c) {
+      return std::make_pair(c.d, hla::order(specs[c.spec_index].spec.variant));
+    };
+    return cost(cases[a]) > cost(cases[b]);
   });
 
   DepthCache depths;
@@ -365,7 +378,11 @@ Report run_report(const ReportOptions& options, const std::vector<Candidate>& ca
       spec.decay = c.decay;
       const std::size_t decay_index = std::find(decays.begin(), decays.end(), c.decay) - decays.begin();
       const std::size_t spec_key = c.spec_index * decays.size() + decay_index;
-      const Sequence<double> base = case_inputs(c, longest, options.d, options.dv);
+      std::vector<Index> lengths;
+      for (int e = options.min_log2_n; e <= c.max_log2_n; e += options.log2_n_step)
+        lengths.push_back(Index(1) << e);
+      const Index longest = lengths.back();
+      const Sequence<double> base = case_inputs(c, longest, c.d, c.dv);
       for (const InputFormat format : {InputFormat::f64, InputFormat::f32, InputFormat::bf16}) {
         const Sequence<double> inputs = rounded(base, format);
         std::optional<Exact> reference;
@@ -373,18 +390,18 @@ Report run_report(const ReportOptions& options, const std::vector<Candidate>& ca
         for (std::size_t k = 0; k < candidates.size(); ++k) {
           const Candidate& candidate = candidates[k];
           if (candidate.inputs != format || !candidate.covers(spec)) continue;
+          if (candidate.max_width > 0 && std::max(c.d, c.dv) > candidate.max_width) continue;
           if (!reference) {
             reference.emplace(spec, mpfr_reference(spec, inputs));
-            const Depths& streaming = depths.get("streaming", 24, spec_key, longest, 0, [&] {
-              return streaming_depth(spec, longest, options.d, options.dv);
-            });
+            const Depths& streaming = depths.get("streaming", 24, spec_key, c.d, longest, 0,
+                                                 [&] { return streaming_depth(spec, longest, c.d, c.dv); });
             reference_error = reference_error_bound(spec, inputs, streaming);
           }
           const auto depth_of = [&](Index n, Index chunk) -> const Depths& {
-            return depths.get(candidate.implementation, candidate.unit_roundoff_bits, spec_key, n, chunk,
-                              [&] { return candidate.depth(spec, n, options.d, options.dv, chunk); });
+            return depths.get(candidate.implementation, candidate.unit_roundoff_bits, spec_key, c.d, n, chunk,
+                              [&] { return candidate.depth(spec, n, c.d, c.dv, chunk); });
           };
-          const CellKey cell{c.spec_index, decay_index, c.family, k, 0, 0};
+          const CellKey cell{c.d, c.dv, c.spec_index, decay_index, c.family, k, 0, 0};
           if (candidate.causal_prefix) {
             const CandidateRun run = candidate.run(spec, inputs, 0);
             const Depths& depth = depth_of(longest, 0);
@@ -461,6 +478,8 @@ Report run_report(const ReportOptions& options, const std::vector<Candidate>& ca
                            .implementation = c.implementation,
                            .precision = c.precision,
                            .unit_roundoff_bits = c.unit_roundoff_bits,
+                           .d = key.d,
+                           .dv = key.dv,
                            .n = key.n,
                            .chunk = key.chunk,
                            .metrics = value.first,

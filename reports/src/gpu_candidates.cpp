@@ -136,7 +136,8 @@ void add_fast_row(std::vector<Candidate>& out) {
                  [](const OperatorSpec& spec, const Sequence<double>& s, Index) {
                    return gpu_gauge(spec, Implementation::gpu_streaming, s, 0);
                  },
-                 [](const OperatorSpec&, Index n, Index, Index dv, Index) { return fast_depth(n, dv); }});
+                 [](const OperatorSpec&, Index n, Index, Index dv, Index) { return fast_depth(n, dv); },
+                 fast_width});
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // bounds checked (a float64 error above its bound fails), its depths compared with the closed
 // form of docs/operators.md, and its files compared between runs.
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
@@ -183,10 +184,20 @@ TEST_CASE("report/every error is within its a-priori bound, and the same seed gi
   options.chunks = {8};
   options.d = 3;
   options.dv = 2;
+  options.wide_heads = {{6, 6}};  // a wider head, to n = 64
   options.threads = 2;
   std::ostringstream quiet;
   const Report first = run_report(options, cpu_candidates(), quiet);
   REQUIRE(!first.rows.empty());
+  // The wide head's rows: its operators only, up to its own longest length.
+  const auto wide = std::count_if(first.rows.begin(), first.rows.end(), [](const ReportRow& r) {
+    return r.d == 6 && r.dv == 6 && r.n <= 64 &&
+           (r.spec == "hla2" || r.spec == "hla2/normalized" || r.spec == "ahla");
+  });
+  CHECK(wide > 0);
+  CHECK(std::count_if(first.rows.begin(), first.rows.end(), [](const ReportRow& r) { return r.d == 6; }) ==
+        wide);
+  CHECK(to_markdown(first).find("## The head sizes people use") != std::string::npos);
   for (const ReportRow& r : first.rows) {
     INFO(r.spec << " gamma=" << r.decay << " " << r.family << " " << r.implementation << " " << r.precision
                 << " n=" << r.n << " chunk=" << r.chunk << " input seed " << r.worst_seed);

@@ -60,6 +60,8 @@ struct Candidate {
   // The depths for inputs of n tokens (@pre as for compute).
   std::function<Depths(const OperatorSpec&, Index n, Index d, Index dv, Index chunk)> depth;
 
+  Index max_width = 0;  // the widest head (max of d and dv) it runs; 0: any
+
   // compute and gauge.
   CandidateRun run(const OperatorSpec& spec, const Sequence<double>& inputs, Index chunk) const {
     CandidateRun out = compute(spec, inputs, chunk);

@@ -42,6 +42,8 @@ struct ReportCase {
   Family family;
   int seed_index;
   std::uint64_t input_seed;
+  Index d = 0, dv = 0;  // the head: the report's d and dv, or one of its wide heads
+  int max_log2_n = 0;   // its longest length
 };
 
 // Inputs of one case at length n, before rounding to the candidates' formats.
@@ -63,6 +65,7 @@ struct CellMetrics {
 struct ReportRow {
   std::string spec, decay, family, implementation, precision;
   int unit_roundoff_bits = 0;
+  Index d = 0, dv = 0;
   Index n = 0, chunk = 0;  // chunk 0: not chunked
   CellMetrics metrics;
   std::uint64_t worst_seed = 0;  // input seed of the largest normwise error

@@ -28,6 +28,16 @@ struct ReportOptions {
   int seeds = 2;  // inputs per cell; the worst is reported with its seed
   Index d = 4, dv = 4;
   std::vector<Index> chunks{16, 64};
+  // The head sizes the field uses (d = dv): `wide_operators` at gamma = 15/16 on gaussian inputs,
+  // one seed, n = 2^min_log2_n .. 2^max_log2_n (capped by the report's own), every candidate. The
+  // 261-bit reference costs O(d^2) per token (d^3 for hla3, left out), so these stop early enough
+  // for the main job's 15 minutes; report.md says where.
+  struct WideHeads {
+    Index d;
+    int max_log2_n;
+  };
+  std::vector<WideHeads> wide_heads{{64, 8}, {128, 6}};
+  std::vector<std::string> wide_operators{"hla2", "hla2/normalized", "ahla"};
   int threads = 0;                     // 0: the hardware's
   std::vector<std::string> operators;  // names of report_specs() to run; empty: all
   // Where report.md links the ledger and docs/ (relative to the report's directory).
