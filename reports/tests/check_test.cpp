@@ -57,6 +57,55 @@ Matrix<double> user_kernel(const Sequence<double>& s, float g, float scale, Mist
   return o;
 }
 
+// Masked hla2 in F, as a user's recurrent kernel: S = g S + k k^T, C = g C + q v^T,
+// G = g^2 G + g k (k^T C_{t-1}), o_t = (q_t^T S) C - q_t^T G, q scaled first.
+template <class F>
+Matrix<double> recurrent_kernel(const Sequence<double>& s, F g, F scale, Format out) {
+  using M = Eigen::Matrix<F, Eigen::Dynamic, Eigen::Dynamic>;
+  const Index n = s.length(), d = s.key_dim(), dv = s.value_dim();
+  M S = M::Zero(d, d), C = M::Zero(d, dv), G = M::Zero(d, dv);
+  Matrix<double> o(n, dv);
+  for (Index t = 0; t < n; ++t) {
+    const M q = s.q.row(t).transpose().cast<F>() * scale, k = s.k.row(t).transpose().cast<F>();
+    const M v = s.v.row(t).cast<F>();
+    G = (g * g) * G + g * k * (k.transpose() * C);
+    S = g * S + k * k.transpose();
+    C = g * C + q * v;
+    const M row = (q.transpose() * S) * C - q.transpose() * G;
+    for (Index c = 0; c < dv; ++c) o(t, c) = round_to(out, double(row(0, c)));
+  }
+  return o;
+}
+
+// Masked hla2 without decay in F, as a user's chunk-parallel kernel: per chunk of C tokens, with
+// W = Q K^T masked to i <= a and the carries S0, C0, G0 of the tokens before,
+//   o_a = q_a^T (S0 C0 - G0) + [(Q S0 Q^T) . L] V + [((W . L)(K Q^T . U)) . L] V
+// (U: i <= j), then S0 += K^T K, G0 += K^T K C0 + K^T [(K Q^T . L_strict) V], C0 += Q^T V.
+template <class F>
+Matrix<double> chunked_kernel(const Sequence<double>& s, F scale, Index chunk, Format out) {
+  using M = Eigen::Matrix<F, Eigen::Dynamic, Eigen::Dynamic>;
+  const Index n = s.length(), d = s.key_dim(), dv = s.value_dim();
+  M S0 = M::Zero(d, d), C0 = M::Zero(d, dv), G0 = M::Zero(d, dv);
+  Matrix<double> o(n, dv);
+  for (Index b = 0; b < n; b += chunk) {
+    const Index c = std::min(chunk, n - b);
+    const M Q = s.q.middleRows(b, c).cast<F>() * scale, K = s.k.middleRows(b, c).cast<F>();
+    const M V = s.v.middleRows(b, c).cast<F>();
+    const M lower = M(M::Ones(c, c).template triangularView<Eigen::Lower>());
+    const M strict = M(M::Ones(c, c).template triangularView<Eigen::StrictlyLower>());
+    const M W = (Q * K.transpose()).cwiseProduct(lower),
+            KQ = (K * Q.transpose()).cwiseProduct(lower.transpose());
+    const M result = Q * (S0 * C0 - G0) + (Q * S0 * Q.transpose()).cwiseProduct(lower) * V +
+                     (W * KQ).cwiseProduct(lower) * V;
+    for (Index a = 0; a < c; ++a)
+      for (Index j = 0; j < dv; ++j) o(b + a, j) = round_to(out, double(result(a, j)));
+    G0 += K.transpose() * (K * C0) + K.transpose() * ((K * Q.transpose()).cwiseProduct(strict) * V);
+    S0 += K.transpose() * K;
+    C0 += Q.transpose() * V;
+  }
+  return o;
+}
+
 struct Problem {
   std::vector<HeadInput> heads;
   CheckOptions options;
@@ -128,6 +177,59 @@ TEST_CASE("check/correct kernels pass on every seed", "[check]") {
     }
   }
   std::cout << "largest tight ratio of a correct kernel: " << largest << "\n";
+}
+
+TEST_CASE("check/correct recurrent and chunked kernels in float64 float32 and bf16 pass up to d = 128",
+          "[check]") {
+  const std::uint64_t seed = test_seed();
+  struct Case {
+    Format precision, out;  // inputs, output; float64 arithmetic for f64, float32 otherwise
+    bool chunked;           // at gamma = 1; recurrent at gamma = 0.999
+    Index n, d;
+  };
+  for (const Case& c :
+       {Case{Format::f64, Format::f64, false, 48, 8}, Case{Format::f64, Format::f64, true, 48, 8},
+        Case{Format::f32, Format::f32, false, 128, 32}, Case{Format::f32, Format::f32, true, 128, 32},
+        Case{Format::bf16, Format::bf16, true, 128, 64}, Case{Format::bf16, Format::f32, false, 96, 64},
+        Case{Format::bf16, Format::bf16, false, 64, 128}, Case{Format::bf16, Format::f32, true, 64, 128}}) {
+    for (std::uint64_t i = 0; i < 3; ++i) {
+      INFO("seed " << seed + i << " (HLA_CHECK_SEED), inputs " << format_name(c.precision) << ", output "
+                   << format_name(c.out) << (c.chunked ? ", chunked" : ", recurrent") << ", n = " << c.n
+                   << ", d = " << c.d);
+      std::mt19937_64 rng(seed + i);
+      std::normal_distribution<double> normal;
+      const double scale = 1 / std::sqrt(double(c.d));
+      const auto draw = [&] {
+        Matrix<double> m(c.n, c.d);
+        for (Index j = 0; j < m.size(); ++j) m.data()[j] = round_to(c.precision, normal(rng));
+        return m;
+      };
+      CheckOptions options;
+      options.spec.variant = Variant::hla2;
+      options.spec.decay = c.chunked ? Rational(1) : Rational(999, 1000);
+      options.scale = round_to(c.precision == Format::f64 ? Format::f64 : Format::f32, scale);
+      options.precision = c.precision;
+      options.output_format = c.out;
+      options.chunk = 16;
+      options.threads = 1;
+      HeadInput head{0, 0, {draw(), draw(), draw()}, {}};
+      if (c.precision == Format::f64) {
+        head.output = c.chunked ? chunked_kernel<double>(head.tokens, options.scale, 16, c.out)
+                                : recurrent_kernel<double>(head.tokens, 0.999, options.scale, c.out);
+        options.spec.decay = c.chunked ? Rational(1) : exact_value(0.999);
+      } else {
+        const float g = 0.999f, s32 = float(options.scale);
+        head.output = c.chunked ? chunked_kernel<float>(head.tokens, s32, 16, c.out)
+                                : recurrent_kernel<float>(head.tokens, g, s32, c.out);
+        if (!c.chunked) options.spec.decay = exact_value(double(g));  // the kernel's decay, 0.999f
+      }
+      const CheckResult r = check(options, {head});
+      INFO(check_summary(r, options));
+      CHECK(r.passed);
+      CHECK(r.sound);
+      CHECK(r.tight);
+    }
+  }
 }
 
 TEST_CASE("check/the mistakes kernel authors make fail", "[check]") {
