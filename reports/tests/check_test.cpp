@@ -29,38 +29,11 @@ std::uint64_t test_seed() {
 
 enum class Mistake { none, other_order, decay_exponent, dropped_carry, missing_scale, printed_decay };
 
-// Masked hla2 with decay g in float32, as a user's recurrent kernel: S = g S + k k^T,
-// C = g C + q v^T, G = g^2 G + g k (k^T C_{t-1}), o_t = q_t^T (S C - G), q scaled first.
-Matrix<double> user_kernel(const Sequence<double>& s, float g, float scale, Mistake mistake, Format out) {
-  const Index n = s.length(), d = s.key_dim(), dv = s.value_dim();
-  Eigen::MatrixXf S = Eigen::MatrixXf::Zero(d, d), C = Eigen::MatrixXf::Zero(d, dv), G = C;
-  Matrix<double> o(n, dv);
-  for (Index t = 0; t < n; ++t) {
-    const Eigen::VectorXf q = (s.q.row(t).transpose().cast<float>() * scale).eval();
-    const Eigen::VectorXf k = s.k.row(t).transpose().cast<float>();
-    const Eigen::RowVectorXf v = s.v.row(t).cast<float>();
-    if (mistake == Mistake::dropped_carry && t == n / 2) {  // a chunk boundary whose carry is lost
-      S.setZero();
-      C.setZero();
-      G.setZero();
-    }
-    const float age = mistake == Mistake::decay_exponent || mistake == Mistake::printed_decay ? g : g * g;
-    const float gain = mistake == Mistake::printed_decay ? 1.0f : g;  // Sec. 4.3 as printed: g G + k k^T C
-    G = age * G + gain * k * (k.transpose() * C);
-    S = g * S + k * k.transpose();
-    C = g * C + q * v;
-    const Eigen::RowVectorXf row = mistake == Mistake::other_order
-                                       ? Eigen::RowVectorXf((q.transpose() * S) * C - q.transpose() * G)
-                                       : Eigen::RowVectorXf(q.transpose() * (S * C - G));
-    for (Index c = 0; c < dv; ++c) o(t, c) = round_to(out, double(row(c)));
-  }
-  return o;
-}
-
-// Masked hla2 in F, as a user's recurrent kernel: S = g S + k k^T, C = g C + q v^T,
-// G = g^2 G + g k (k^T C_{t-1}), o_t = (q_t^T S) C - q_t^T G, q scaled first.
+// Masked hla2 with decay g in F, as a user's recurrent kernel: S = g S + k k^T,
+// C = g C + q v^T, G = g^2 G + g k (k^T C_{t-1}), o_t = q_t^T (S C - G), q scaled first; or with
+// one of the mistakes.
 template <class F>
-Matrix<double> recurrent_kernel(const Sequence<double>& s, F g, F scale, Format out) {
+Matrix<double> user_kernel(const Sequence<double>& s, F g, F scale, Mistake mistake, Format out) {
   using M = Eigen::Matrix<F, Eigen::Dynamic, Eigen::Dynamic>;
   const Index n = s.length(), d = s.key_dim(), dv = s.value_dim();
   M S = M::Zero(d, d), C = M::Zero(d, dv), G = M::Zero(d, dv);
@@ -68,10 +41,18 @@ Matrix<double> recurrent_kernel(const Sequence<double>& s, F g, F scale, Format 
   for (Index t = 0; t < n; ++t) {
     const M q = s.q.row(t).transpose().cast<F>() * scale, k = s.k.row(t).transpose().cast<F>();
     const M v = s.v.row(t).cast<F>();
-    G = (g * g) * G + g * k * (k.transpose() * C);
+    if (mistake == Mistake::dropped_carry && t == n / 2) {  // a chunk boundary whose carry is lost
+      S.setZero();
+      C.setZero();
+      G.setZero();
+    }
+    const F age = mistake == Mistake::decay_exponent || mistake == Mistake::printed_decay ? g : g * g;
+    const F gain = mistake == Mistake::printed_decay ? F(1) : g;  // Sec. 4.3 as printed: g G + k k^T C
+    G = age * G + gain * k * (k.transpose() * C);
     S = g * S + k * k.transpose();
     C = g * C + q * v;
-    const M row = (q.transpose() * S) * C - q.transpose() * G;
+    const M row = mistake == Mistake::other_order ? M((q.transpose() * S) * C - q.transpose() * G)
+                                                  : M(q.transpose() * (S * C - G));
     for (Index c = 0; c < dv; ++c) o(t, c) = round_to(out, double(row(0, c)));
   }
   return o;
@@ -132,7 +113,8 @@ Problem problem(std::uint64_t seed, Mistake mistake, Format out_format) {
     HeadInput head{0, h, {draw(n, d, 1), draw(n, d, 0.25), draw(n, d, 1)}, {}};
     const bool this_head = mistake != Mistake::missing_scale || h == 1;
     const float scale = this_head && mistake == Mistake::missing_scale ? 1.0f : 0.25f;
-    head.output = user_kernel(head.tokens, 0.999f, scale, this_head ? mistake : Mistake::none, out_format);
+    head.output =
+        user_kernel<float>(head.tokens, 0.999f, scale, this_head ? mistake : Mistake::none, out_format);
     p.heads.push_back(std::move(head));
   }
   return p;
@@ -214,13 +196,14 @@ TEST_CASE("check/correct recurrent and chunked kernels in float64 float32 and bf
       options.threads = 1;
       HeadInput head{0, 0, {draw(), draw(), draw()}, {}};
       if (c.precision == Format::f64) {
-        head.output = c.chunked ? chunked_kernel<double>(head.tokens, options.scale, 16, c.out)
-                                : recurrent_kernel<double>(head.tokens, 0.999, options.scale, c.out);
+        head.output = c.chunked
+                          ? chunked_kernel<double>(head.tokens, options.scale, 16, c.out)
+                          : user_kernel<double>(head.tokens, 0.999, options.scale, Mistake::none, c.out);
         options.spec.decay = c.chunked ? Rational(1) : exact_value(0.999);
       } else {
         const float g = 0.999f, s32 = float(options.scale);
         head.output = c.chunked ? chunked_kernel<float>(head.tokens, s32, 16, c.out)
-                                : recurrent_kernel<float>(head.tokens, g, s32, c.out);
+                                : user_kernel<float>(head.tokens, g, s32, Mistake::none, c.out);
         if (!c.chunked) options.spec.decay = exact_value(double(g));  // the kernel's decay, 0.999f
       }
       const CheckResult r = check(options, {head});
