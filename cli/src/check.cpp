@@ -21,7 +21,8 @@ int run_check(const CheckRequest& req, std::ostream& out) {
   // The check allocates and frees matrices of n x dv doubles per head (32 MB at n = 65536,
   // d = 64), which glibc maps afresh each time, so every use pays its page faults: kept in one
   // heap instead, never returned to the system during the run (docs/perf.md: at B = 8, H = 16,
-  // 32.9 M page faults became 4.8 M and the system time 101 s became 69 s, together with faster rounding).
+  // 32.9 M page faults became 4.8 M and the system time 101 s became 69 s, together with
+  // faster rounding).
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
   mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
   mallopt(M_ARENA_MAX, 1);
