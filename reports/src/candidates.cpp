@@ -165,12 +165,8 @@ Terms<double> reference_error_bound(const OperatorSpec& spec, const Sequence<dou
                                     const Depths& streaming_depth) {
   // The reference is streaming in MPFR: its depths are at most those for 24 bits (a constant exact
   // in 24 bits is exact in 261), and its gauge is streaming's.
-  return reference_error_bound(gauge_of(Streaming{}, spec, inputs, 0), streaming_depth);
-}
-
-Terms<double> reference_error_bound(const Terms<double>& streaming_gauge, const Depths& streaming_depth) {
-  const Index n = streaming_gauge.num.rows();
-  Terms<double> out = gauge_upper_bound(streaming_gauge, streaming_depth);
+  const Index n = inputs.length();
+  Terms<double> out = gauge_upper_bound(gauge_of(Streaming{}, spec, inputs, 0), streaming_depth);
   for (Index t = 0; t < n; ++t) {
     for (Index c = 0; c < out.num.cols(); ++c) out.num(t, c) *= gamma_bound(streaming_depth.num(t, c), 261);
     out.den(t) *= gamma_bound(streaming_depth.den(t), 261);

@@ -269,9 +269,9 @@ std::string format_duration(double seconds) {
 class DepthCache {
  public:
   template <class Compute>
-  const Depths& get(const std::string& implementation, int bits, std::size_t spec_key, Index d, Index n,
-                    Index chunk, const Compute& compute) {
-    const auto key = std::make_tuple(implementation, bits, spec_key, d, n, chunk);
+  const Depths& get(const std::string& implementation, int bits, std::size_t spec_key, Index d, Index dv,
+                    Index n, Index chunk, const Compute& compute) {
+    const auto key = std::make_tuple(implementation, bits, spec_key, d, dv, n, chunk);
     {
       std::lock_guard lock(mutex_);
       if (auto it = cache_.find(key); it != cache_.end()) return it->second;
@@ -283,7 +283,7 @@ class DepthCache {
 
  private:
   std::mutex mutex_;
-  std::map<std::tuple<std::string, int, std::size_t, Index, Index, Index>, Depths> cache_;
+  std::map<std::tuple<std::string, int, std::size_t, Index, Index, Index, Index>, Depths> cache_;
 };
 
 }  // namespace
@@ -393,13 +393,13 @@ Report run_report(const ReportOptions& options, const std::vector<Candidate>& ca
           if (candidate.max_width > 0 && std::max(c.d, c.dv) > candidate.max_width) continue;
           if (!reference) {
             reference.emplace(spec, mpfr_reference(spec, inputs));
-            const Depths& streaming = depths.get("streaming", 24, spec_key, c.d, longest, 0,
+            const Depths& streaming = depths.get("streaming", 24, spec_key, c.d, c.dv, longest, 0,
                                                  [&] { return streaming_depth(spec, longest, c.d, c.dv); });
             reference_error = reference_error_bound(spec, inputs, streaming);
           }
           const auto depth_of = [&](Index n, Index chunk) -> const Depths& {
-            return depths.get(candidate.implementation, candidate.unit_roundoff_bits, spec_key, c.d, n, chunk,
-                              [&] { return candidate.depth(spec, n, c.d, c.dv, chunk); });
+            return depths.get(candidate.implementation, candidate.unit_roundoff_bits, spec_key, c.d, c.dv, n,
+                              chunk, [&] { return candidate.depth(spec, n, c.d, c.dv, chunk); });
           };
           const CellKey cell{c.d, c.dv, c.spec_index, decay_index, c.family, k, 0, 0};
           if (candidate.causal_prefix) {

@@ -74,11 +74,9 @@ struct Candidate {
 // serves them all (hla check shares them between its reference and its own implementations).
 
 // The a-priori error of the reference itself (streaming in 261-bit MPFR) on these inputs:
-// gamma_261(K) times its gauge, per entry of num and den, given streaming's depths (and, in the
-// second form, streaming's gauge on these inputs, as its candidates compute it).
+// gamma_261(K) times its gauge, per entry of num and den, given streaming's depths.
 Terms<double> reference_error_bound(const OperatorSpec& spec, const Sequence<double>& inputs,
                                     const Depths& streaming_depth);
-Terms<double> reference_error_bound(const Terms<double>& streaming_gauge, const Depths& streaming_depth);
 Depths streaming_depth(const OperatorSpec& spec, Index n, Index d, Index dv);
 
 // streaming, CPU scan and the chunk-parallel form, each in float64, float32 and on bf16 inputs
