@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <sstream>
 
@@ -205,11 +206,22 @@ void write_words(const std::string& path, const std::string& descr, const std::v
   write_output(path, bytes);
 }
 
-// Reads a .npy stream through read(count), which returns at most count bytes (fewer only at the
-// end): the header first, checked before anything else is read, then exactly the bytes the
-// shape says, in pieces, so that a short file is never allocated for in full. Ranks 1 to 4.
-template <class Read>
-NpyArray parse(Read&& read, const std::string& name, NpyStorage storage) {
+// Where parse reads a .npy stream from: read(to, count) stores at most count bytes at `to` and
+// returns how many (fewer only at the end); left() bounds the bytes still to come.
+struct Source {
+  std::function<std::size_t(char* to, std::size_t count)> read;
+  std::function<std::uint64_t()> left;
+};
+
+// The header first, checked before anything else is read; then, if the source holds them,
+// exactly the bytes the shape says (a short file is never allocated for), straight into the
+// array where the file stores its type as the array does. Ranks 1 to 4.
+NpyArray parse(const Source& source, const std::string& name, NpyStorage storage) {
+  const auto read = [&source](std::size_t count) {
+    std::string out(count, '\0');
+    out.resize(source.read(out.data(), count));
+    return out;
+  };
   const std::string preamble = read(magic_size + 2);
   if (preamble.size() < magic_size + 2 || preamble.compare(0, magic_size, magic, magic_size) != 0) {
     throw hla::Error(name + ": not a .npy file (bad magic string)");
@@ -266,25 +278,32 @@ NpyArray parse(Read&& read, const std::string& name, NpyStorage storage) {
     count *= static_cast<std::uint64_t>(extent);
   }
   if (empty) count = 0;
-  const std::string data = read(count * width);
-  if (data.size() < count * width)
-    throw hla::Error(name + ": file holds fewer values than its shape " + shape + " needs");
-  if (!read(1).empty())
-    throw hla::Error(name + ": data size does not match shape " + shape + ": more bytes than it needs");
+  const std::uint64_t bytes = count * width;
+  const auto fewer = [&] { return hla::Error(name + ": file holds fewer values than its shape " + shape + " needs"); };
+  const auto no_more = [&] {
+    char extra;
+    if (source.read(&extra, 1) != 0)
+      throw hla::Error(name + ": data size does not match shape " + shape + ": more bytes than it needs");
+  };
+  if (source.left() < bytes) throw fewer();
   const bool narrow = storage == NpyStorage::compact && width < 8;  // float holds float32 and float16
-  require_memory(
-      static_cast<double>(count) * static_cast<double>(width + (narrow ? sizeof(float) : sizeof(double))),
-      name + ": shape " + shape);
-  (narrow ? m.narrow.resize(count) : m.values.resize(count));
-  if (count == 0) return m;  // an extent 0: no values, however large the others
   // The common case, a little-endian C-order file of the stored type: the bytes as they are.
-  if constexpr (std::endian::native == std::endian::little) {
-    if (!header.fortran_order && !big_endian && (width == 8 || (width == 4 && narrow))) {
-      std::memcpy(narrow ? static_cast<void*>(m.narrow.data()) : static_cast<void*>(m.values.data()),
-                  data.data(), count * width);
-      return m;
-    }
+  const bool as_stored = std::endian::native == std::endian::little && !header.fortran_order && !big_endian &&
+                         (width == 8 || (width == 4 && narrow));
+  require_memory(static_cast<double>(count) *
+                     static_cast<double>((as_stored ? 0 : width) + (narrow ? sizeof(float) : sizeof(double))),
+                 name + ": shape " + shape);
+  (narrow ? m.narrow.resize(count) : m.values.resize(count));
+  if (as_stored) {
+    char* to = narrow ? reinterpret_cast<char*>(m.narrow.data()) : reinterpret_cast<char*>(m.values.data());
+    if (source.read(to, bytes) < bytes) throw fewer();
+    no_more();
+    return m;
   }
+  const std::string data = read(bytes);
+  if (data.size() < bytes) throw fewer();
+  no_more();
+  if (count == 0) return m;  // an extent 0: no values, however large the others
   // C-order position i, its index in the file (Fortran order reverses the strides).
   const std::size_t rank = m.shape.size();
   std::vector<std::size_t> index(rank, 0), fortran_stride(rank, 1);
@@ -332,13 +351,14 @@ NpyMatrix parse_npy_matrix(const std::string& bytes, const std::string& name) {
 
 NpyArray parse_npy_array(const std::string& bytes, const std::string& name, NpyStorage storage) {
   std::size_t at = 0;
-  return parse(
-      [&](std::size_t count) {
-        const std::string piece = bytes.substr(std::min(at, bytes.size()), count);
-        at += piece.size();
-        return piece;
-      },
-      name, storage);
+  const Source source{[&](char* to, std::size_t count) {
+                        const std::size_t n = std::min(count, bytes.size() - std::min(at, bytes.size()));
+                        if (n > 0) std::memcpy(to, bytes.data() + at, n);  // to may be null when n is 0
+                        at += n;
+                        return n;
+                      },
+                      [&] { return std::uint64_t(bytes.size() - std::min(at, bytes.size())); }};
+  return parse(source, name, storage);
 }
 
 NpyMatrix read_npy_matrix(const std::string& path) {
@@ -353,22 +373,21 @@ NpyArray read_npy_array(const std::string& path, NpyStorage storage) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw hla::Error(path + ": cannot open for reading");
   const std::uintmax_t size = std::filesystem::file_size(path, error);
-  return parse(
-      [&](std::size_t count) {
-        std::string out;
-        // Room for what the file can still give, never more than it holds: one allocation.
-        if (!error) out.reserve(std::min<std::uintmax_t>(count, size));
-        constexpr std::size_t piece = std::size_t{1} << 20;
-        while (out.size() < count && in) {
-          const std::size_t start = out.size();
-          out.resize(start + std::min(piece, count - start));
-          in.read(out.data() + start, static_cast<std::streamsize>(out.size() - start));
-          out.resize(start + static_cast<std::size_t>(in.gcount()));
-        }
-        if (in.bad()) throw hla::Error(path + ": read error");
-        return out;
-      },
-      path, storage);
+  std::uint64_t consumed = 0;
+  const Source source{[&](char* to, std::size_t count) {
+                        std::size_t got = 0;
+                        constexpr std::size_t piece = std::size_t{1} << 26;
+                        while (got < count && in) {
+                          in.read(to + got, static_cast<std::streamsize>(std::min(piece, count - got)));
+                          got += static_cast<std::size_t>(in.gcount());
+                        }
+                        if (in.bad()) throw hla::Error(path + ": read error");
+                        consumed += got;
+                        return got;
+                      },
+                      // A size that cannot be told (a pipe) bounds nothing; the reads then tell.
+                      [&] { return error ? ~std::uint64_t{0} : std::uint64_t(size) - std::min<std::uint64_t>(consumed, size); }};
+  return parse(source, path, storage);
 }
 
 void write_npy(const std::string& path, std::int64_t rows, std::int64_t cols,
