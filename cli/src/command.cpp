@@ -1,6 +1,7 @@
 #include "hla/cli/command.hpp"
 
 #include <charconv>
+#include <iostream>
 #include <cstdint>
 
 namespace hla::cli {
@@ -83,6 +84,9 @@ CommandLine::CommandLine() {
                     "chunk size of the chunk-parallel bounds (default 64)");
   check->add_option("--criterion", c.criterion, "tight (default: sound and tight) | sound");
   check->add_option("--threads", c.request.options.threads, "heads checked at once (default: all cores)");
+  check->add_flag("--progress", c.progress, "tell each phase and its seconds on stderr");
+  check->add_option("--device", c.device,
+                    "where the reference and the own runs take place: auto (the GPU where it can) | cpu | gpu");
   check->add_option("--json", c.request.json_path, "write the result as JSON");
   check->add_option("--report", c.request.report_dir,
                     "write check.md with a plot of the error along the sequence");
@@ -179,6 +183,8 @@ CheckRequest CommandLine::check_request() const {
     out.options.algorithm = impl;
   }
   out.options.criterion = reports::parse_criterion(c.criterion);
+  out.options.device = reports::parse_device(c.device);
+  if (c.progress) out.options.progress = [](const std::string& line) { std::cerr << "hla check: " << line << "\n"; };
   out.layout = reports::parse_layout(c.layout);
   if (out.options.chunk < 1) throw Error("--chunk: must be at least 1");
   if (out.options.threads < 0 || out.options.threads > fast::max_threads)

@@ -180,6 +180,31 @@ __global__ void fill_gaussian_kernel(In* data, std::int64_t count, std::uint64_t
   data[i] = from_float<In>(scale * sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2));
 }
 
+// Scalars of shared memory per block: the state or chunk summary, one token's q, k, v, the scratch.
+template <class Algebra>
+std::int64_t streaming_scalars(int d, int dv) {
+  return streaming_state_size<Algebra>(d, dv) + 2 * d + dv + Algebra::scratch_size(d, dv);
+}
+template <class Algebra>
+std::int64_t chunk_scalars(int d, int dv) {
+  return Algebra::summary_size(d, dv) + 2 * d + dv + Algebra::scratch_size(d, dv);
+}
+
+__global__ void widen_kernel(const float* from, double* to, std::int64_t count, double scale) {
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < count) to[i] = __dmul_rn(static_cast<double>(from[i]), scale);
+}
+
+__global__ void round_up_to_float_kernel(const Gauge<double>* from, float* to, std::int64_t count) {
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < count) to[i] = __double2float_ru(from[i].value());
+}
+
+__global__ void round_to_float_kernel(const double* from, float* to, std::int64_t count) {
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < count) to[i] = __double2float_rn(from[i]);
+}
+
 std::int64_t shared_bytes_or_throw(std::int64_t scalars, std::int64_t scalar_bytes, const char* what, int d,
                                    int dv) {
   const std::int64_t bytes = scalars * scalar_bytes;
@@ -208,13 +233,13 @@ template <class Algebra, class In, class T>
 void scan_with(const Algebra& algebra, std::int64_t heads, std::int64_t length, std::int64_t chunk,
                const In* q, const In* k, const In* v, T* num, T* den, CUstream_st* stream) {
   const int d = algebra.p.d, dv = algebra.p.dv;
-  const std::int64_t size = Algebra::summary_size(d, dv), scratch = Algebra::scratch_size(d, dv);
+  const std::int64_t size = Algebra::summary_size(d, dv);
   const std::int64_t scan_scratch = combine_scratch<Algebra>(d, dv);
   const std::int64_t chunks = (length + chunk - 1) / chunk;
   std::int64_t padded = 1;
   while (padded < chunks) padded *= 2;
   const std::int64_t bytes =
-      shared_bytes_or_throw(size + 2 * d + dv + scratch, sizeof(T), "the GPU scan's chunk summary", d, dv);
+      shared_bytes_or_throw(chunk_scalars<Algebra>(d, dv), sizeof(T), "the GPU scan's chunk summary", d, dv);
 
   T* summaries = nullptr;
   T* work = nullptr;
@@ -267,6 +292,40 @@ std::int64_t shared_memory_limit() {
   return bytes;
 }
 
+std::int64_t shared_scalars(const AlgebraParams<double>& params, bool streaming) {
+  std::int64_t scalars = 0;
+  with_device_algebra(params, [&]<class Algebra>(const Algebra&) {
+    if constexpr (Algebra::has_segments) {
+      scalars = streaming ? streaming_scalars<Algebra>(params.d, params.dv)
+                          : chunk_scalars<Algebra>(params.d, params.dv);
+    } else {
+      scalars = streaming_scalars<Algebra>(params.d, params.dv);  // a stream only: no scan reaches here
+    }
+  });
+  return scalars;
+}
+
+void launch_widen(const float* from, double* to, std::int64_t count, double scale, CUstream_st* stream) {
+  if (count == 0) return;
+  widen_kernel<<<blocks_for((count + threads_per_block - 1) / threads_per_block, "widen"), threads_per_block, 0,
+                 stream>>>(from, to, count, scale);
+  check_launch("widen kernel");
+}
+
+void launch_round_up_to_float(const Gauge<double>* from, float* to, std::int64_t count, CUstream_st* stream) {
+  if (count == 0) return;
+  round_up_to_float_kernel<<<blocks_for((count + threads_per_block - 1) / threads_per_block, "round up"),
+                             threads_per_block, 0, stream>>>(from, to, count);
+  check_launch("round-up-to-float kernel");
+}
+
+void launch_round_to_float(const double* from, float* to, std::int64_t count, CUstream_st* stream) {
+  if (count == 0) return;
+  round_to_float_kernel<<<blocks_for((count + threads_per_block - 1) / threads_per_block, "round"),
+                          threads_per_block, 0, stream>>>(from, to, count);
+  check_launch("round-to-float kernel");
+}
+
 template <class In, class T>
 void launch_streaming(const AlgebraParams<T>& params, std::int64_t heads, std::int64_t length, const In* q,
                       const In* k, const In* v, T* num, T* den, CUstream_st* stream) {
@@ -274,8 +333,8 @@ void launch_streaming(const AlgebraParams<T>& params, std::int64_t heads, std::i
   with_device_algebra(params, [&]<class Algebra>(const Algebra& algebra) {
     const int d = params.d, dv = params.dv;
     const int state = streaming_state_size<Algebra>(d, dv);
-    const std::int64_t bytes = shared_bytes_or_throw(state + 2 * d + dv + Algebra::scratch_size(d, dv),
-                                                     sizeof(T), "the GPU streaming state", d, dv);
+    const std::int64_t bytes = shared_bytes_or_throw(streaming_scalars<Algebra>(d, dv), sizeof(T),
+                                                     "the GPU streaming state", d, dv);
     auto kernel = streaming_kernel<Algebra, In, T>;
     allow_shared(kernel, bytes);
     kernel<<<blocks_for(heads, "streaming"), threads_per_block, bytes, stream>>>(algebra, state, length, q, k,
@@ -337,6 +396,7 @@ template void launch_fill_gaussian<BFloat16>(BFloat16*, std::int64_t, std::uint6
 HLA_GPU_INSTANTIATE(float, float)
 HLA_GPU_INSTANTIATE(BFloat16, float)
 HLA_GPU_INSTANTIATE(double, double)
+HLA_GPU_INSTANTIATE(double, Gauge<double>)
 HLA_GPU_INSTANTIATE(ModP, ModP)
 #undef HLA_GPU_INSTANTIATE
 

@@ -8,6 +8,7 @@
 
 #include "hla/fast/algebra/select.hpp"
 #include "hla/fast/gpu_types.hpp"
+#include "hla/reference/gauge.hpp"
 #include "hla/reference/mod_prime.hpp"
 
 namespace hla::fast::gpu::detail {
@@ -26,6 +27,17 @@ void launch_scan(const AlgebraParams<T>& params, std::int64_t heads, std::int64_
 template <class T>
 std::int64_t launch_finish(const T& eps, std::int64_t rows, int dv, const T* num, const T* den, T* out,
                            CUstream_st* stream);
+
+// Scalars of shared memory one block of `impl` (gpu_streaming or gpu_scan) holds for the algebra
+// of params: its state or summary, one token and the scratch.
+std::int64_t shared_scalars(const AlgebraParams<double>& params, bool streaming);
+
+// to[i] = from[i] * scale in float64 (one rounding; exact for scale 1).
+void launch_widen(const float* from, double* to, std::int64_t count, double scale, CUstream_st* stream);
+// to[i] = the gauge from[i] rounded upwards to float32.
+void launch_round_up_to_float(const Gauge<double>* from, float* to, std::int64_t count, CUstream_st* stream);
+// to[i] = from[i] rounded to float32 (to nearest, ties to even).
+void launch_round_to_float(const double* from, float* to, std::int64_t count, CUstream_st* stream);
 
 template <class In>
 void launch_fill_gaussian(In* data, std::int64_t count, std::uint64_t seed, float scale, CUstream_st* stream);

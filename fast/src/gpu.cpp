@@ -110,6 +110,22 @@ std::vector<Terms<T>> terms_round_trip(const OperatorSpec& spec, Form form, Impl
       });
 }
 
+// The operator's parameters in T; in Gauge<U> those of U (gamma and ridge are >= 0).
+template <class T>
+struct IsGauge : std::false_type {};
+template <class U>
+struct IsGauge<Gauge<U>> : std::true_type {};
+
+template <class T>
+AlgebraParams<T> device_params(const OperatorSpec& spec, Implementation impl, Form form, int d, int dv) {
+  if constexpr (IsGauge<T>::value) {
+    const auto p = algebra_params<typename T::value_type>(spec, impl, form, d, dv);
+    return {p.id, p.d, p.dv, T(p.gamma), T(p.ridge), p.masked, p.form};
+  } else {
+    return algebra_params<T>(spec, impl, form, d, dv);
+  }
+}
+
 }  // namespace
 
 BFloat16 to_bfloat16(float x) {
@@ -142,7 +158,7 @@ void terms(const OperatorSpec& spec, Form form, Implementation impl, const Probl
     throw Error("gpu::terms: " + std::string(implementation_name(impl)) + " is not a generic GPU kernel");
   }
   validate_problem(problem);
-  const auto params = algebra_params<T>(spec, impl, form, problem.key_dim, problem.value_dim);
+  const auto params = device_params<T>(spec, impl, form, problem.key_dim, problem.value_dim);
   const std::int64_t heads = problem.batch * problem.heads;
   if (impl == Implementation::gpu_streaming) {
     detail::launch_streaming(params, heads, problem.length, q, k, v, num, den, stream);
@@ -151,6 +167,84 @@ void terms(const OperatorSpec& spec, Form form, Implementation impl, const Probl
   if (chunk < 1) throw Error("--chunk: must be >= 1, got " + std::to_string(chunk));
   const std::int64_t size = std::min<std::int64_t>(chunk, std::max<std::int64_t>(problem.length, 1));
   detail::launch_scan(params, heads, problem.length, size, q, k, v, num, den, stream);
+}
+
+std::optional<std::string> shape_unavailable(const OperatorSpec& spec, Form form, Implementation impl, int d,
+                                             int dv, int scalar_bytes) {
+  if (impl != Implementation::gpu_streaming && impl != Implementation::gpu_scan) {
+    return std::string(implementation_name(impl)) + " is not a generic GPU kernel";
+  }
+  if (const auto reason = unavailable(spec, impl, form)) return reason;
+  const auto params = algebra_params<double>(spec, impl, form, d, dv);
+  const std::int64_t bytes = detail::shared_scalars(params, impl == Implementation::gpu_streaming) * scalar_bytes;
+  const std::int64_t limit = detail::shared_memory_limit();
+  if (bytes <= limit) return std::nullopt;
+  return std::string(implementation_name(impl)) + " at d = " + std::to_string(d) + ", dv = " +
+         std::to_string(dv) + " needs " + std::to_string(bytes) + " bytes of shared memory per block in " +
+         std::to_string(8 * scalar_bytes) + "-bit scalars; the device allows " + std::to_string(limit);
+}
+
+struct Inputs::Arrays {
+  Arrays(std::size_t keys, std::size_t values)
+      : q(keys), k(keys), v(values), q32(keys), k32(keys), v32(values) {}
+  DeviceArray<double> q, k, v;
+  DeviceArray<float> q32, k32, v32;
+};
+
+Inputs::Inputs(std::int64_t heads, std::int64_t length, int d, int dv, const float* q, const float* k,
+               const float* v, double query_scale)
+    : problem_{1, heads, length, d, dv} {
+  validate_problem(problem_);
+  const std::size_t keys = heads * length * d, values = heads * length * dv;
+  arrays_ = std::make_unique<Arrays>(keys, values);
+  Arrays& a = *arrays_;
+  a.q32.upload(q, 0, keys);  // as read, until scaled
+  a.k32.upload(k, 0, keys);
+  a.v32.upload(v, 0, values);
+  detail::launch_widen(a.q32.data(), a.q.data(), keys, query_scale, nullptr);
+  detail::launch_widen(a.k32.data(), a.k.data(), keys, 1, nullptr);
+  detail::launch_widen(a.v32.data(), a.v.data(), values, 1, nullptr);
+  detail::launch_round_to_float(a.q.data(), a.q32.data(), keys, nullptr);
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+}
+
+Inputs::~Inputs() = default;
+
+template <class T>
+void Inputs::terms(const OperatorSpec& spec, Form form, Implementation impl, std::int64_t chunk, T* num,
+                   T* den) const {
+  const std::size_t rows = problem_.heads * problem_.length;
+  DeviceArray<T> device_num(rows * problem_.value_dim), device_den(rows);
+  Arrays& a = *arrays_;
+  if constexpr (std::is_same_v<T, float>) {
+    gpu::terms<float, float>(spec, form, impl, problem_, chunk, a.q32.data(), a.k32.data(), a.v32.data(),
+                             device_num.data(), device_den.data());
+  } else {
+    gpu::terms<double, T>(spec, form, impl, problem_, chunk, a.q.data(), a.k.data(), a.v.data(),
+                          device_num.data(), device_den.data());
+  }
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  device_num.download(num, 0, rows * problem_.value_dim);
+  device_den.download(den, 0, rows);
+}
+template void Inputs::terms<double>(const OperatorSpec&, Form, Implementation, std::int64_t, double*,
+                                    double*) const;
+template void Inputs::terms<float>(const OperatorSpec&, Form, Implementation, std::int64_t, float*,
+                                   float*) const;
+
+void Inputs::gauge(const OperatorSpec& spec, Form form, Implementation impl, std::int64_t chunk, float* num,
+                   float* den) const {
+  const std::size_t rows = problem_.heads * problem_.length, values = rows * problem_.value_dim;
+  DeviceArray<Gauge<double>> device_num(values), device_den(rows);
+  DeviceArray<float> num32(values), den32(rows);
+  Arrays& a = *arrays_;
+  gpu::terms<double, Gauge<double>>(spec, form, impl, problem_, chunk, a.q.data(), a.k.data(), a.v.data(),
+                                    device_num.data(), device_den.data());
+  detail::launch_round_up_to_float(device_num.data(), num32.data(), values, nullptr);
+  detail::launch_round_up_to_float(device_den.data(), den32.data(), rows, nullptr);
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  num32.download(num, 0, values);
+  den32.download(den, 0, rows);
 }
 
 template <class T>
@@ -239,6 +333,7 @@ template void fill_gaussian<BFloat16>(BFloat16*, std::int64_t, std::uint64_t, fl
 HLA_GPU_INSTANTIATE(float, float)
 HLA_GPU_INSTANTIATE(BFloat16, float)
 HLA_GPU_INSTANTIATE(double, double)
+HLA_GPU_INSTANTIATE(double, Gauge<double>)
 HLA_GPU_INSTANTIATE(ModP, ModP)
 #undef HLA_GPU_INSTANTIATE
 

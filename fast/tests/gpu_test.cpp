@@ -25,7 +25,6 @@
 #include "hla/testing/property.hpp"
 
 using namespace hla;
-using checking::Gauge;
 using fast::Form;
 using fast::Implementation;
 using testing::property;
@@ -432,16 +431,83 @@ TEST_CASE("gpu/large/hla3 masked as printed (Alg. 3) equals the CPU's printed st
   check_large(make_spec(Variant::hla3, true, Rational(1)), Form::published, false);
 }
 
-int main(int argc, char* argv[]) {
-  bool listing = false;
-  for (int i = 1; i < argc; ++i) listing = listing || std::string_view(argv[i]).starts_with("--list");
-  if (!listing) {
-    if (const auto reason = fast::gpu::unavailable_reason()) {
-      std::cout << "skipped: " << *reason << "\n";
-      return 77;
+// gpu::Inputs (hla check's runs): one upload, then float64, float32 and Gauge<double> runs of every
+// head. The first two equal the per-call kernels bit for bit; the gauge, computed in double by the
+// same kernels on |q|, |k|, |v| and rounded upwards to float32, is at most gamma_53(K) below the
+// exact gauge of the algorithm (the CPU twin's in Gauge<Rational>), K the kernel's depth of
+// docs/gpu.md, and at most that plus 2^-23 above it.
+TEST_CASE("gpu/one upload serves float64 float32 and gauge runs of every head", "[gpu]") {
+  const std::uint64_t seed = 20261201;
+  INFO("seed " << seed);
+  for (const Variant variant : all_variants) {
+    for (const Implementation method : methods) {
+      OperatorSpec spec;
+      spec.variant = variant;
+      if (variant == Variant::hla2) spec.ridge = Rational(1, 2);
+      const Index n = 80, d = 8, dv = 4, chunk = 16, count = 3;
+      Rng rng(seed + static_cast<int>(variant));
+      std::vector<Sequence<Rational>> heads;
+      std::vector<float> q, k, v;
+      for (Index h = 0; h < count; ++h) {
+        Sequence<Rational> s = gaussian_sequence(rng, n, d, dv);
+        for (Matrix<Rational>* m : {&s.q, &s.k, &s.v})
+          *m = m->unaryExpr([](const Rational& x) { return exact_value(from_rational<float>(x)); });
+        for (const auto& [m, to] : {std::pair{&s.q, &q}, std::pair{&s.k, &k}, std::pair{&s.v, &v}})
+          for (Index i = 0; i < m->size(); ++i) to->push_back(from_rational<float>(m->data()[i]));
+        heads.push_back(std::move(s));
+      }
+      const Form form = fast::default_form(spec, fast::cpu_twin(method));
+      const fast::gpu::Inputs inputs(count, n, int(d), int(dv), q.data(), k.data(), v.data());
+      std::vector<double> num64(count * n * dv), den64(count * n);
+      std::vector<float> num32(count * n * dv), den32(count * n);
+      std::vector<float> gauge_num(count * n * dv), gauge_den(count * n);
+      inputs.terms(spec, form, method, chunk, num64.data(), den64.data());
+      inputs.terms(spec, form, method, chunk, num32.data(), den32.data());
+      inputs.gauge(spec, form, method, chunk, gauge_num.data(), gauge_den.data());
+      const auto per64 = fast::gpu::terms(spec, form, method, convert_all<double>(heads), chunk);
+      const auto per32 = fast::gpu::terms(spec, form, method, convert_all<float>(heads), chunk);
+      const std::int64_t r = order(variant), blocks = (n + chunk - 1) / chunk;
+      const std::int64_t levels = 2 * chunk + 2 * std::int64_t(std::ceil(std::log2(double(blocks))));
+      INFO(describe(spec) << ", " << method_name(method));
+      double worst = 0;
+      for (Index h = 0; h < count; ++h) {
+        const Sequence<Gauge<Rational>> magnitudes{heads[h].q.cast<Gauge<Rational>>(),
+                                                   heads[h].k.cast<Gauge<Rational>>(),
+                                                   heads[h].v.cast<Gauge<Rational>>()};
+        const Terms<Gauge<Rational>> exact = method == Implementation::gpu_streaming
+                                                 ? fast::streaming_terms(spec, form, magnitudes)
+                                                 : fast::chunk_fold_terms(spec, form, magnitudes, chunk);
+        for (Index t = 0; t < n; ++t) {
+          const std::int64_t depth = method == Implementation::gpu_streaming ? (r + 1) * (6 * (t + 1) + 3 * d + 12)
+                                                                             : (r + 1) * (6 * levels + 4 * d + 16);
+          const double gamma = depth * 0x1p-53 / (1 - depth * 0x1p-53);
+          // Rounded upwards to float32: at most 2^-23 above the double computed, never below it.
+          const auto close = [&](float computed, const Gauge<Rational>& e) {
+            const double want = to_double(e.value()), got = computed;
+            const double below = std::max(0.0, want - got), above = std::max(0.0, got - want);
+            if (want > 0) worst = std::max(worst, below / (gamma * want));
+            return below <= gamma * want * (1 + 0x1p-50) && above <= (gamma + 0x1p-23) * want * (1 + 0x1p-20);
+          };
+          const std::size_t row = std::size_t(h * n + t);
+          CHECK(den64[row] == per64[h].den(t));
+          CHECK(den32[row] == per32[h].den(t));
+          CHECK(close(gauge_den[row], exact.den(t)));
+          for (Index c = 0; c < dv; ++c) {
+            const std::size_t i = row * std::size_t(dv) + std::size_t(c);
+            CHECK(num64[i] == per64[h].num(t, c));
+            CHECK(num32[i] == per32[h].num(t, c));
+            CHECK(close(gauge_num[i], exact.num(t, c)));
+          }
+        }
+      }
+      std::cout << "  " << describe(spec) << " " << method_name(method)
+                << ": worst gauge error / gamma_53(K) gauge = " << worst << "\n";
     }
   }
-  return testing::run_catch(argc, argv);
+}
+
+int main(int argc, char* argv[]) {
+  return testing::run_catch_unless(argc, argv, fast::gpu::unavailable_reason());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -453,11 +519,6 @@ int main(int argc, char* argv[]) {
 // split into segments stays within it). The CPU stream in float64 stands in for the exact result,
 // with its own bound (docs/operators.md); the gauge is that stream's on |q|, |k|, |v| in float64,
 // inflated by 1e-9.
-
-template <>
-Gauge<double> hla::from_rational<Gauge<double>>(const Rational& x) {
-  return Gauge<double>(to_double(x));
-}
 
 namespace {
 

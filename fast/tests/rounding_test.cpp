@@ -8,7 +8,7 @@
 // gives componentwise
 //     |num_hat_t - num_t| <= gamma(K_t) * gauge_t,   gamma(K) = K u / (1 - K u),
 // with u = 2^-53, 2^-24 and 2^-261 for double, float and Mpfr, where gauge_t is the same algorithm run on
-// |q|, |k|, |v| with every subtraction turned into an addition (checking::Gauge). Likewise for den_t.
+// |q|, |k|, |v| with every subtraction turned into an addition (Gauge). Likewise for den_t.
 
 #include <bit>
 #include <catch2/catch.hpp>
@@ -23,7 +23,6 @@
 #include "hla/testing/property.hpp"
 
 using namespace hla;
-using hla::checking::Gauge;
 using hla::testing::property;
 
 namespace {

@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "hla/checking/depth.hpp"
-#include "hla/checking/gauge_double.hpp"
+#include "hla/checking/gauge.hpp"
 #include "hla/fast/chunked.hpp"
 #include "hla/fast/gpu_types.hpp"
 #include "hla/fast/scan.hpp"
@@ -72,7 +72,7 @@ CandidateRun run_in(const Algorithm& algorithm, const OperatorSpec& spec, const 
 template <class Algorithm>
 Terms<double> gauge_of(const Algorithm& algorithm, const OperatorSpec& spec, const Sequence<double>& s,
                        Index chunk) {
-  using G = checking::Gauge<double>;
+  using G = Gauge<double>;
   const Sequence<G> magnitudes{s.q.cast<G>(), s.k.cast<G>(), s.v.cast<G>()};
   const Terms<G> gauge = algorithm(spec, magnitudes, chunk);
   return {gauge.num.unaryExpr([](const G& x) { return x.value(); }),

@@ -19,6 +19,8 @@
 #include "hla/reference/error.hpp"
 #include "hla/reports/candidates.hpp"
 
+#include "check_gpu.hpp"
+
 namespace hla::reports {
 
 namespace {
@@ -97,9 +99,28 @@ struct Plan {
 };
 
 // gauge_upper_bound for one entry: the gauge computed in double, divided by (1 - gamma_53(K)).
-double gauge_up(double computed, std::int64_t k) {
-  return computed / (1 - gamma_bound(k, 53)) * (1 + 0x1p-50);
+double gauge_up(double computed, double gamma53) {
+  return computed / (1 - gamma53) * (1 + 0x1p-50);
 }
+double gauge_up(double computed, std::int64_t k) {
+  return gauge_up(computed, gamma_bound(k, 53));
+}
+
+// gamma_bound(k, bits) and gamma_bound(k, 53) for the last k asked: along a row of outputs the
+// depths rarely change, and the pass asks for them at every output.
+struct DepthFactors {
+  int bits;
+  std::int64_t k = -1;
+  double gamma = 0, gamma53 = 0;
+  const DepthFactors& at(std::int64_t depth) {
+    if (depth != k) {
+      k = depth;
+      gamma = gamma_bound(k, bits);
+      gamma53 = gamma_bound(k, 53);
+    }
+    return *this;
+  }
+};
 
 // The bound on |o_hat - o| of one implementation from its bounds N on num and E on den (the
 // policy's divisor is 1-Lipschitz in den): |o_hat - o| <= u |o| + (1 + u) (N + |o| E) / (|D| - E)
@@ -133,9 +154,73 @@ struct HeadOutcome {
   std::size_t loosest_own = 0;
 };
 
-// One head: first the runs and gauges (the data's part), then, with the shared depths, every
-// output's bounds and distances in one pass, without a matrix per quantity.
-HeadOutcome check_head(const CheckOptions& options, const HeadInput& head, const Plan& plan) {
+// The queries as the operator reads them: times --scale, in float64.
+Sequence<double> scaled(const CheckOptions& options, const Sequence<double>& tokens) {
+  return {tokens.q * options.scale, tokens.k, tokens.v};
+}
+
+// One head's num and den, not owned: in double or, from a float32 run, in float (the other null).
+struct TermsView {
+  const double *wide_num = nullptr, *wide_den = nullptr;
+  const float *narrow_num = nullptr, *narrow_den = nullptr;
+  Index dv = 0;
+
+  double num(Index t, Index c) const {
+    const std::size_t i = std::size_t(t * dv + c);
+    return wide_num ? wide_num[i] : narrow_num[i];
+  }
+  double den(Index t) const { return wide_den ? wide_den[t] : narrow_den[t]; }
+};
+
+// One head's runs (the data's part of the check): the reference's num and den, the terms of each
+// own implementation, and the gauges, one per implementation, which `reference_gauge` and
+// `own_gauge` index. Views into `owned` (a CPU run's) or into every head's arrays (the GPU's).
+struct HeadRuns {
+  TermsView reference;
+  std::vector<TermsView> own, gauges;
+  std::size_t reference_gauge = 0;
+  std::vector<std::size_t> own_gauge;
+  std::deque<Terms<double>> owned;  // elements stay in place as it grows and moves
+
+  TermsView keep(Terms<double> t) {
+    const Terms<double>& kept = owned.emplace_back(std::move(t));
+    return {kept.num.data(), kept.den.data(), nullptr, nullptr, kept.num.cols()};
+  }
+};
+
+// On the CPU: MPFR streaming as the reference of a float64 candidate, float64 streaming else.
+HeadRuns cpu_runs(const CheckOptions& options, const Sequence<double>& s, const Plan& plan) {
+  const OperatorSpec& spec = options.spec;
+  HeadRuns runs;
+  std::vector<std::string> names;  // of the implementation of each gauge
+  const auto gauge_of = [&](const Candidate& c) {
+    const auto found = std::find(names.begin(), names.end(), c.implementation);
+    if (found != names.end()) return std::size_t(found - names.begin());
+    names.push_back(c.implementation);
+    runs.gauges.push_back(runs.keep(c.gauge(spec, s, options.chunk)));
+    return runs.gauges.size() - 1;
+  };
+  if (arithmetic_bits(options.precision) == 53) {
+    const Sequence<Mpfr> exact{s.q.cast<Mpfr>(), s.k.cast<Mpfr>(), s.v.cast<Mpfr>()};
+    const Terms<Mpfr> t =
+        fast::streaming_terms(spec, fast::default_form(spec, fast::Implementation::streaming), exact);
+    runs.reference = runs.keep({t.num.unaryExpr([](const Mpfr& x) { return to_double(x); }),
+                                t.den.unaryExpr([](const Mpfr& x) { return to_double(x); })});
+  } else {
+    runs.reference = runs.keep(plan.streaming64->compute(spec, s, 0).terms);
+  }
+  runs.reference_gauge = gauge_of(*plan.streaming64);
+  for (const OwnImplementation& impl : plan.own) {
+    runs.own.push_back(runs.keep(impl.candidate->compute(spec, s, options.chunk).terms));
+    runs.own_gauge.push_back(gauge_of(*impl.candidate));
+  }
+  return runs;
+}
+
+// One head's every output: its bounds and distances in one pass, with the shared depths, without
+// a matrix per quantity.
+HeadOutcome check_head(const CheckOptions& options, const HeadInput& head, const Plan& plan,
+                       const HeadRuns& runs) {
   const OperatorSpec& spec = options.spec;
   const int bits = arithmetic_bits(options.precision);
   const double u = std::ldexp(1.0, -bits);
@@ -147,36 +232,13 @@ HeadOutcome check_head(const CheckOptions& options, const HeadInput& head, const
   const double eps = to_double(spec.eps);
   // The rounding of --scale times q: one more rounding per query factor of a monomial.
   const std::int64_t extra = options.scale != 1 ? query_degree(spec) : 0;
-  const Sequence<double> s{head.tokens.q * options.scale, head.tokens.k, head.tokens.v};
-  const Index n = s.length(), dv = s.value_dim();
+  const Index n = head.output.rows(), dv = head.output.cols();
   const std::size_t owns = plan.own.size();
-
-  // The gauges, one per implementation (every row of an implementation has the same).
-  std::deque<std::pair<std::string, Terms<double>>> gauges;  // references stay valid
-  const auto gauge_of = [&](const Candidate& c) -> const Terms<double>& {
-    for (const auto& [name, g] : gauges)
-      if (name == c.implementation) return g;
-    gauges.emplace_back(c.implementation, c.gauge(spec, s, options.chunk));
-    return gauges.back().second;
-  };
-  // The reference's num and den: MPFR streaming for a float64 candidate, float64 streaming else.
-  Terms<double> ref;
-  if (bits == 53) {
-    const Sequence<Mpfr> exact{s.q.cast<Mpfr>(), s.k.cast<Mpfr>(), s.v.cast<Mpfr>()};
-    const Terms<Mpfr> t =
-        fast::streaming_terms(spec, fast::default_form(spec, fast::Implementation::streaming), exact);
-    ref = {t.num.unaryExpr([](const Mpfr& x) { return to_double(x); }),
-           t.den.unaryExpr([](const Mpfr& x) { return to_double(x); })};
-  } else {
-    ref = plan.streaming64->compute(spec, s, 0).terms;
-  }
-  const Terms<double>& ref_gauge = gauge_of(*plan.streaming64);
-  std::vector<Terms<double>> own_terms;
-  std::vector<const Terms<double>*> own_gauge;
-  for (const OwnImplementation& impl : plan.own) {
-    own_terms.push_back(impl.candidate->compute(spec, s, options.chunk).terms);
-    own_gauge.push_back(&gauge_of(*impl.candidate));
-  }
+  const TermsView& ref = runs.reference;
+  const TermsView& ref_gauge = runs.gauges[runs.reference_gauge];
+  const std::vector<TermsView>& own_terms = runs.own;
+  std::vector<const TermsView*> own_gauge;
+  for (const std::size_t i : runs.own_gauge) own_gauge.push_back(&runs.gauges[i]);
 
   const Depths& ref_depth = plan.reference_depth.get();
   std::vector<const Depths*> own_depth;
@@ -184,15 +246,21 @@ HeadOutcome check_head(const CheckOptions& options, const HeadInput& head, const
   // The reference's own error bound on one num or den entry from its gauge and depth: float64
   // streaming, gamma_53(K + extra) times the gauge; MPFR, gamma_261(K) times it, the scale's
   // rounding in float64 and half an ulp for the widening to double.
-  const auto reference_error = [&](double gauge, std::int64_t k, double value) {
+  const double gamma_extra = gamma_bound(extra, 53);
+  const auto reference_error = [&](DepthFactors& factors, double gauge, std::int64_t k, double value) {
     if (bits == 53) {
-      return gamma_bound(k, 261) * gauge_up(gauge, k) + gamma_bound(extra, 53) * gauge_up(gauge, k) +
+      const DepthFactors& f = factors.at(k);
+      return f.gamma * gauge_up(gauge, f.gamma53) + gamma_extra * gauge_up(gauge, f.gamma53) +
              std::abs(value) * 0x1p-53;
     }
-    return gamma_bound(k + extra, 53) * gauge_up(gauge, k + extra);
+    const DepthFactors& f = factors.at(k + extra);
+    return f.gamma * gauge_up(gauge, f.gamma53);
   };
+  const int reference_bits = bits == 53 ? 261 : 53;
+  DepthFactors reference_den{reference_bits}, reference_num{reference_bits};
+  std::vector<DepthFactors> own_num(owns, DepthFactors{bits});
   // An own implementation's output in its arithmetic, from its num and den, under the policy.
-  const auto own_value = [&](const Terms<double>& t, Index r, Index c) {
+  const auto own_value = [&](const TermsView& t, Index r, Index c) {
     if (!spec.normalize) return t.num(r, c);
     if (bits == 24)
       return double(float(t.num(r, c)) / divisor<float>(options.eps_policy, float(t.den(r)), float(eps)));
@@ -211,20 +279,21 @@ HeadOutcome check_head(const CheckOptions& options, const HeadInput& head, const
   for (Index t = 0; t < n; ++t) {
     const double d = divisor<double>(options.eps_policy, ref.den(t), eps);
     const double d_abs = std::abs(d);
-    const double ref_den_error = reference_error(ref_gauge.den(t), ref_depth.den(t), ref.den(t));
+    const double ref_den_error = reference_error(reference_den, ref_gauge.den(t), ref_depth.den(t), ref.den(t));
     for (std::size_t i = 0; i < owns; ++i) {
       const std::int64_t k = own_depth[i]->den(t) + extra;
       den_bound[i] = gamma_bound(k + add, bits) * (gauge_up(own_gauge[i]->den(t), k) + eps) + ref_den_error;
     }
     for (Index c = 0; c < dv; ++c) {
       const double o = spec.normalize ? ref.num(t, c) / d : ref.num(t, c);
-      const double ref_num_error = reference_error(ref_gauge.num(t, c), ref_depth.num(t, c), ref.num(t, c));
+      const double ref_num_error =
+          reference_error(reference_num, ref_gauge.num(t, c), ref_depth.num(t, c), ref.num(t, c));
       const double r_out =
           output_bound(spec.normalize, ref_num_error, ref_den_error, std::abs(o), d_abs, 0x1p-53);
       double bound = 0;
       for (std::size_t i = 0; i < owns; ++i) {
-        const std::int64_t k = own_depth[i]->num(t, c) + extra;
-        const double num_bound = gamma_bound(k, bits) * gauge_up(own_gauge[i]->num(t, c), k) + ref_num_error;
+        const DepthFactors& f = own_num[i].at(own_depth[i]->num(t, c) + extra);
+        const double num_bound = f.gamma * gauge_up(own_gauge[i]->num(t, c), f.gamma53) + ref_num_error;
         bound = std::max(bound, output_bound(spec.normalize, num_bound, den_bound[i], std::abs(o), d_abs, u));
         own_rounded[i] = round_to(out_format, own_value(own_terms[i], t, c));
       }
@@ -500,6 +569,73 @@ void parallel_for(std::size_t count, int threads, const std::function<void(std::
     if (!e.empty()) throw Error(e);
 }
 
+// Whether the runs take place on the GPU (options.device, docs/check.md "Where it runs").
+bool on_gpu(const CheckOptions& options, Index d, Index dv) {
+  if (options.device == Device::cpu) return false;
+#if HLA_HAVE_CUDA
+  const std::optional<std::string> why = detail::gpu_check_unavailable(options, d, dv);
+  if (why && options.device == Device::gpu) throw Error("--device gpu: " + *why);
+  return !why;
+#else
+  if (options.device == Device::gpu) throw Error("--device gpu: this build has no CUDA");
+  return false;
+#endif
+}
+
+#if HLA_HAVE_CUDA
+// Head i of every head's flat terms.
+TermsView head_view(const detail::FlatTerms<double>& t, std::size_t i, Index n, Index dv) {
+  return {t.num.get() + i * std::size_t(n * dv), t.den.get() + i * std::size_t(n), nullptr, nullptr, dv};
+}
+TermsView head_view(const detail::FlatTerms<float>& t, std::size_t i, Index n, Index dv) {
+  return {nullptr, nullptr, t.num.get() + i * std::size_t(n * dv), t.den.get() + i * std::size_t(n), dv};
+}
+
+// Every head's runs on the GPU at once (check_gpu.hpp), then each head's pass on the CPU threads.
+void check_heads_on_gpu(const CheckOptions& options, std::size_t count,
+                        const std::function<HeadInput(std::size_t)>& head, const HeadInput& first,
+                        const Plan& plan, std::vector<HeadOutcome>& outcomes, std::vector<Position>& ids,
+                        Phases& phases) {
+  const Index n = first.tokens.length(), d = first.tokens.key_dim(), dv = first.tokens.value_dim();
+  const std::size_t keys = std::size_t(n * d), values = std::size_t(n * dv);
+  detail::Buffer<float> q = detail::buffer<float>(count * keys), k = detail::buffer<float>(count * keys),
+                        v = detail::buffer<float>(count * values);
+  std::vector<HeadInput> outputs(count);  // the heads without their tokens
+  parallel_for(count, options.threads, [&](std::size_t i) {
+    HeadInput h = i == 0 ? first : head(i);
+    const auto gather = [](const Matrix<double>& from, float* to) {  // exact: values of the precision
+      for (Index j = 0; j < from.size(); ++j) to[j] = float(from.data()[j]);
+    };
+    gather(h.tokens.q, q.get() + i * keys);
+    gather(h.tokens.k, k.get() + i * keys);
+    gather(h.tokens.v, v.get() + i * values);
+    outputs[i] = {h.batch, h.head, {}, std::move(h.output)};
+  });
+  phases.done("the heads gathered");
+  const detail::GpuCheckRuns gpu = detail::gpu_check_runs(options, std::int64_t(count), n, d, dv, std::move(q),
+                                                          std::move(k), std::move(v), phases);
+  const auto gauge_index = [&](fast::Implementation impl) {
+    return std::size_t(std::find(gpu.implementations.begin(), gpu.implementations.end(), impl) -
+                       gpu.implementations.begin());
+  };
+  const std::vector<fast::Implementation> own = detail::gpu_own_implementations(options);
+  parallel_for(count, options.threads, [&](std::size_t i) {
+    HeadRuns runs;
+    runs.reference = head_view(gpu.reference, i, n, dv);
+    for (const auto& g : gpu.gauges) runs.gauges.push_back(head_view(g, i, n, dv));
+    runs.reference_gauge = gauge_index(fast::Implementation::gpu_streaming);
+    for (std::size_t j = 0; j < own.size(); ++j) {
+      runs.own.push_back(head_view(gpu.own[j], i, n, dv));
+      runs.own_gauge.push_back(gauge_index(own[j]));
+    }
+    ids[i] = {outputs[i].batch, outputs[i].head, 0, 0};
+    outcomes[i] = check_head(options, outputs[i], plan, runs);
+    outputs[i].output = {};
+  });
+  phases.done("every output's bound and distance");
+}
+#endif
+
 }  // namespace
 
 double round_to(Format format, double x) {
@@ -639,22 +775,39 @@ CheckResult check(const CheckOptions& options, const std::vector<HeadInput>& hea
 CheckResult check(const CheckOptions& options, std::size_t count,
                   const std::function<HeadInput(std::size_t)>& head) {
   if (count == 0) throw Error("hla check: no heads to check");
+  Phases phases(options.progress);
   const OperatorSpec& spec = options.spec;
   const int bits = arithmetic_bits(options.precision);
   const HeadInput first = head(0);
   const Index n = first.tokens.length(), d = first.tokens.key_dim(), dv = first.tokens.value_dim();
   if (options.chunk < 1) throw Error("--chunk: must be at least 1");
   const std::string precision = bits == 53 ? "float64" : "float32";
+  const bool gpu = on_gpu(options, d, dv);
+#if HLA_HAVE_CUDA
+  const std::vector<Candidate> all = gpu ? gpu_candidates() : cpu_candidates();
+#else
   const std::vector<Candidate> all = cpu_candidates();
+#endif
+  const auto find = [&all](std::string_view implementation, std::string_view precision) -> const Candidate* {
+    for (const Candidate& c : all)
+      if (c.implementation == implementation && c.precision == precision) return &c;
+    return nullptr;
+  };
   Plan plan;
-  for (const Candidate& c : all)
-    if (c.implementation == "streaming" && c.precision == "float64") plan.streaming64 = &c;
-  for (const Candidate& c : all) {
-    if (c.precision != precision || !c.covers(spec)) continue;
-    if (options.algorithm ? c.implementation != fast::implementation_name(*options.algorithm)
-                          : c.implementation == "scan")  // the scan holds a summary per token: O(n d^2)
-      continue;
-    plan.own.push_back({&c, {}});
+  plan.streaming64 = find(gpu ? "gpu-streaming" : "streaming", "float64");
+  if (gpu) {
+#if HLA_HAVE_CUDA
+    for (const fast::Implementation impl : detail::gpu_own_implementations(options))
+      plan.own.push_back({find(fast::implementation_name(impl), precision), {}});
+#endif
+  } else {
+    for (const Candidate& c : all) {
+      if (c.precision != precision || !c.covers(spec)) continue;
+      if (options.algorithm ? c.implementation != fast::implementation_name(*options.algorithm)
+                            : c.implementation == "scan")  // the scan holds a summary per token: O(n d^2)
+        continue;
+      plan.own.push_back({&c, {}});
+    }
   }
   if (plan.own.empty())
     throw Error("hla check: no implementation of the toolkit covers this operator in " + precision);
@@ -674,13 +827,22 @@ CheckResult check(const CheckOptions& options, std::size_t count,
 
   std::vector<HeadOutcome> outcomes(count);
   std::vector<Position> ids(count);
-  parallel_for(count, options.threads, [&](std::size_t i) {
-    const HeadInput h = i == 0 ? first : head(i);
-    ids[i] = {h.batch, h.head, 0, 0};
-    outcomes[i] = check_head(options, h, plan);
-  });
+  if (gpu) {
+#if HLA_HAVE_CUDA
+    check_heads_on_gpu(options, count, head, first, plan, outcomes, ids, phases);
+#endif
+  } else {
+    parallel_for(count, options.threads, [&](std::size_t i) {
+      const HeadInput h = i == 0 ? first : head(i);
+      ids[i] = {h.batch, h.head, 0, 0};
+      outcomes[i] = check_head(options, h, plan, cpu_runs(options, scaled(options, h.tokens), plan));
+    });
+    phases.done("the runs and every output's bound and distance");
+  }
 
   CheckResult r;
+  r.reference_name = bits == 53 ? "261-bit MPFR streaming (CPU)"
+                                : "float64 " + plan.streaming64->implementation + (gpu ? " (GPU)" : " (CPU)");
   r.heads = static_cast<Index>(count);
   r.n = n;
   r.growth.assign(8, 0.0);
@@ -760,10 +922,10 @@ CheckResult check(const CheckOptions& options, std::size_t count,
       if (outcomes[i].tight_ratio > outcomes[worst].tight_ratio) worst = i;
     const HeadInput h = worst == 0 ? first : head(worst);
     r.diagnosed = {h.batch, h.head, 0, 0};
-    const Sequence<double> scaled{h.tokens.q * options.scale, h.tokens.k, h.tokens.v};
+    const Sequence<double> queries_scaled = scaled(options, h.tokens);
     const Format out = options.output_format.value_or(options.precision);
     for (const DiagnosisForm& f : diagnosis_forms(options, d, dv)) {
-      const double ratio = form_ratio(h.output, f.output(scaled, h.tokens), out, outcomes[worst].base_sq,
+      const double ratio = form_ratio(h.output, f.output(queries_scaled, h.tokens), out, outcomes[worst].base_sq,
                                       outcomes[worst].reference_sq);
       r.diagnosis.push_back({f.id, f.description, ratio});
     }
@@ -771,6 +933,7 @@ CheckResult check(const CheckOptions& options, std::size_t count,
                      [](const auto& a, const auto& b) { return a.ratio < b.ratio; });  // the closest first
     for (const auto& d : r.diagnosis)
       if (d.ratio <= CheckResult::tight_factor) r.matches.push_back(d.id);
+    phases.done("the diagnosis");
   }
   // First failures that all sit at multiples of a chunk size (16 or more): the carry between chunks.
   if (!first_tokens.empty()) {
@@ -834,7 +997,8 @@ std::string check_summary(const CheckResult& r, const CheckOptions& options) {
         << " outputs without a finite bound were not compared (a denominator under --eps-policy "
         << eps_policy_name(options.eps_policy)
         << " that the bounds cannot tell from zero, or a rounding depth K with K u >= 1/2)\n";
-  out << r.outputs << " outputs compared (" << r.heads << " heads, n = " << r.n << ")\n";
+  out << r.outputs << " outputs compared (" << r.heads << " heads, n = " << r.n
+      << "; reference: " << r.reference_name << ")\n";
   return out.str();
 }
 
@@ -872,7 +1036,7 @@ void write_check_json(const CheckResult& r, const CheckOptions& options, std::os
   }
   out << "]}, \"chunk_boundary\": " << r.chunk_boundary << ", \"undefined\": " << r.undefined
       << ", \"outputs\": " << r.outputs << ", \"heads\": " << r.heads << ", \"n\": " << r.n
-      << ", \"precision\": \"" << format_name(options.precision) << "\", \"output_dtype\": \""
+      << ", \"reference\": \"" << r.reference_name << "\", \"precision\": \"" << format_name(options.precision) << "\", \"output_dtype\": \""
       << format_name(options.output_format.value_or(options.precision)) << "\", \"eps_policy\": \""
       << eps_policy_name(options.eps_policy) << "\"}\n";
 }
@@ -914,10 +1078,12 @@ CheckResult check_arrays(const CheckOptions& options, Layout layout, const Array
   check_inputs(q, k, v);
   require(o.shape == v.shape, o.path + ": shape " + shape_text(o.shape) + " does not match " + v.path + " " +
                                   shape_text(v.shape) + " (the output has the values' shape)");
+  Phases phases(options.progress);
   check_values(q, options.precision, options.threads);
   check_values(k, options.precision, options.threads);
   check_values(v, options.precision, options.threads);
   check_values(o, std::nullopt, options.threads);
+  phases.done("the values checked");
   return check(options, std::size_t(v.batch * v.heads), [&](std::size_t i) {
     HeadInput h = head_tokens(q, k, v, i);
     h.output = Matrix<double>(v.tokens, v.features);

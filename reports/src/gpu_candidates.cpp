@@ -8,7 +8,7 @@
 #if HLA_HAVE_CUDA
 #include <bit>
 
-#include "hla/checking/gauge_double.hpp"
+#include "hla/checking/gauge.hpp"
 #include "hla/fast/gpu.hpp"
 #include "hla/fast/scan.hpp"
 #include "hla/fast/streaming.hpp"
@@ -43,7 +43,7 @@ Depths gpu_depth(const OperatorSpec& spec, Implementation impl, Index n, Index d
 // GPU scan's bracketing (fast::chunk_fold_terms), on |q|, |k|, |v|.
 Terms<double> gpu_gauge(const OperatorSpec& spec, Implementation impl, const Sequence<double>& s,
                         Index chunk) {
-  using G = checking::Gauge<double>;
+  using G = Gauge<double>;
   const Sequence<G> magnitudes{s.q.cast<G>(), s.k.cast<G>(), s.v.cast<G>()};
   const fast::Form form = fast::default_form(spec, impl);
   const Terms<G> gauge = impl == Implementation::gpu_streaming

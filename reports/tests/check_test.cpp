@@ -14,6 +14,7 @@
 #include <set>
 
 #include "hla/fast/catalogue.hpp"
+#include "hla/testing/property.hpp"
 
 using namespace hla;
 using namespace hla::reports;
@@ -21,10 +22,7 @@ using namespace hla::reports;
 namespace {
 
 std::uint64_t test_seed() {
-  const char* env = std::getenv("HLA_CHECK_SEED");
-  const std::uint64_t seed = env != nullptr ? std::strtoull(env, nullptr, 10) : std::random_device{}();
-  std::cout << "check test seed " << seed << " (HLA_CHECK_SEED=" << seed << " reruns it)\n";
-  return seed;
+  return testing::seed_from("HLA_CHECK_SEED", "check test");
 }
 
 enum class Mistake { none, other_order, decay_exponent, dropped_carry, missing_scale, printed_decay };

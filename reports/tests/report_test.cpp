@@ -105,7 +105,7 @@ TEST_CASE("report/the gauge computed in double bounds the exact gauge", "[report
   // Gauge<Rational> runs the same algorithm exactly; the report's gauge, computed in double and
   // divided by 1 - gamma_53(K), must not fall below it, for every implementation.
   const std::uint64_t seed = test_seed();
-  using G = checking::Gauge<Rational>;
+  using G = Gauge<Rational>;
   const Index n = 24, d = 3, dv = 2, chunk = 5;
   for (const ReportSpec& rs : report_specs()) {
     OperatorSpec spec = rs.spec;

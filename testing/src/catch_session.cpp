@@ -3,11 +3,32 @@
 
 #include "hla/testing/property.hpp"
 
+#include <iostream>
+#include <random>
+#include <string_view>
+
 namespace hla::testing {
 
 int run_catch(int argc, char* argv[]) {
   set_program_name(argc > 0 ? argv[0] : "test");
   return Catch::Session().run(argc, argv);
+}
+
+int run_catch_unless(int argc, char* argv[], const std::optional<std::string>& skip_reason) {
+  bool listing = false;
+  for (int i = 1; i < argc; ++i) listing = listing || std::string_view(argv[i]).starts_with("--list");
+  if (skip_reason && !listing) {
+    std::cout << "skipped: " << *skip_reason << "\n";
+    return 77;
+  }
+  return run_catch(argc, argv);
+}
+
+std::uint64_t seed_from(const char* variable, const std::string& what) {
+  const char* env = std::getenv(variable);
+  const std::uint64_t seed = env != nullptr ? std::strtoull(env, nullptr, 10) : std::random_device{}();
+  std::cout << what << " seed " << seed << " (" << variable << "=" << seed << " reruns it)\n";
+  return seed;
 }
 
 }  // namespace hla::testing

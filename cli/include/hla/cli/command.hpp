@@ -38,8 +38,9 @@ struct CommandLine {
   CLI::App* check = nullptr;
   struct {
     std::string variant = "hla2", eps = "0", ridge = "0", decay = "1", scale = "1", eps_policy = "add",
-                layout = "nd", precision, output_dtype, algorithm = "any", criterion = "tight";
-    bool unmasked = false, normalize = false;
+                layout = "nd", precision, output_dtype, algorithm = "any", criterion = "tight",
+                device = "auto";
+    bool unmasked = false, normalize = false, progress = false;
     CheckRequest request;
   } check_args;
 

@@ -9,16 +9,20 @@
 // Layout (row-major, contiguous): q, k [batch, heads, length, key_dim]; v and num
 // [batch, heads, length, value_dim]; den [batch, heads, length]. Each sequence-head is independent.
 //
-// Scalars: float, double, Z/p (ModP), and bf16 inputs (BFloat16) accumulated in float.
+// Scalars: float, double, Z/p (ModP), and bf16 inputs (BFloat16) accumulated in float; and
+// Gauge<double> on float64 inputs: the algorithm on |q|, |k|, |v| with subtraction as addition
+// (the gauge of its rounding-error bound, hla/reference/gauge.hpp).
 // This header needs no CUDA headers; the functions exist in builds with CUDA (HLA_HAVE_CUDA).
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "hla/fast/catalogue.hpp"
 #include "hla/fast/gpu_types.hpp"
+#include "hla/reference/gauge.hpp"
 #include "hla/reference/sequence.hpp"
 
 namespace hla::fast::gpu {
@@ -33,11 +37,47 @@ std::optional<std::string> unavailable_reason();
 // `chunk` tokens per chunk (scan). Asynchronous on `stream` (scan workspace is allocated
 // stream-ordered). Throws hla::Error for what the catalogue says is unavailable, shapes the
 // kernels cannot hold in shared memory, or a CUDA failure.
-// In: float (T float), BFloat16 (T float), double (T double), ModP (T ModP).
+// In: float (T float), BFloat16 (T float), double (T double or Gauge<double>), ModP (T ModP).
 template <class In, class T>
 void terms(const OperatorSpec& spec, Form form, Implementation impl, const Problem& problem,
            std::int64_t chunk, const In* q, const In* k, const In* v, T* num, T* den,
            CUstream_st* stream = nullptr);
+
+// Why `impl` (gpu_streaming or gpu_scan) cannot run spec in `form` at d, dv in scalars of
+// scalar_bytes bytes on this device: the block's state or summary does not fit in shared memory
+// (or what unavailable() says); nullopt when it can. Needs a device (unavailable_reason()).
+std::optional<std::string> shape_unavailable(const OperatorSpec& spec, Form form, Implementation impl, int d,
+                                             int dv, int scalar_bytes);
+
+// Several runs over the same heads with the inputs copied to the device once (hla check: the
+// reference, its gauge and the toolkit's own runs, every head in one launch). q, k, v on the
+// host in float32, head-major ([heads, n, d], [heads, n, d], [heads, n, dv]); on the device the
+// queries are multiplied by query_scale in float64, and every input is kept in float64 and
+// rounded to float32 (the scaled queries rounded once).
+class Inputs {
+ public:
+  Inputs(std::int64_t heads, std::int64_t length, int d, int dv, const float* q, const float* k,
+         const float* v, double query_scale = 1);
+  ~Inputs();
+  Inputs(const Inputs&) = delete;
+  Inputs& operator=(const Inputs&) = delete;
+
+  // num [heads, n, dv] and den [heads, n] of every head by impl (gpu_streaming or gpu_scan, chunk
+  // tokens per chunk), into host arrays: in T = double from the float64 inputs, T = float from
+  // the float32 ones.
+  template <class T>
+  void terms(const OperatorSpec& spec, Form form, Implementation impl, std::int64_t chunk, T* num,
+             T* den) const;
+  // The same run in Gauge<double> on the float64 inputs' magnitudes: its gauge, each value
+  // rounded upwards to float32 (an upper bound of the one computed, within 2^-23 of it).
+  void gauge(const OperatorSpec& spec, Form form, Implementation impl, std::int64_t chunk, float* num,
+             float* den) const;
+
+ private:
+  struct Arrays;
+  Problem problem_;
+  std::unique_ptr<Arrays> arrays_;
+};
 
 // out = num / (den + eps) when spec.normalize, else num; device pointers, out [.., value_dim].
 // Throws hla::Error naming the first token whose divisor is zero in Z/p. Synchronizes `stream`.

@@ -27,7 +27,7 @@ struct CandidateRun {
   Terms<double> terms;    // num and den as computed, widened exactly to double
   Matrix<double> output;  // reference::finish in the working precision, widened
   // The gauge: the same algorithm on |q|, |k|, |v| with subtraction turned into addition
-  // (checking::Gauge), computed in double; gauge_upper_bound() makes it a bound of the exact one.
+  // (Gauge), computed in double; gauge_upper_bound() makes it a bound of the exact one.
   Terms<double> gauge;
   bool has_den = true;  // false: the implementation computes no denominator (unnormalized only)
 };

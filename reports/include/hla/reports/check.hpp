@@ -53,6 +53,7 @@ struct CheckResult {
   // the rms output, of the candidate and of the toolkit's implementation named own_name.
   double distance_units = 0, own_distance_units = 0;
   std::string own_name;        // "float32 chunked": the toolkit's loosest implementation there
+  std::string reference_name;  // "float64 streaming (CPU)": what computed the reference
   std::vector<double> growth;  // worst ratio in each eighth of the sequence
   // Per token: the worst ratio to the sound bound over heads and columns; the rms distance from
   // the rounded reference over the heads' outputs, in output units at the rms output, of the

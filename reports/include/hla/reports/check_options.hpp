@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "hla/fast/implementation.hpp"
+#include "hla/reports/phases.hpp"
 #include "hla/reference/error.hpp"
 #include "hla/reference/linalg.hpp"
 #include "hla/reference/operator_spec.hpp"
@@ -67,6 +68,15 @@ inline Layout parse_layout(std::string_view text) {
   return parse_named<Layout>(text, layout_names, "--layout");
 }
 
+// Where the reference and the toolkit's own runs take place: the GPU when this build and machine
+// have one that holds the operator at these head sizes (auto), the CPU, or the GPU (an error when
+// it cannot). float64 candidates are checked on the CPU (their reference is MPFR).
+enum class Device { automatic, cpu, gpu };
+inline constexpr std::string_view device_names[] = {"auto", "cpu", "gpu"};
+inline Device parse_device(std::string_view text) {
+  return parse_named<Device>(text, device_names, "--device");
+}
+
 struct CheckOptions {
   OperatorSpec spec;
   double scale = 1;  // multiplies the queries before the operator
@@ -79,6 +89,8 @@ struct CheckOptions {
   Index chunk = 64;                               // for the chunk-parallel implementations
   Criterion criterion = Criterion::tight;
   int threads = 0;  // heads checked at once; 0: all cores
+  Device device = Device::automatic;
+  Progress progress;  // told each phase as it ends (hla check --progress); may be empty
 };
 
 }  // namespace hla::reports

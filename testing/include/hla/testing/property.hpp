@@ -3,7 +3,9 @@
 #include <rapidcheck.h>
 
 #include <catch2/catch.hpp>
+#include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -19,6 +21,13 @@ inline void set_program_name(std::string name) {
 
 // Runs the Catch2 session (the test executables' main; testing/src/catch_session.cpp).
 int run_catch(int argc, char* argv[]);
+// The same, unless there is a reason to skip (a GPU test's executable without a device): then it
+// prints "skipped: <reason>" and returns 77, ctest's SKIP_RETURN_CODE, except when the tests are
+// only listed (--list-*: ctest's discovery runs where no device is).
+int run_catch_unless(int argc, char* argv[], const std::optional<std::string>& skip_reason);
+
+// A test's random seed: $<variable> when set, else a fresh one; printed with the line that reruns it.
+std::uint64_t seed_from(const char* variable, const std::string& what);
 
 // Reports nothing: failures are reproduced by seed (RC_PARAMS="seed=..."), so RapidCheck's own
 // "reproduce=" hint, which its Catch2 integration cannot honour, is not printed.

@@ -1,0 +1,106 @@
+// Built with CUDA only (HLA_HAVE_CUDA); check.cpp calls it only then.
+
+#include "check_gpu.hpp"
+
+#if HLA_HAVE_CUDA
+#include <algorithm>
+#include <thread>
+#include <type_traits>
+
+#include "hla/fast/catalogue.hpp"
+#include "hla/fast/gpu.hpp"
+
+namespace hla::reports::detail {
+
+using fast::Implementation;
+
+std::vector<Implementation> gpu_own_implementations(const CheckOptions& options) {
+  if (!options.algorithm) return {Implementation::gpu_streaming, Implementation::gpu_scan};
+  if (*options.algorithm == Implementation::streaming) return {Implementation::gpu_streaming};
+  return {Implementation::gpu_scan};
+}
+
+namespace {
+
+// buffer<T>(count) with its pages first touched on every core: a copy from the device into fresh
+// pages would otherwise take each page fault in turn (docs/perf.md).
+template <class T>
+Buffer<T> touched_buffer(std::size_t count) {
+  Buffer<T> out = buffer<T>(count);
+  const std::size_t workers = std::max(1u, std::thread::hardware_concurrency());
+  const std::size_t slice = (count + workers - 1) / workers;
+  std::vector<std::thread> pool;
+  for (std::size_t w = 0; w < workers && w * slice < count; ++w)
+    pool.emplace_back([&out, w, slice, count] {
+      std::fill(out.get() + w * slice, out.get() + std::min(count, (w + 1) * slice), T(0));
+    });
+  for (std::thread& t : pool) t.join();
+  return out;
+}
+
+// gpu-streaming (the reference and its gauge), then each own implementation not yet listed.
+std::vector<Implementation> all_implementations(const CheckOptions& options) {
+  std::vector<Implementation> out{Implementation::gpu_streaming};
+  for (const Implementation impl : gpu_own_implementations(options))
+    if (std::find(out.begin(), out.end(), impl) == out.end()) out.push_back(impl);
+  return out;
+}
+
+}  // namespace
+
+std::optional<std::string> gpu_check_unavailable(const CheckOptions& options, Index d, Index dv) {
+  if (options.precision == Format::f64)
+    return "a float64 candidate is checked against the MPFR reference, which runs on the CPU";
+  // docs/gpu.md's depths count no rounding of the operator's constants: they hold where gamma and
+  // lambda are exact in float32 and the decay factors stay exact (gamma = 1).
+  if (options.spec.decay != 1)
+    return "the GPU kernels' bounds (docs/gpu.md) are proven for gamma = 1; --decay runs on the CPU";
+  const double ridge = to_double(options.spec.ridge);
+  if (Rational(ridge) != options.spec.ridge || double(float(ridge)) != ridge)
+    return "the GPU kernels' bounds (docs/gpu.md) need a ridge exact in float32";
+  if (const auto reason = fast::gpu::unavailable_reason()) return "this machine has " + *reason;
+  for (const Implementation impl : all_implementations(options)) {
+    // float64 (the reference, every gauge) is the widest scalar the runs use.
+    const auto why = fast::gpu::shape_unavailable(options.spec, fast::default_form(options.spec, impl), impl,
+                                                  int(d), int(dv), sizeof(double));
+    if (why) return why;
+  }
+  return std::nullopt;
+}
+
+GpuCheckRuns gpu_check_runs(const CheckOptions& options, std::int64_t heads, Index n, Index d, Index dv,
+                            Buffer<float> q, Buffer<float> k, Buffer<float> v, Phases& phases) {
+  const OperatorSpec& spec = options.spec;
+  const fast::gpu::Inputs inputs(heads, n, int(d), int(dv), q.get(), k.get(), v.get(), options.scale);
+  q.reset();  // on the device now
+  k.reset();
+  v.reset();
+  phases.done("inputs to the GPU");
+  const std::size_t values = std::size_t(heads * n * dv), rows = std::size_t(heads * n);
+  const auto run = [&]<class T>(Implementation impl, bool gauge, FlatTerms<T>& out) {
+    out.num = touched_buffer<T>(values);
+    out.den = touched_buffer<T>(rows);
+    const fast::Form form = fast::default_form(spec, impl);
+    if constexpr (std::is_same_v<T, float>) {
+      if (gauge) {
+        inputs.gauge(spec, form, impl, options.chunk, out.num.get(), out.den.get());
+        phases.done("the gauge of " + std::string(fast::implementation_name(impl)));
+        return;
+      }
+    }
+    inputs.terms<T>(spec, form, impl, options.chunk, out.num.get(), out.den.get());
+    phases.done(std::string(fast::implementation_name(impl)) + (sizeof(T) == 8 ? " in float64" : " in float32"));
+  };
+  GpuCheckRuns out;
+  run(Implementation::gpu_streaming, false, out.reference);
+  out.implementations = all_implementations(options);
+  out.gauges.resize(out.implementations.size());
+  for (std::size_t i = 0; i < out.implementations.size(); ++i) run(out.implementations[i], true, out.gauges[i]);
+  const std::vector<Implementation> own = gpu_own_implementations(options);
+  out.own.resize(own.size());
+  for (std::size_t i = 0; i < own.size(); ++i) run(own[i], false, out.own[i]);
+  return out;
+}
+
+}  // namespace hla::reports::detail
+#endif

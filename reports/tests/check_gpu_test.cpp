@@ -1,0 +1,122 @@
+// hla check with its runs on the GPU (label gpu): for every variant the GPU holds, a correct
+// kernel passes and a faulty one fails with the same diagnosis as on the CPU; where the GPU
+// cannot hold the check, --device gpu refuses in one line and auto runs on the CPU.
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <iostream>
+#include <random>
+#include <string>
+
+#include "hla/fast/catalogue.hpp"
+#include "hla/fast/gpu.hpp"
+#include "hla/fast/streaming.hpp"
+#include "hla/reports/check.hpp"
+#include "hla/testing/property.hpp"
+
+using namespace hla;
+using namespace hla::reports;
+
+namespace {
+
+std::uint64_t test_seed() {
+  return testing::seed_from("HLA_CHECK_SEED", "check gpu test");
+}
+
+OperatorSpec spec_of(Variant variant) {
+  OperatorSpec spec;
+  spec.variant = variant;
+  return spec;
+}
+
+// Four heads of bf16 inputs (n = 200: a tail chunk of 8 after six of 32) and a kernel's bf16
+// output: the toolkit's float32 stream, with the query scale or, faulty, without it.
+std::vector<HeadInput> heads(std::uint64_t seed, const CheckOptions& options, bool faulty) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal;
+  const Index n = 200, d = 16, dv = 8;
+  const auto draw = [&](Index cols, double sd) {
+    Matrix<double> m(n, cols);
+    for (Index i = 0; i < m.size(); ++i) m.data()[i] = round_to(Format::bf16, sd * normal(rng));
+    return m;
+  };
+  std::vector<HeadInput> out;
+  for (Index h = 0; h < 4; ++h) {
+    HeadInput head{0, h, {draw(d, 1), draw(d, 0.5), draw(dv, 1)}, {}};
+    const float scale = faulty ? 1.0f : float(options.scale);
+    const Sequence<float> s{head.tokens.q.cast<float>() * scale, head.tokens.k.cast<float>(),
+                            head.tokens.v.cast<float>()};
+    const Matrix<float> o = fast::streaming_output(
+        options.spec, fast::default_form(options.spec, fast::Implementation::streaming), s);
+    head.output = o.cast<double>().unaryExpr([](double x) { return round_to(Format::bf16, x); });
+    out.push_back(std::move(head));
+  }
+  return out;
+}
+
+CheckOptions options_for(const OperatorSpec& spec) {
+  CheckOptions options;
+  options.spec = spec;
+  options.scale = 0.25;
+  options.precision = Format::bf16;
+  options.chunk = 32;
+  return options;
+}
+
+}  // namespace
+
+TEST_CASE("check gpu/the GPU runs give the CPU's verdicts and diagnoses for every variant", "[gpu]") {
+  const std::uint64_t seed = test_seed();
+  OperatorSpec normalized = spec_of(Variant::hla2), ridge = spec_of(Variant::hla2);
+  normalized.normalize = true;
+  normalized.eps = Rational(1, 8);
+  ridge.ridge = Rational(1, 4);
+  for (const OperatorSpec& spec : {spec_of(Variant::linear), spec_of(Variant::hla2), normalized, ridge,
+                                   spec_of(Variant::ahla), spec_of(Variant::hla3)}) {
+    INFO(describe(spec) << ", seed " << seed);
+    CheckOptions options = options_for(spec);
+    for (const bool faulty : {false, true}) {
+      const std::vector<HeadInput> input = heads(seed, options, faulty);
+      options.device = Device::cpu;
+      const CheckResult cpu = check(options, input);
+      options.device = Device::gpu;
+      const CheckResult gpu = check(options, input);
+      INFO(check_summary(gpu, options));
+      CHECK(gpu.reference_name.find("(GPU)") != std::string::npos);
+      CHECK(gpu.own_name.find("gpu-") != std::string::npos);
+      CHECK(cpu.passed == !faulty);
+      CHECK(gpu.passed == !faulty);
+      CHECK(gpu.sound == cpu.sound);
+      // The GPU's depths are closed forms, looser than the CPU's counts: a normalized output's
+      // denominator may be told from zero on the CPU only.
+      CHECK(gpu.outputs + gpu.undefined == cpu.outputs + cpu.undefined);
+      if (!spec.normalize) CHECK(gpu.undefined == 0);
+      CHECK(gpu.matches == cpu.matches);
+      if (faulty) CHECK(std::find(gpu.matches.begin(), gpu.matches.end(), "no-scale") != gpu.matches.end());
+    }
+  }
+}
+
+TEST_CASE("check gpu/where the GPU cannot hold the check --device gpu refuses and auto runs on the CPU",
+          "[gpu]") {
+  const std::uint64_t seed = test_seed();
+  OperatorSpec decayed = spec_of(Variant::hla2);
+  decayed.decay = Rational(999, 1000);
+  CheckOptions options = options_for(decayed);
+  const std::vector<HeadInput> input = heads(seed, options, false);
+  options.device = Device::gpu;
+  CHECK_THROWS_WITH(check(options, input), Catch::Contains("--device gpu: ") && Catch::Contains("decay"));
+  options.device = Device::automatic;
+  const CheckResult r = check(options, input);
+  CHECK(r.passed);
+  CHECK(r.reference_name.find("(CPU)") != std::string::npos);
+
+  CheckOptions f64 = options_for(spec_of(Variant::hla2));
+  f64.precision = Format::f64;
+  f64.device = Device::gpu;
+  CHECK_THROWS_WITH(check(f64, input), Catch::Contains("--device gpu: ") && Catch::Contains("MPFR"));
+}
+
+int main(int argc, char* argv[]) {
+  return testing::run_catch_unless(argc, argv, fast::gpu::unavailable_reason());
+}
