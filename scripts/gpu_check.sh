@@ -2,7 +2,7 @@
 # Runs everything that needs the GPU, on a machine with one (build here with CUDA, carry the
 # binaries): the gpu-labelled tests (the n = 65536 cases in parallel), compute-sanitizer memcheck
 # and racecheck on the test binary.
-#   scripts/gpu_check.sh BIN_DIR LOG_DIR      (BIN_DIR holds gpu_tests, hla, hla_bench_gpu)
+#   scripts/gpu_check.sh BIN_DIR LOG_DIR      (BIN_DIR holds gpu_tests, check_gpu_tests, hla, hla_bench_gpu)
 set -uo pipefail
 bin=${1:?binary directory}
 logs=${2:?log directory}
@@ -12,6 +12,9 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 
 echo "== gpu tests (all but [large])"
 "$bin/gpu_tests" "~[large]" -r compact 2>&1 | tee "$logs/gpu_tests.log" || status=1
+
+echo "== hla check on the GPU (check_gpu_tests)"
+"$bin/check_gpu_tests" -r compact 2>&1 | tee "$logs/check_gpu_tests.log" || status=1
 
 echo "== gpu tests [large] (n = 65536, d = dv = 64), one process each"
 large=$(mktemp -d)
