@@ -1,14 +1,15 @@
 # cmake --install build --prefix P installs the public headers, the libraries and the package:
 # find_package(hla CONFIG) gives hla::reference (the number types, ModP and Gauge on host and
 # device, sequences, the n x n definitions), hla::fast (the proven implementations), hla::gpu
-# (the GPU kernels, in a CUDA build), hla::checking (the instrumented scalars, the laws) and, in a
-# build with the tests, hla::testing (the property runner and generators, over Catch2 and
-# RapidCheck). The build folder exports the same targets, so hla_DIR may name it too. Relocatable:
+# (the GPU kernels, in a CUDA build), hla::checking (the instrumented scalars, the laws),
+# hla::reports (the check of `hla check` as a C++ API: hla/reports/check.hpp; hla::io beneath it)
+# and, in a build with the tests, hla::testing (the property runner and generators over Catch2
+# and RapidCheck, with hla::reports). The build folder exports the same targets, so hla_DIR may name it too. Relocatable:
 # every installed path is relative to the prefix. docs/cpp.md.
 include(CMakePackageConfigHelpers)
 set(hla_package_dir ${CMAKE_INSTALL_LIBDIR}/cmake/hla)
-set(hla_exported hla_warnings hla_reference hla_fast hla_checking)
-set(hla_header_parts reference fast checking)
+set(hla_exported hla_warnings hla_reference hla_fast hla_checking hla_io hla_reports)
+set(hla_header_parts reference fast checking io reports)
 if(HLA_HAVE_CUDA)
   list(APPEND hla_exported hla_gpu hla_gpu_tensor_core)
 endif()

@@ -1,7 +1,6 @@
-// A kernel author's recurrent masked hla2, written once for any scalar T, checked bit for bit in
-// the prime field Z/p against the toolkit's n x n definition: equal, or there is a bug. The same
-// check on a broken twin (the cross-summary G updated after C takes the token, so each token
-// attends to its own value one time too many) shows what a failure looks like.
+// The kernel of my_hla2.hpp checked bit for bit in the prime field Z/p against the toolkit's n x n
+// definition: equal, or there is a bug. The same check on its broken twin (a wrong mask) shows
+// what a failure looks like.
 //
 // usage: check_cpu_kernel [n] [d] [seed]   (default 256 16 1); exit 0 when the kernel equals the
 // definition and its broken twin does not.
@@ -13,43 +12,7 @@
 #include <iostream>
 #include <vector>
 
-// The user's kernel: plain arrays, row-major q, k [n, d] and v [n, dv]; o [n, dv].
-//   S = S + k k^T,  G = G + k (k^T C),  C = C + q v^T,  o_t = q_t^T (S C - G)
-// (Sec. 3.1's masked second-order recurrence without decay.)
-template <class T>
-std::vector<T> my_hla2(const std::vector<T>& q, const std::vector<T>& k, const std::vector<T>& v, int n, int d,
-                       int dv, bool broken) {
-  std::vector<T> S(d * d, T(0)), C(d * dv, T(0)), G(d * dv, T(0)), o(n * dv, T(0)), kC(dv), qS(d);
-  for (int t = 0; t < n; ++t) {
-    const T* qt = &q[t * d];
-    const T* kt = &k[t * d];
-    const T* vt = &v[t * dv];
-    const auto update_g = [&] {
-      for (int j = 0; j < dv; ++j) {
-        kC[j] = T(0);
-        for (int i = 0; i < d; ++i) kC[j] += kt[i] * C[i * dv + j];
-      }
-      for (int i = 0; i < d; ++i)
-        for (int j = 0; j < dv; ++j) G[i * dv + j] += kt[i] * kC[j];
-    };
-    if (!broken) update_g();  // G reads C_{t-1}
-    for (int i = 0; i < d; ++i)
-      for (int j = 0; j < d; ++j) S[i * d + j] += kt[i] * kt[j];
-    for (int i = 0; i < d; ++i)
-      for (int j = 0; j < dv; ++j) C[i * dv + j] += qt[i] * vt[j];
-    if (broken) update_g();  // the mistake: G reads C_t
-    for (int j = 0; j < d; ++j) {
-      qS[j] = T(0);
-      for (int i = 0; i < d; ++i) qS[j] += qt[i] * S[i * d + j];
-    }
-    for (int j = 0; j < dv; ++j) {
-      T sum(0);
-      for (int i = 0; i < d; ++i) sum += qS[i] * C[i * dv + j] - qt[i] * G[i * dv + j];
-      o[t * dv + j] = sum;
-    }
-  }
-  return o;
-}
+#include "my_hla2.hpp"
 
 // The first (token, column) where the kernel's output differs from the definition's, or -1.
 long first_difference(const std::vector<hla::ModP>& mine, const hla::Matrix<hla::ModP>& exact) {

@@ -13,6 +13,7 @@ mv "$tmp/installed" "$tmp/moved"
 cmake -S "$here" -B "$tmp/example" -DCMAKE_PREFIX_PATH="$tmp/moved" >/dev/null
 cmake --build "$tmp/example" >/dev/null
 "$tmp/example/check_cpu_kernel" 128 8 7
+"$tmp/example/check_float_kernel" 512 16 7
 cmake -S "$here" -B "$tmp/from-build" -Dhla_DIR="$build" >/dev/null
 cmake --build "$tmp/from-build" >/dev/null
 "$tmp/from-build/check_cpu_kernel" 64 4 3
