@@ -16,7 +16,7 @@ class ModP {
  public:
   static constexpr std::uint64_t modulus = (std::uint64_t{1} << 61) - 1;
 
-  HLA_HOST_DEVICE constexpr ModP() = default;
+  constexpr ModP() = default;  // host and device, as every defaulted constructor
 
   // Any integer maps to its residue; implicit so that generic code may write T(0), T(1), 2 * x.
   template <class Integer, std::enable_if_t<std::is_integral_v<Integer>, int> = 0>
