@@ -2,7 +2,8 @@
 # Runs everything that needs the GPU, on a machine with one (build here with CUDA, carry the
 # binaries): the gpu-labelled tests (the n = 65536 cases in parallel), compute-sanitizer memcheck
 # and racecheck on the test binary.
-#   scripts/gpu_check.sh BIN_DIR LOG_DIR      (BIN_DIR holds gpu_tests, check_gpu_tests, hla, hla_bench_gpu)
+#   scripts/gpu_check.sh BIN_DIR LOG_DIR      (BIN_DIR holds gpu_tests, check_gpu_tests, hla, hla_bench_gpu
+#                                             and, where built, examples/user_kernel's check_gpu_kernel)
 set -uo pipefail
 bin=${1:?binary directory}
 logs=${2:?log directory}
@@ -27,6 +28,17 @@ done <"$large/names.txt"
 wait
 cat "$large"/*.log >"$logs/gpu_tests_large.log"
 grep -q "failed" "$logs/gpu_tests_large.log" && status=1
+
+if [ -x "$bin/check_gpu_kernel" ]; then  # examples/user_kernel's CUDA kernel, built against the package
+  echo "== examples/user_kernel: check_gpu_kernel 65536 64 64 7"
+  /usr/bin/time -f "%e s wall, %M KB resident" "$bin/check_gpu_kernel" 65536 64 64 7 2>&1 |
+    tee "$logs/check_gpu_kernel.log" || status=1
+  for tool in memcheck racecheck; do  # small sizes: the kernel's indexing and its shared memory
+    compute-sanitizer --tool "$tool" --error-exitcode 9 "$bin/check_gpu_kernel" 320 16 64 7 \
+      >"$logs/check_gpu_kernel_$tool.log" 2>&1 || status=1
+    echo "$tool: $(tail -1 "$logs/check_gpu_kernel_$tool.log")"
+  done
+fi
 
 # racecheck is slow on shared-memory kernels: the exact tests and the fast path, two random cases per property.
 echo "== compute-sanitizer memcheck (all but [large], 3 cases per property), racecheck ([exact] and [fast], 2 cases)"
