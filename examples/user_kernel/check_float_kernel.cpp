@@ -5,38 +5,23 @@
 // usage: check_float_kernel [n] [d] [seed]   (default 1024 16 1); exit 0 when the kernel passes and
 // its broken twin fails diagnosed as `unmasked`.
 
-#include <hla/reference/random.hpp>
-#include <hla/reports/check.hpp>
-
 #include <algorithm>
-#include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <vector>
 
+#include "float_check.hpp"
 #include "my_hla2.hpp"
 
 int main(int argc, char* argv[]) {
-  using hla::reports::Format;
   const int n = argc > 1 ? std::atoi(argv[1]) : 1024, d = argc > 2 ? std::atoi(argv[2]) : 16, dv = d;
   const unsigned long seed = argc > 3 ? std::strtoul(argv[3], nullptr, 10) : 1;
   if (n < 1 || d < 1) {
     std::cerr << "usage: check_float_kernel [n >= 1] [d >= 1] [seed]\n";
     return 2;
   }
-  hla::reports::CheckOptions options;  // masked hla2, no decay, unnormalized
-  options.spec.variant = hla::Variant::hla2;
-  options.precision = Format::bf16;      // the kernel reads bf16 values ...
-  options.output_format = Format::f32;   // ... and returns float32
-  hla::Rng rng(seed);
-  const auto draw = [&](int cols) {  // Gaussian inputs scaled by 1/sqrt(d), rounded to bf16
-    hla::Matrix<double> m(n, cols);
-    for (hla::Index i = 0; i < m.size(); ++i)
-      m.data()[i] = hla::reports::round_to(Format::bf16, rng.gaussian() / std::sqrt(double(d)));
-    return m;
-  };
-  const hla::Sequence<double> tokens{draw(d), draw(d), draw(dv)};
-  const auto as_float = [](const hla::Matrix<double>& m) { return std::vector<float>(m.data(), m.data() + m.size()); };
+  const hla::reports::CheckOptions options = float32_on_bf16_options();
+  const hla::Sequence<double> tokens = bf16_gaussian_tokens(n, d, dv, seed);
 
   bool ok = true;
   for (const bool broken : {false, true}) {

@@ -10,17 +10,16 @@
 #include <hla/fast/gpu.hpp>
 #include <hla/reference/definition.hpp>
 #include <hla/reference/random.hpp>
-#include <hla/reports/check.hpp>
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
 
+#include "float_check.hpp"
 #include "my_hla2_chunked.hpp"
 
 namespace {
@@ -106,23 +105,9 @@ bool check_exact(int n, int d, int dv, int chunk, unsigned long seed) {
 // (b) float32 on bf16 inputs through hla check's C++ API. Returns whether the kernel passes and
 // its twin fails.
 bool check_float(int n, int d, int dv, int chunk, unsigned long seed) {
-  using hla::reports::Format;
-  hla::reports::CheckOptions options;  // masked hla2, no decay, unnormalized
-  options.spec.variant = hla::Variant::hla2;
-  options.precision = Format::bf16;
-  options.output_format = Format::f32;
-  hla::Rng rng(seed);
-  const auto draw = [&](int cols) {  // Gaussian inputs scaled by 1/sqrt(d), rounded to bf16
-    hla::Matrix<double> m(n, cols);
-    for (hla::Index i = 0; i < m.size(); ++i)
-      m.data()[i] = hla::reports::round_to(Format::bf16, rng.gaussian() / std::sqrt(double(d)));
-    return m;
-  };
-  const hla::Sequence<double> tokens{draw(d), draw(d), draw(dv)};
-  const auto on_device = [](const hla::Matrix<double>& m) {
-    return std::vector<float>(m.data(), m.data() + m.size());
-  };
-  const DeviceArray<float> dq(on_device(tokens.q)), dk(on_device(tokens.k)), dvv(on_device(tokens.v));
+  const hla::reports::CheckOptions options = float32_on_bf16_options();
+  const hla::Sequence<double> tokens = bf16_gaussian_tokens(n, d, dv, seed);
+  const DeviceArray<float> dq(as_float(tokens.q)), dk(as_float(tokens.k)), dvv(as_float(tokens.v));
 
   bool ok = true;
   for (const bool broken : {false, true}) {
