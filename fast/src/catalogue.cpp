@@ -195,6 +195,14 @@ std::optional<std::string> unavailable(const OperatorSpec& spec, Implementation 
   return "unknown implementation";
 }
 
+std::optional<std::string> backward_unavailable(const OperatorSpec& spec, Implementation impl, Form form) {
+  if (auto why = unavailable(spec, impl, form)) return why;
+  if (impl == reference) return std::nullopt;
+  if (impl == streaming) return std::nullopt;
+  return "the backward of " + describe(spec) + " by " + std::string(implementation_name(impl)) +
+         " is not built yet (docs/gradients.md)";
+}
+
 AlgebraId algebra_for(const OperatorSpec& spec, Implementation impl, Form form) {
   const Implementation strategy = cpu_twin(impl);
   switch (spec.variant) {

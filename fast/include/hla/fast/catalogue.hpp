@@ -65,6 +65,11 @@ std::optional<std::string> unavailable(const OperatorSpec& spec, Implementation 
 // validate(spec), then throws hla::Error with unavailable()'s reason.
 void require_available(const OperatorSpec& spec, Implementation impl, Form form);
 
+// Why `impl` has no backward (the gradients of <dO, O>, docs/gradients.md) for spec in `form`,
+// as one line, or nullopt when it has: the reference (by reverse mode on the matrix forms) and
+// the streaming forms, published and corrected, so far. Includes unavailable()'s reasons.
+std::optional<std::string> backward_unavailable(const OperatorSpec& spec, Implementation impl, Form form);
+
 // The algebra that `impl` runs for `spec` in `form`: the one map from (operator, form, strategy)
 // to code; each strategy lists its type for each AlgebraId (fast/algebra/select.hpp).
 AlgebraId algebra_for(const OperatorSpec& spec, Implementation impl, Form form);

@@ -38,6 +38,41 @@ class AhlaStream {
     return {q.transpose() * routed_value_, q.dot(routed_mass_)};
   }
 
+  // The backward, as LinearStream's (docs/gradients.md): the read, then lines 6, 4-5 and 3 in
+  // reverse, with P_t and m_t of this (the state after the token).
+  struct Adjoint {
+    Matrix<T> key_value;
+    Vector<T> key_mass;
+    Matrix<T> routed_value;
+    Vector<T> routed_mass;
+  };
+  Adjoint zero_adjoint() const {
+    return {Matrix<T>::Zero(key_value_.rows(), key_value_.cols()), Vector<T>::Zero(key_mass_.size()),
+            Matrix<T>::Zero(routed_value_.rows(), routed_value_.cols()), Vector<T>::Zero(routed_mass_.size())};
+  }
+  TokenGradient<T> backward(const AhlaStream& /*before*/, const Vector<T>& q, const Vector<T>& k,
+                            const RowVector<T>& v, const RowVector<T>& d_num, const T& d_den, Adjoint& a) const {
+    TokenGradient<T> g;
+    g.dq = routed_value_ * d_num.transpose() + d_den * routed_mass_;  // lines 7-9
+    a.routed_value += q * d_num;
+    a.routed_mass += d_den * q;
+    const RowVector<T> r = q.transpose() * key_value_;  // line 6: E += k r, n += s k
+    const T s = q.dot(key_mass_);
+    const RowVector<T> d_r = k.transpose() * a.routed_value;
+    const T d_s = k.dot(a.routed_mass);
+    g.dk = a.routed_value * r.transpose() + s * a.routed_mass;
+    g.dq += key_value_ * d_r.transpose() + d_s * key_mass_;  // lines 4-5
+    a.key_value += q * d_r;
+    a.key_mass += d_s * q;
+    g.dk += a.key_value * v.transpose() + a.key_mass;  // line 3
+    g.dv = k.transpose() * a.key_value;
+    a.key_value = gamma_ * a.key_value;
+    a.key_mass = gamma_ * a.key_mass;
+    a.routed_value = gamma_ * a.routed_value;
+    a.routed_mass = gamma_ * a.routed_mass;
+    return g;
+  }
+
  private:
   T gamma_;
   Matrix<T> key_value_;     // P^KV

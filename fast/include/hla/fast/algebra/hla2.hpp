@@ -67,6 +67,59 @@ class Hla2Stream {
     return hla2_read(q, ridge_, masked_, key_moment_, query_value_, query_mass_, cross_value_, cross_mass_);
   }
 
+  // The backward, as LinearStream's (docs/gradients.md). With u = q^T S + ridge q^T, the read
+  // num = u C - q^T G, den = u m - q^T h and the push's G_t = age G + gain k (k^T C_{t-1}) (h alike)
+  // give their adjoints in reverse order; C_{t-1} and m_{t-1} come from `before`.
+  struct Adjoint {
+    Matrix<T> key_moment, query_value;
+    Vector<T> query_mass;
+    Matrix<T> cross_value;
+    Vector<T> cross_mass;
+  };
+  Adjoint zero_adjoint() const {
+    return {Matrix<T>::Zero(key_moment_.rows(), key_moment_.cols()),
+            Matrix<T>::Zero(query_value_.rows(), query_value_.cols()), Vector<T>::Zero(query_mass_.size()),
+            Matrix<T>::Zero(cross_value_.rows(), cross_value_.cols()), Vector<T>::Zero(cross_mass_.size())};
+  }
+  TokenGradient<T> backward(const Hla2Stream& before, const Vector<T>& q, const Vector<T>& k, const RowVector<T>& v,
+                            const RowVector<T>& d_num, const T& d_den, Adjoint& a) const {
+    TokenGradient<T> g;
+    // read
+    const RowVector<T> u = q.transpose() * key_moment_ + ridge_ * q.transpose();
+    const RowVector<T> d_u = d_num * query_value_.transpose() + d_den * query_mass_.transpose();
+    a.query_value += u.transpose() * d_num;
+    a.query_mass += d_den * u.transpose();
+    a.key_moment += q * d_u;
+    g.dq = key_moment_ * d_u.transpose() + ridge_ * d_u.transpose();
+    if (masked_) {
+      a.cross_value -= q * d_num;
+      a.cross_mass -= d_den * q;
+      g.dq -= cross_value_ * d_num.transpose() + d_den * cross_mass_;
+    }
+    // push, last update first
+    Matrix<T> d_query_value_before = gamma_ * a.query_value;
+    Vector<T> d_query_mass_before = gamma_ * a.query_mass;
+    g.dq += a.query_value * v.transpose() + a.query_mass;
+    g.dv = q.transpose() * a.query_value;
+    g.dk = (a.key_moment + a.key_moment.transpose()) * k;
+    if (masked_) {
+      const RowVector<T> w = k.transpose() * before.query_value_;  // k^T C_{t-1}
+      const T sigma = k.dot(before.query_mass_);                    // k^T m_{t-1}
+      const RowVector<T> d_w = cross_.gain * (k.transpose() * a.cross_value);
+      const T d_sigma = cross_.gain * k.dot(a.cross_mass);
+      g.dk += cross_.gain * (a.cross_value * w.transpose() + sigma * a.cross_mass) +
+              before.query_value_ * d_w.transpose() + d_sigma * before.query_mass_;
+      d_query_value_before += k * d_w;
+      d_query_mass_before += d_sigma * k;
+      a.cross_value = cross_.age * a.cross_value;
+      a.cross_mass = cross_.age * a.cross_mass;
+    }
+    a.key_moment = gamma_ * a.key_moment;
+    a.query_value = std::move(d_query_value_before);
+    a.query_mass = std::move(d_query_mass_before);
+    return g;
+  }
+
   // The summaries, for readers other than read() (hla check's diagnosis reads them transposed).
   const Matrix<T>& key_moment() const { return key_moment_; }
   const Matrix<T>& query_value() const { return query_value_; }

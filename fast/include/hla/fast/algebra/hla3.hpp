@@ -64,6 +64,101 @@ class Hla3PublishedStream {
     return r;
   }
 
+  // The backward, as LinearStream's (docs/gradients.md): the read, then lines 11, 10, 9 and the
+  // moments' updates in reverse, with the moments before the token from `before`.
+  struct Adjoint {
+    Matrix<T> key_moment, query_moment, key_value;
+    Vector<T> key_mass;
+    Matrix<T> g1, g2, g3;
+    Vector<T> h1, h2, h3;
+  };
+  Adjoint zero_adjoint() const {
+    const Matrix<T> dd = Matrix<T>::Zero(key_moment_.rows(), key_moment_.cols());
+    const Matrix<T> dv = Matrix<T>::Zero(key_value_.rows(), key_value_.cols());
+    const Vector<T> d = Vector<T>::Zero(key_mass_.size());
+    return {dd, dd, dv, d, dv, dv, dv, d, d, d};
+  }
+  TokenGradient<T> backward(const Hla3PublishedStream& before, const Vector<T>& q, const Vector<T>& k,
+                            const RowVector<T>& v, const RowVector<T>& d_num, const T& d_den, Adjoint& a) const {
+    TokenGradient<T> g;
+    // read: num = (S^Q (S^K q))^T P - q^T (G1 + G2 + G3), den = q^T S^K (S^Q m) - q^T (h1 + h2 + h3)
+    const Vector<T> y = key_moment_ * q, z = query_moment_ * y;
+    const Vector<T> w = query_moment_ * key_mass_, x = key_moment_ * w;
+    const Vector<T> d_z = key_value_ * d_num.transpose();
+    a.key_value += z * d_num;
+    a.query_moment += d_z * y.transpose();
+    const Vector<T> d_y = query_moment_.transpose() * d_z;
+    a.key_moment += d_y * q.transpose();
+    g.dq = key_moment_.transpose() * d_y + d_den * x;
+    const Vector<T> d_x = d_den * q;
+    a.key_moment += d_x * w.transpose();
+    const Vector<T> d_w = key_moment_.transpose() * d_x;
+    a.query_moment += d_w * key_mass_.transpose();
+    a.key_mass += query_moment_.transpose() * d_w;
+    g.dk = Vector<T>::Zero(k.size());
+    g.dv = RowVector<T>::Zero(v.size());
+    // the moments before the token receive what the cross-summaries read of them
+    Matrix<T> d_key_prev = Matrix<T>::Zero(key_moment_.rows(), key_moment_.cols());
+    Matrix<T> d_query_prev = d_key_prev;
+    Matrix<T> d_value_prev = Matrix<T>::Zero(key_value_.rows(), key_value_.cols());
+    Vector<T> d_mass_prev = Vector<T>::Zero(key_mass_.size());
+    if (masked_) {
+      a.g1 -= q * d_num;
+      a.g2 -= q * d_num;
+      a.g3 -= q * d_num;
+      a.h1 -= d_den * q;
+      a.h2 -= d_den * q;
+      a.h3 -= d_den * q;
+      g.dq -= (g1_ + g2_ + g3_) * d_num.transpose() + d_den * (h1_ + h2_ + h3_);
+      const Matrix<T>& key_prev = before.key_moment_;
+      const Matrix<T>& query_prev = before.query_moment_;
+      const Matrix<T>& value_prev = before.key_value_;
+      const Vector<T>& mass_prev = before.key_mass_;
+      // line 11: a3 = S^K_{t-1} (S^Q_{t-1} k), G3 += a3 v, h3 += a3
+      const Vector<T> b = query_prev * k, a3 = key_prev * b;
+      const Vector<T> d_a3 = a.g3 * v.transpose() + a.h3;
+      g.dv += a3.transpose() * a.g3;
+      d_key_prev += d_a3 * b.transpose();
+      const Vector<T> d_b = key_prev.transpose() * d_a3;
+      d_query_prev += d_b * k.transpose();
+      g.dk += query_prev.transpose() * d_b;
+      // line 10: a2 = S^K_{t-1} q, G2 += a2 (q^T P_{t-1}), h2 += (q . m_{t-1}) a2
+      const Vector<T> a2 = key_prev * q;
+      const RowVector<T> r2 = q.transpose() * value_prev;
+      const T sigma2 = q.dot(mass_prev);
+      const Vector<T> d_a2 = a.g2 * r2.transpose() + sigma2 * a.h2;
+      const RowVector<T> d_r2 = a2.transpose() * a.g2;
+      const T d_sigma2 = a2.dot(a.h2);
+      g.dq += value_prev * d_r2.transpose() + d_sigma2 * mass_prev + key_prev.transpose() * d_a2;
+      d_value_prev += q * d_r2;
+      d_mass_prev += d_sigma2 * q;
+      d_key_prev += d_a2 * q.transpose();
+      // line 9: u1 = S^Q_{t-1} k, G1 += k (u1^T P_{t-1}), h1 += (u1 . m_{t-1}) k
+      const Vector<T> u1 = query_prev * k;
+      const RowVector<T> r1 = u1.transpose() * value_prev;
+      const T sigma1 = u1.dot(mass_prev);
+      g.dk += a.g1 * r1.transpose() + sigma1 * a.h1;
+      const RowVector<T> d_r1 = k.transpose() * a.g1;
+      const T d_sigma1 = k.dot(a.h1);
+      const Vector<T> d_u1 = value_prev * d_r1.transpose() + d_sigma1 * mass_prev;
+      d_value_prev += u1 * d_r1;
+      d_mass_prev += d_sigma1 * u1;
+      d_query_prev += d_u1 * k.transpose();
+      g.dk += query_prev.transpose() * d_u1;
+      for (Matrix<T>* m : {&a.g1, &a.g2, &a.g3}) *m = gamma_ * *m;
+      for (Vector<T>* m : {&a.h1, &a.h2, &a.h3}) *m = gamma_ * *m;
+    }
+    // lines 6-7: the moments
+    g.dk += (a.key_moment + a.key_moment.transpose()) * k + a.key_value * v.transpose() + a.key_mass;
+    g.dq += (a.query_moment + a.query_moment.transpose()) * q;
+    g.dv += k.transpose() * a.key_value;
+    a.key_moment = gamma_ * a.key_moment + d_key_prev;
+    a.query_moment = gamma_ * a.query_moment + d_query_prev;
+    a.key_value = gamma_ * a.key_value + d_value_prev;
+    a.key_mass = gamma_ * a.key_mass + d_mass_prev;
+    return g;
+  }
+
  private:
   T gamma_;
   bool masked_;
@@ -112,6 +207,45 @@ class Hla3CorrectedStream {
 
   Readout<T> read(const Vector<T>& q) const {
     return {q.transpose() * corrected_value_, q.dot(corrected_mass_)};
+  }
+
+  // The backward, as LinearStream's (docs/gradients.md): the read, F and eta's update (z = S^K_t q,
+  // r = q^T P_t, sigma = q . m_t), then the moments', with S^K_t, P_t, m_t of this state.
+  struct Adjoint {
+    Matrix<T> key_moment, key_value;
+    Vector<T> key_mass;
+    Matrix<T> corrected_value;
+    Vector<T> corrected_mass;
+  };
+  Adjoint zero_adjoint() const {
+    return {Matrix<T>::Zero(key_moment_.rows(), key_moment_.cols()),
+            Matrix<T>::Zero(key_value_.rows(), key_value_.cols()), Vector<T>::Zero(key_mass_.size()),
+            Matrix<T>::Zero(corrected_value_.rows(), corrected_value_.cols()), Vector<T>::Zero(corrected_mass_.size())};
+  }
+  TokenGradient<T> backward(const Hla3CorrectedStream& /*before*/, const Vector<T>& q, const Vector<T>& k,
+                            const RowVector<T>& v, const RowVector<T>& d_num, const T& d_den, Adjoint& a) const {
+    TokenGradient<T> g;
+    g.dq = corrected_value_ * d_num.transpose() + d_den * corrected_mass_;  // read
+    a.corrected_value += q * d_num;
+    a.corrected_mass += d_den * q;
+    const Vector<T> z = key_moment_ * q;
+    const RowVector<T> r = q.transpose() * key_value_;
+    const T sigma = q.dot(key_mass_);
+    const Vector<T> d_z = a.corrected_value * r.transpose() + sigma * a.corrected_mass;
+    const RowVector<T> d_r = z.transpose() * a.corrected_value;
+    const T d_sigma = z.dot(a.corrected_mass);
+    g.dq += key_value_ * d_r.transpose() + d_sigma * key_mass_ + key_moment_.transpose() * d_z;
+    a.key_value += q * d_r;
+    a.key_mass += d_sigma * q;
+    a.key_moment += d_z * q.transpose();
+    g.dk = (a.key_moment + a.key_moment.transpose()) * k + a.key_value * v.transpose() + a.key_mass;
+    g.dv = k.transpose() * a.key_value;
+    a.key_moment = gamma_ * a.key_moment;
+    a.key_value = gamma_ * a.key_value;
+    a.key_mass = gamma_ * a.key_mass;
+    a.corrected_value = gamma_cubed_ * a.corrected_value;
+    a.corrected_mass = gamma_cubed_ * a.corrected_mass;
+    return g;
   }
 
  private:

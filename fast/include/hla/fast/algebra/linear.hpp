@@ -12,6 +12,13 @@ struct Readout {
   T den;
 };
 
+// One token's share of the gradients of <dO, O> (the backward of a stream, backward.hpp).
+template <class T>
+struct TokenGradient {
+  Vector<T> dq, dk;
+  RowVector<T> dv;
+};
+
 // First-order linear attention (Sec. 2.2, identity feature map), the baseline:
 // P_t = gamma P_{t-1} + k_t v_t^T,  m_t = gamma m_{t-1} + k_t,  o_t = q_t^T P_t.
 template <class T>
@@ -30,6 +37,28 @@ class LinearStream {
   // Scalars held between tokens (besides gamma).
   Index state_size() const { return key_value_.size() + key_mass_.size(); }
   Readout<T> read(const Vector<T>& q) const { return {q.transpose() * key_value_, q.dot(key_mass_)}; }
+
+  // The backward (docs/gradients.md): the adjoint of the state, carried from the last token to the
+  // first. backward() is called on the state after token t (push then read), with the state
+  // before it; it turns the adjoint of the state after t into that of the state before t and
+  // returns token t's gradients, given the adjoints d_num, d_den of its readout.
+  struct Adjoint {
+    Matrix<T> key_value;
+    Vector<T> key_mass;
+  };
+  Adjoint zero_adjoint() const { return {Matrix<T>::Zero(key_value_.rows(), key_value_.cols()), Vector<T>::Zero(key_mass_.size())}; }
+  TokenGradient<T> backward(const LinearStream& /*before*/, const Vector<T>& q, const Vector<T>& k,
+                            const RowVector<T>& v, const RowVector<T>& d_num, const T& d_den, Adjoint& a) const {
+    TokenGradient<T> g;
+    g.dq = key_value_ * d_num.transpose() + d_den * key_mass_;  // read
+    a.key_value += q * d_num;
+    a.key_mass += d_den * q;
+    g.dk = a.key_value * v.transpose() + a.key_mass;  // push
+    g.dv = k.transpose() * a.key_value;
+    a.key_value = gamma_ * a.key_value;
+    a.key_mass = gamma_ * a.key_mass;
+    return g;
+  }
 
  private:
   T gamma_;
