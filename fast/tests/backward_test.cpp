@@ -8,9 +8,9 @@
 
 #include <catch2/catch.hpp>
 
-#include "hla/reference/dual.hpp"
 #include "hla/reference/random.hpp"
 #include "hla/testing/generators.hpp"
+#include "hla/testing/gradients.hpp"
 #include "hla/testing/property.hpp"
 
 using namespace hla;
@@ -20,21 +20,7 @@ using hla::testing::property;
 
 namespace {
 
-template <class T>
-bool defined(const OperatorSpec& spec, const Sequence<T>& s) {
-  if (!spec.normalize) return true;
-  const Vector<T> den = reference::terms(spec, s).den;
-  for (Index t = 0; t < den.size(); ++t)
-    if (den(t) + from_rational<T>(spec.eps) == T(0)) return false;
-  return true;
-}
-
-template <class T>
-T inner(const Matrix<T>& a, const Matrix<T>& b) {
-  T sum(0);
-  for (Index i = 0; i < a.size(); ++i) sum += a.data()[i] * b.data()[i];
-  return sum;
-}
+using testing::projected;
 
 template <class T>
 void streaming_equals_reference(Variant variant, int max_n, int max_d) {
@@ -43,7 +29,7 @@ void streaming_equals_reference(Variant variant, int max_n, int max_d) {
   const Matrix<Rational> d_out = *testing::gen_matrix(s.length(), s.value_dim(), false).as("dO");
   const Index checkpoint = *testing::gen_position(1, s.length() + 2).as("checkpoint");
   const Sequence<T> st = convert<T>(s);
-  RC_PRE(defined(spec, st));
+  RC_PRE(testing::denominators_nonzero(spec, reference::terms(spec, st)));
   const Form form = fast::default_form(spec, Implementation::streaming);
   const Gradients<T> fast = fast::streaming_gradients(spec, form, st, convert<T>(d_out), checkpoint);
   const Gradients<T> exact = reference::gradients(spec, st, convert<T>(d_out));
@@ -77,16 +63,12 @@ TEST_CASE("backward/each stream's gradients are those of its own recurrence", "[
                const Index n = s.length(), d = s.key_dim(), dv = s.value_dim();
                const Sequence<Rational> e = *testing::gen_sequence(n, d, dv, false).as("direction");
                const Matrix<Rational> d_out = *testing::gen_matrix(n, dv, false).as("dO");
-               const Sequence<Dual<Rational>> moved{dual(s.q, e.q), dual(s.k, e.k), dual(s.v, e.v)};
                for (const Form form : {Form::published, Form::corrected}) {
                  if (fast::backward_unavailable(spec, Implementation::streaming, form)) continue;
-                 const Terms<Rational> terms = fast::streaming_terms(spec, form, s);
-                 for (Index t = 0; t < n; ++t) RC_PRE(!spec.normalize || terms.den(t) + spec.eps != 0);
+                 RC_PRE(testing::denominators_nonzero(spec, fast::streaming_terms(spec, form, s)));
                  const Gradients<Rational> g = fast::streaming_gradients(spec, form, s, d_out);
-                 const Matrix<Dual<Rational>> o = fast::streaming_output(spec, form, moved);
-                 Rational derivative = 0;
-                 for (Index i = 0; i < o.size(); ++i) derivative += d_out.data()[i] * o.data()[i].derivative();
-                 RC_ASSERT(inner(g.dq, e.q) + inner(g.dk, e.k) + inner(g.dv, e.v) == derivative);
+                 const auto output = [&](const auto& moved) { return fast::streaming_output(spec, form, moved); };
+                 RC_ASSERT(projected(g, e) == testing::directional(output, s, e, d_out));
                }
              },
              100);

@@ -8,9 +8,9 @@
 
 #include <catch2/catch.hpp>
 
-#include "hla/reference/dual.hpp"
 #include "hla/reference/random.hpp"
 #include "hla/testing/generators.hpp"
+#include "hla/testing/gradients.hpp"
 #include "hla/testing/property.hpp"
 
 using namespace hla;
@@ -18,37 +18,12 @@ using hla::testing::property;
 
 namespace {
 
-template <class T>
-T inner(const Matrix<T>& a, const Matrix<T>& b) {
-  T sum(0);
-  for (Index i = 0; i < a.size(); ++i) sum += a.data()[i] * b.data()[i];
-  return sum;
-}
+using testing::projected;
 
-// Whether every normalized denominator is non-zero (the quotient's derivative exists).
-template <class T>
-bool defined(const OperatorSpec& spec, const Sequence<T>& s) {
-  if (!spec.normalize) return true;
-  const Vector<T> den = reference::terms(spec, s).den;
-  const T eps = from_rational<T>(spec.eps);
-  for (Index t = 0; t < den.size(); ++t)
-    if (den(t) + eps == T(0)) return false;
-  return true;
-}
-
-// d/de <dO, O(s + e e_s)> by forward mode on the definition.
+// d/de <dO, O(s + e E)> by forward mode on the definition.
 template <class T>
 T directional(const OperatorSpec& spec, const Sequence<T>& s, const Sequence<T>& e, const Matrix<T>& d_out) {
-  const Sequence<Dual<T>> moved{dual(s.q, e.q), dual(s.k, e.k), dual(s.v, e.v)};
-  const Matrix<Dual<T>> o = reference::output(spec, moved);
-  T sum(0);
-  for (Index i = 0; i < o.size(); ++i) sum += d_out.data()[i] * o.data()[i].derivative();
-  return sum;
-}
-
-template <class T>
-T projected(const Gradients<T>& g, const Sequence<T>& e) {
-  return inner(g.dq, e.q) + inner(g.dk, e.k) + inner(g.dv, e.v);
+  return testing::directional([&spec](const auto& moved) { return reference::output(spec, moved); }, s, e, d_out);
 }
 
 // One case in T: a spec of `variant`, inputs of at most max_n tokens and max_d columns, dO and a
@@ -61,7 +36,7 @@ void reverse_equals_forward(Variant variant, int max_n, int max_d) {
   const Sequence<Rational> e = *testing::gen_sequence(n, d, dv, false).as("direction");
   const Matrix<Rational> d_out = *testing::gen_matrix(n, dv, false).as("dO");
   const Sequence<T> st = convert<T>(s);
-  RC_PRE(defined(spec, st));
+  RC_PRE(testing::denominators_nonzero(spec, reference::terms(spec, st)));
   const Sequence<T> et = convert<T>(e);
   const Matrix<T> dt = convert<T>(d_out);
   RC_ASSERT(projected(reference::gradients(spec, st, dt), et) == directional(spec, st, et, dt));
