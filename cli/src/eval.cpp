@@ -5,6 +5,7 @@
 #include <iomanip>
 #include <iostream>
 
+#include "hla/fast/backward.hpp"
 #include "hla/fast/catalogue.hpp"
 #include "hla/fast/chunked.hpp"
 #include "hla/fast/scan.hpp"
@@ -169,6 +170,26 @@ Matrix<T> evaluate(const EvalRequest& req, fast::Form form, const Sequence<T>& s
   throw Error("unknown implementation");
 }
 
+// The gradients of <dO, O>: the reference's reverse mode on the matrix forms, or the streaming
+// backward (the catalogue's backward_unavailable has refused the rest).
+template <class T>
+Gradients<T> evaluate_gradients(const EvalRequest& req, fast::Form form, const Sequence<T>& s, const Matrix<T>& d_out) {
+  if (req.impl == fast::Implementation::reference) return reference::gradients(req.spec, s, d_out);
+  return fast::streaming_gradients(req.spec, form, s, d_out);
+}
+
+// --grad and the three gradient outputs come together.
+void check_gradient_flags(const EvalRequest& req, fast::Form form) {
+  const std::pair<const char*, const std::string*> outputs[] = {
+      {"--out-dq", &req.dq_path}, {"--out-dk", &req.dk_path}, {"--out-dv", &req.dv_path}};
+  for (const auto& [flag, path] : outputs) {
+    if (req.grad_path.empty() && !path->empty()) throw Error(std::string(flag) + ": needs --grad DO.npy");
+    if (!req.grad_path.empty() && path->empty()) throw Error(std::string("--grad: needs ") + flag + " too");
+  }
+  if (req.grad_path.empty()) return;
+  if (const auto why = fast::backward_unavailable(req.spec, req.impl, form)) throw Error("--grad: " + *why);
+}
+
 // A GPU implementation runs where the build has CUDA and a device is present.
 void check_device(fast::Implementation impl) {
   const std::string flag = "--impl " + std::string(fast::implementation_name(impl));
@@ -204,16 +225,40 @@ void run_eval(const EvalRequest& req) {
       }
     }
   }
-  const io::NamedPath inputs[] = {{"--q", req.q_path}, {"--k", req.k_path}, {"--v", req.v_path}};
-  io::check_outputs({{io::NamedPath{"--out", req.out_path}}}, inputs);
+  check_gradient_flags(req, form);
+  const bool gradients = !req.grad_path.empty();
+  std::vector<io::NamedPath> inputs{{"--q", req.q_path}, {"--k", req.k_path}, {"--v", req.v_path}};
+  std::vector<io::NamedPath> outputs{{"--out", req.out_path}};
+  if (gradients) {
+    inputs.push_back({"--grad", req.grad_path});
+    outputs.insert(outputs.end(), {{"--out-dq", req.dq_path}, {"--out-dk", req.dk_path}, {"--out-dv", req.dv_path}});
+  }
+  io::check_outputs(outputs, inputs);
   const NpyMatrix q = io::read_npy_matrix(req.q_path);
   const NpyMatrix k = io::read_npy_matrix(req.k_path);
   const NpyMatrix v = io::read_npy_matrix(req.v_path);
   check_shapes(req, q, k, v);
+  NpyMatrix d_out;
+  if (gradients) {
+    d_out = io::read_npy_matrix(req.grad_path);
+    if (d_out.rows != v.rows || d_out.cols != v.cols) {
+      throw Error(req.grad_path + ": shape (" + std::to_string(d_out.rows) + ", " + std::to_string(d_out.cols) +
+                  ") but the output is (" + std::to_string(v.rows) + ", " + std::to_string(v.cols) + ")");
+    }
+  }
   with_scalar(req.scalar, [&]<class T>(TypeTag<T>) {
     const Sequence<T> s{to_matrix<T>(q, req.q_path), to_matrix<T>(k, req.k_path),
                         to_matrix<T>(v, req.v_path)};
-    write_output(req.out_path, evaluate(req, form, s));
+    const Matrix<T> o = evaluate(req, form, s);
+    if (!gradients) {
+      write_output(req.out_path, o);
+      return;
+    }
+    const Gradients<T> g = evaluate_gradients(req, form, s, to_matrix<T>(d_out, req.grad_path));
+    write_output(req.out_path, o);  // every result computed before the first file is written
+    write_output(req.dq_path, g.dq);
+    write_output(req.dk_path, g.dk);
+    write_output(req.dv_path, g.dv);
   });
 }
 

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "hla/fast/streaming.hpp"
+#include "hla/reference/gradient.hpp"
 #include "hla/io/npy.hpp"
 #if defined(HLA_HAVE_CUDA)
 #include "hla/fast/gpu.hpp"
@@ -257,6 +258,49 @@ TEST_CASE("cli/eval writes the operator's output", "[cli]") {
     std::memcpy(&word, data.data() + 8 * t, 8);
     CHECK(word == residues(t, 0).residue());
   }
+}
+
+TEST_CASE("cli/eval --grad writes the gradients of <dO, O>", "[cli][gradient]") {
+  Workspace w;
+  w.matrix("do.npy", 3, 1, {2, -1, 3});
+  OperatorSpec spec;
+  spec.variant = Variant::hla3;
+  spec.normalize = true;
+  spec.eps = Rational(1, 10);
+  spec.decay = Rational(3, 4);
+  const Sequence<Rational> input{w.exact("q.npy"), w.exact("k.npy"), w.exact("v.npy")};
+  const Gradients<Rational> expected = reference::gradients(spec, input, w.exact("do.npy"));
+  const std::string outputs = " --grad " + w.path("do.npy") + " --out-dq " + w.path("dq.npy") + " --out-dk " +
+                              w.path("dk.npy") + " --out-dv " + w.path("dv.npy");
+  for (const char* impl : {"reference", "streaming"}) {
+    const Run r = w.eval(std::string("--variant hla3 --normalize --eps 0.1 --decay 3/4 --impl ") + impl + outputs);
+    INFO(impl << ": " << r.err);
+    REQUIRE(r.status == 0);
+    CHECK(w.output_exists());
+    const std::pair<const char*, const Matrix<Rational>*> files[] = {
+        {"dq.npy", &expected.dq}, {"dk.npy", &expected.dk}, {"dv.npy", &expected.dv}};
+    for (const auto& [name, want] : files) {
+      const io::NpyMatrix got = io::read_npy_matrix(w.path(name));
+      REQUIRE(got.rows == want->rows());
+      REQUIRE(got.cols == want->cols());
+      for (Index i = 0; i < want->size(); ++i)  // correctly rounded from the exact gradient
+        CHECK(got.values[std::size_t(i)] == to_double(want->data()[i]));
+    }
+  }
+  for (const char* name : {"dq.npy", "dk.npy", "dv.npy"}) fs::remove(w.path(name));
+  // Bad input: one line, nothing written.
+  check_rejected(w, w.eval("--grad " + w.path("do.npy") + " --out-dq " + w.path("dq.npy")), "--grad",
+                 "needs --out-dk");
+  check_rejected(w, w.eval("--out-dv " + w.path("dv.npy")), "--out-dv", "needs --grad");
+  check_rejected(w, w.eval("--impl scan" + outputs), "--grad", "not built yet");
+  w.matrix("do2.npy", 2, 1, {1, 1});
+  check_rejected(w, w.eval("--grad " + w.path("do2.npy") + " --out-dq " + w.path("dq.npy") + " --out-dk " +
+                           w.path("dk.npy") + " --out-dv " + w.path("dv.npy")),
+                 "do2.npy", "shape (2, 1) but the output is (3, 1)");
+  check_rejected(w, w.eval("--grad " + w.path("do.npy") + " --out-dq " + w.path("q.npy") + " --out-dk " +
+                           w.path("dk.npy") + " --out-dv " + w.path("dv.npy")),
+                 "--out-dq", "");
+  for (const char* name : {"dq.npy", "dk.npy", "dv.npy"}) CHECK_FALSE(fs::exists(w.path(name)));
 }
 
 TEST_CASE("cli/eval with the scan and chunked implementations", "[cli]") {

@@ -16,9 +16,12 @@ struct EvalRequest {
   fast::ScanOptions scan;
   ScalarKind scalar = ScalarKind::exact;
   std::string q_path, k_path, v_path, out_path;
+  // --grad dO.npy: also the gradients of <dO, O> into dq_path, dk_path, dv_path (docs/gradients.md).
+  std::string grad_path, dq_path, dk_path, dv_path;
 };
 
-// Reads q, k, v, evaluates, writes O.npy (float64 [n, dv], or uint64 residues for modp).
+// Reads q, k, v, evaluates, writes O.npy (float64 [n, dv], or uint64 residues for modp), and with
+// grad_path dQ, dK, dV by the implementation's backward (the reference or the streaming form).
 // Throws hla::Error with a one-line message on bad input; writes nothing then.
 void run_eval(const EvalRequest& request);
 
