@@ -5,7 +5,7 @@
 // backward(), algebra/<variant>.hpp; docs/gradients.md). The forward states are not stored per
 // token: one forward pass keeps a copy of the state every `checkpoint` tokens, then each segment,
 // from the last, has its states recomputed from its checkpoint. Memory: ceil(n / checkpoint)
-// checkpoints plus `checkpoint` states of the segment at hand (2 sqrt(n) states by default),
+// checkpoints plus `checkpoint` + 1 states of the segment at hand (2 sqrt(n) + 1 by default),
 // O(d^2 + d dv) each; time: two forward passes and one backward pass, O(d^2 + d dv) per token.
 
 #include <cmath>
@@ -86,12 +86,8 @@ Gradients<T> streaming_gradients(const OperatorSpec& spec, Form form, const Sequ
                                  Index checkpoint = 0) {
   if (const auto why = backward_unavailable(spec, Implementation::streaming, form)) throw Error(*why);
   return with_stream<T>(spec, form, s.key_dim(), s.value_dim(), [&](auto stream) -> Gradients<T> {
-    using Stream = decltype(stream);
-    if constexpr (StreamWithBackward<Stream, T>) {
-      return stream_gradients<T>(stream, spec, s, d_out, checkpoint);
-    } else {
-      throw Error("this stream has no backward");
-    }
+    static_assert(StreamWithBackward<decltype(stream), T>, "every stream of with_stream has a backward");
+    return stream_gradients<T>(stream, spec, s, d_out, checkpoint);
   });
 }
 
