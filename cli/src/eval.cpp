@@ -115,13 +115,18 @@ Matrix<T> evaluate_fast(const EvalRequest& req, const Sequence<T>& s) {
 
 // The n x n reference is cubic in n: it is timed on prefixes first (64, 128, ... tokens, until one
 // takes 0.2 s), and a run estimated at more than a few seconds says so, with a progress line.
+// Refuses, in one line, `matrices` n x n matrices of T that this machine cannot hold.
+template <class T>
+void require_square_matrices(double matrices, Index n, const std::string& what) {
+  const double bytes_per_entry = sizeof(T) + (is_exact_v<T> || std::is_same_v<T, Mpfr> ? 64.0 : 0.0);
+  require_memory(matrices * double(n) * double(n) * bytes_per_entry, what + " at n = " + std::to_string(n));
+}
+
 template <class T>
 Matrix<T> reference_output(const EvalRequest& req, const Sequence<T>& s) {
   using Clock = std::chrono::steady_clock;
   const Index n = s.length();
-  const double bytes_per_entry = sizeof(T) + (is_exact_v<T> || std::is_same_v<T, Mpfr> ? 64.0 : 0.0);
-  require_memory(4.0 * double(n) * double(n) * bytes_per_entry,
-                 "--impl reference: the n x n matrices at n = " + std::to_string(n));
+  require_square_matrices<T>(4, n, "--impl reference: the n x n matrices");
   double estimate = 0;
   for (Index m = 64; m < n; m *= 2) {
     const auto start = Clock::now();
@@ -174,7 +179,10 @@ Matrix<T> evaluate(const EvalRequest& req, fast::Form form, const Sequence<T>& s
 // backward (the catalogue's backward_unavailable has refused the rest).
 template <class T>
 Gradients<T> evaluate_gradients(const EvalRequest& req, fast::Form form, const Sequence<T>& s, const Matrix<T>& d_out) {
-  if (req.impl == fast::Implementation::reference) return reference::gradients(req.spec, s, d_out);
+  if (req.impl == fast::Implementation::reference) {
+    require_square_matrices<T>(10, s.length(), "--grad with --impl reference: the n x n matrices of the adjoints");
+    return reference::gradients(req.spec, s, d_out);
+  }
   return fast::streaming_gradients(req.spec, form, s, d_out);
 }
 
