@@ -257,13 +257,14 @@ void run_eval(const EvalRequest& req) {
   with_scalar(req.scalar, [&]<class T>(TypeTag<T>) {
     const Sequence<T> s{to_matrix<T>(q, req.q_path), to_matrix<T>(k, req.k_path),
                         to_matrix<T>(v, req.v_path)};
-    const Matrix<T> o = evaluate(req, form, s);
     if (!gradients) {
-      write_output(req.out_path, o);
+      write_output(req.out_path, evaluate(req, form, s));
       return;
     }
+    // O comes from the gradients' own forward pass; every result is computed before the first
+    // file is written.
     const Gradients<T> g = evaluate_gradients(req, form, s, to_matrix<T>(d_out, req.grad_path));
-    write_output(req.out_path, o);  // every result computed before the first file is written
+    write_output(req.out_path, g.output);
     write_output(req.dq_path, g.dq);
     write_output(req.dk_path, g.dk);
     write_output(req.dv_path, g.dv);

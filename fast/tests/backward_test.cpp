@@ -36,6 +36,8 @@ void streaming_equals_reference(Variant variant, int max_n, int max_d) {
   RC_ASSERT(fast.dq == exact.dq);
   RC_ASSERT(fast.dk == exact.dk);
   RC_ASSERT(fast.dv == exact.dv);
+  RC_ASSERT(fast.output == reference::output(spec, st));
+  RC_ASSERT(exact.output == fast.output);
 }
 
 }  // namespace

@@ -54,7 +54,8 @@ Gradients<T> stream_gradients(const Stream& initial, const OperatorSpec& spec, c
   }
   const Terms<T> d_terms = reference::finish_adjoint(spec, terms, d_out);
 
-  Gradients<T> g{Matrix<T>(n, s.key_dim()), Matrix<T>(n, s.key_dim()), Matrix<T>(n, s.value_dim())};
+  Gradients<T> g{Matrix<T>(n, s.key_dim()), Matrix<T>(n, s.key_dim()), Matrix<T>(n, s.value_dim()),
+                 reference::finish(spec, terms)};
   typename Stream::Adjoint adjoint = initial.zero_adjoint();
   std::vector<Stream> states;  // states[i]: before token first + i
   for (Index segment = static_cast<Index>(checkpoints.size()) - 1; segment >= 0; --segment) {
@@ -78,7 +79,7 @@ Gradients<T> stream_gradients(const Stream& initial, const OperatorSpec& spec, c
   return g;
 }
 
-// d<dO, O>/dQ, dK, dV through the streaming form of spec in `form`: the corrected form's equal
+// d<dO, O>/dQ, dK, dV through the streaming form of spec in `form`, and O: the corrected form's equal
 // reference::gradients; a published form's are those of its own recurrence. Throws hla::Error
 // where the catalogue's backward_unavailable says why.
 template <class T>

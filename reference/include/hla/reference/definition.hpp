@@ -99,15 +99,19 @@ Matrix<T> weights(const OperatorSpec& spec, const Matrix<T>& q, const Matrix<T>&
 
 // num_t = sum_{j<=t} M_tj v_j and den_t = sum_{j<=t} M_tj: sums over the causal range only.
 template <class T>
-Terms<T> terms(const OperatorSpec& spec, const Sequence<T>& s, const RowDone& done = {}) {
-  const Index n = s.length();
-  const Matrix<T> m = weights(spec, s.q, s.k, done);
-  Terms<T> out{Matrix<T>(n, s.value_dim()), Vector<T>(n)};
+Terms<T> terms_of_weights(const Matrix<T>& m, const Matrix<T>& v) {
+  const Index n = m.rows();
+  Terms<T> out{Matrix<T>(n, v.cols()), Vector<T>(n)};
   for (Index t = 0; t < n; ++t) {
-    out.num.row(t) = m.row(t).head(t + 1) * s.v.topRows(t + 1);
+    out.num.row(t) = m.row(t).head(t + 1) * v.topRows(t + 1);
     out.den(t) = m.row(t).head(t + 1).sum();
   }
   return out;
+}
+
+template <class T>
+Terms<T> terms(const OperatorSpec& spec, const Sequence<T>& s, const RowDone& done = {}) {
+  return terms_of_weights(weights(spec, s.q, s.k, done), s.v);
 }
 
 // o_t = num_t, or num_t / (den_t + eps) when normalized. Shared by every implementation.

@@ -23,6 +23,7 @@ namespace hla {
 template <class T>
 struct Gradients {
   Matrix<T> dq, dk, dv;
+  Matrix<T> output;  // O itself, from the forward pass the gradients need anyway
 };
 
 namespace reference {
@@ -50,7 +51,7 @@ Terms<T> finish_adjoint(const OperatorSpec& spec, const Terms<T>& terms, const M
   return out;
 }
 
-// d<dO, O>/dQ, dK, dV at s. Normalized: @pre den_t + eps != 0 at every t (an exact zero throws
+// d<dO, O>/dQ, dK, dV at s, and O. Normalized: @pre den_t + eps != 0 at every t (an exact zero throws
 // hla::Error naming the token, as output() does).
 template <class T>
 Gradients<T> gradients(const OperatorSpec& spec, const Sequence<T>& s, const Matrix<T>& d_out) {
@@ -58,7 +59,8 @@ Gradients<T> gradients(const OperatorSpec& spec, const Sequence<T>& s, const Mat
   const Index n = s.length();
   const T gamma = from_rational<T>(spec.decay), one(1);
   const Matrix<T> m = weights(spec, s.q, s.k);
-  const Terms<T> adjoint = finish_adjoint(spec, Terms<T>{m * s.v, m.rowwise().sum()}, d_out);
+  const Terms<T> forward = terms_of_weights(m, s.v);
+  const Terms<T> adjoint = finish_adjoint(spec, forward, d_out);
   const Matrix<T>& d_num = adjoint.num;
   const Vector<T>& d_den = adjoint.den;
   // The adjoint of the causal weights (the entries above the diagonal are zero whatever Q and K).
@@ -107,7 +109,7 @@ Gradients<T> gradients(const OperatorSpec& spec, const Sequence<T>& s, const Mat
   }
   d_a += lower(d_w, gamma);
   dq += d_a * s.k;
-  return {dq, Matrix<T>(d_a.transpose() * s.q), Matrix<T>(m.transpose() * d_num)};
+  return {dq, Matrix<T>(d_a.transpose() * s.q), Matrix<T>(m.transpose() * d_num), finish(spec, forward)};
 }
 
 }  // namespace reference
