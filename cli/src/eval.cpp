@@ -175,14 +175,15 @@ Matrix<T> evaluate(const EvalRequest& req, fast::Form form, const Sequence<T>& s
   throw Error("unknown implementation");
 }
 
-// The gradients of <dO, O>: the reference's reverse mode on the matrix forms, or the streaming
-// backward (the catalogue's backward_unavailable has refused the rest).
+// The gradients of <dO, O>: the reference's reverse mode on the matrix forms, the streaming or the
+// scan backward (the catalogue's backward_unavailable has refused the rest).
 template <class T>
 Gradients<T> evaluate_gradients(const EvalRequest& req, fast::Form form, const Sequence<T>& s, const Matrix<T>& d_out) {
   if (req.impl == fast::Implementation::reference) {
     require_square_matrices<T>(10, s.length(), "--grad with --impl reference: the n x n matrices of the adjoints");
     return reference::gradients(req.spec, s, d_out);
   }
+  if (req.impl == fast::Implementation::scan) return fast::scan_gradients(req.spec, form, s, d_out, req.scan);
   return fast::streaming_gradients(req.spec, form, s, d_out);
 }
 

@@ -276,7 +276,7 @@ TEST_CASE("cli/eval --grad writes the gradients of <dO, O>", "[cli][gradient]") 
   const Matrix<Rational> expected_output = reference::output(spec, input);
   const std::string outputs = " --grad " + w.path("do.npy") + " --out-dq " + w.path("dq.npy") + " --out-dk " +
                               w.path("dk.npy") + " --out-dv " + w.path("dv.npy");
-  for (const char* impl : {"reference", "streaming"}) {
+  for (const char* impl : {"reference", "streaming", "scan --chunk 2 --threads 2"}) {
     const Run r = w.eval(std::string(hla3_flags) + " --impl " + impl + outputs);
     INFO(impl << ": " << r.err);
     REQUIRE(r.status == 0);
@@ -295,7 +295,7 @@ TEST_CASE("cli/eval --grad writes the gradients of <dO, O>", "[cli][gradient]") 
   check_rejected(w, w.eval("--grad " + w.path("do.npy") + " --out-dq " + w.path("dq.npy")), "--grad",
                  "needs --out-dk");
   check_rejected(w, w.eval("--out-dv " + w.path("dv.npy")), "--out-dv", "needs --grad");
-  check_rejected(w, w.eval("--impl scan" + outputs), "--grad", "not built yet");
+  check_rejected(w, w.eval("--impl chunked" + outputs), "--grad", "not built yet");
   w.matrix("do2.npy", 2, 1, {1, 1});
   check_rejected(w, w.eval("--grad " + w.path("do2.npy") + " --out-dq " + w.path("dq.npy") + " --out-dk " +
                            w.path("dk.npy") + " --out-dv " + w.path("dv.npy")),

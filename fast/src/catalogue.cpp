@@ -199,6 +199,14 @@ std::optional<std::string> backward_unavailable(const OperatorSpec& spec, Implem
   if (auto why = unavailable(spec, impl, form)) return why;
   if (impl == reference) return std::nullopt;
   if (impl == streaming) return std::nullopt;
+  if (impl == scan) {
+    // F3, F4: the printed decayed operators are not associative, so a scan's gradient would depend
+    // on its bracketing; F2: the printed third-order scan's O(d^3 dv) maps have no adjoints here.
+    if (const Finding* f = finding_for(spec, impl, form))
+      return "--form published: the printed scan of " + describe(spec) + " is not the operator (docs/findings.md, " +
+             std::string(f->id) + "); its backward is not built, the corrected form's is";
+    return std::nullopt;
+  }
   return "the backward of " + describe(spec) + " by " + std::string(implementation_name(impl)) +
          " is not built yet (docs/gradients.md)";
 }

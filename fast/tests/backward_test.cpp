@@ -1,12 +1,13 @@
-// The streaming backward (fast/backward.hpp): the default forms' gradients equal the exact
-// gradients of the definition (reference::gradients) bit for bit, whatever the checkpoint
-// interval; every form's, published or corrected, are the exact gradients of its own recurrence
-// (checked by forward mode on that recurrence), and a published form's differ from the
-// definition's where a finding says its forward pass does.
+// The streaming and the scan backward (fast/backward.hpp): the default forms' gradients equal the
+// exact gradients of the definition (reference::gradients) bit for bit, whatever the checkpoint
+// interval, chunk size and thread count; every form's, published or corrected, are the exact
+// gradients of its own forward pass (checked by forward mode on that pass), and a published form's
+// differ from the definition's where a finding says its forward pass does.
 
 #include "hla/fast/backward.hpp"
 
 #include <catch2/catch.hpp>
+#include <cmath>
 
 #include "hla/reference/random.hpp"
 #include "hla/testing/generators.hpp"
@@ -22,16 +23,25 @@ namespace {
 
 using testing::projected;
 
+// The backward of `impl` (streaming: checkpoint = `every`; scan: chunk = `every`, 1 to 3 threads).
 template <class T>
-void streaming_equals_reference(Variant variant, int max_n, int max_d) {
+Gradients<T> backward(Implementation impl, const OperatorSpec& spec, Form form, const Sequence<T>& s,
+                      const Matrix<T>& d_out, Index every) {
+  if (impl == Implementation::streaming) return fast::streaming_gradients(spec, form, s, d_out, every);
+  const int threads = *rc::gen::inRange(1, 4).as("threads");
+  return fast::scan_gradients(spec, form, s, d_out, fast::ScanOptions{every, threads});
+}
+
+template <class T>
+void equals_reference(Implementation impl, Variant variant, int max_n, int max_d) {
   const OperatorSpec spec = *testing::gen_spec(variant).as("spec");
   const Sequence<Rational> s = *testing::gen_any_sequence(max_n, max_d).as("sequence");
   const Matrix<Rational> d_out = *testing::gen_matrix(s.length(), s.value_dim(), false).as("dO");
-  const Index checkpoint = *testing::gen_position(1, s.length() + 2).as("checkpoint");
+  const Index every = *testing::gen_position(1, s.length() + 2).as("checkpoint or chunk");
   const Sequence<T> st = convert<T>(s);
   RC_PRE(testing::denominators_nonzero(spec, reference::terms(spec, st)));
-  const Form form = fast::default_form(spec, Implementation::streaming);
-  const Gradients<T> fast = fast::streaming_gradients(spec, form, st, convert<T>(d_out), checkpoint);
+  const Form form = fast::default_form(spec, impl);
+  const Gradients<T> fast = backward(impl, spec, form, st, convert<T>(d_out), every);
   const Gradients<T> exact = reference::gradients(spec, st, convert<T>(d_out));
   RC_ASSERT(fast.dq == exact.dq);
   RC_ASSERT(fast.dk == exact.dk);
@@ -42,18 +52,22 @@ void streaming_equals_reference(Variant variant, int max_n, int max_d) {
 
 }  // namespace
 
-TEST_CASE("backward/streaming gradients equal the definition's exactly - Rational", "[backward][exact]") {
-  for (const Variant variant : all_variants) {
-    property(std::string(variant_name(variant)) + ": streaming dQ dK dV equal reference::gradients",
-             [variant] { streaming_equals_reference<Rational>(variant, 9, 3); }, 200);
-  }
+TEST_CASE("backward/streaming and scan gradients equal the definition's exactly - Rational", "[backward][exact]") {
+  for (const Implementation impl : {Implementation::streaming, Implementation::scan})
+    for (const Variant variant : all_variants) {
+      property(std::string(variant_name(variant)) + ": " + std::string(fast::implementation_name(impl)) +
+                   " dQ dK dV equal reference::gradients",
+               [impl, variant] { equals_reference<Rational>(impl, variant, 9, 3); }, 200);
+    }
 }
 
-TEST_CASE("backward/streaming gradients equal the definition's exactly - ModP", "[backward][exact]") {
-  for (const Variant variant : all_variants) {
-    property(std::string(variant_name(variant)) + ": streaming dQ dK dV equal reference::gradients in Z/p",
-             [variant] { streaming_equals_reference<ModP>(variant, 40, 6); }, 200);
-  }
+TEST_CASE("backward/streaming and scan gradients equal the definition's exactly - ModP", "[backward][exact]") {
+  for (const Implementation impl : {Implementation::streaming, Implementation::scan})
+    for (const Variant variant : all_variants) {
+      property(std::string(variant_name(variant)) + ": " + std::string(fast::implementation_name(impl)) +
+                   " dQ dK dV equal reference::gradients in Z/p",
+               [impl, variant] { equals_reference<ModP>(impl, variant, 40, 6); }, 200);
+    }
 }
 
 TEST_CASE("backward/each stream's gradients are those of its own recurrence", "[backward][exact]") {
@@ -74,6 +88,67 @@ TEST_CASE("backward/each stream's gradients are those of its own recurrence", "[
                }
              },
              100);
+  }
+}
+
+// The gradient of each scan form's own bracketing, the catalogue's refusals aside.
+template <class T>
+Gradients<T> any_scan_gradients(const OperatorSpec& spec, Form form, const Sequence<T>& s, const Matrix<T>& d_out,
+                                Index chunk) {
+  return fast::bracketed_scan_gradients(spec, form, s, d_out, fast::ScanOptions{chunk, 1});
+}
+
+TEST_CASE("backward/each scan form's gradients are those of its own bracketing", "[backward][exact]") {
+  for (const Variant variant : all_variants) {
+    property(std::string(variant_name(variant)) + ": in each form, <grad, E> is its scan's directional derivative",
+             [variant] {
+               const OperatorSpec spec = *testing::gen_spec(variant).as("spec");
+               const Sequence<Rational> s = *testing::gen_any_sequence(8, 3).as("sequence");
+               const Index n = s.length(), d = s.key_dim(), dv = s.value_dim();
+               const Sequence<Rational> e = *testing::gen_sequence(n, d, dv, false).as("direction");
+               const Matrix<Rational> d_out = *testing::gen_matrix(n, dv, false).as("dO");
+               const Index chunk = *testing::gen_position(1, n + 2).as("chunk");
+               for (const Form form : {Form::published, Form::corrected}) {
+                 if (fast::unavailable(spec, Implementation::scan, form)) continue;
+                 if (fast::algebra_for(spec, Implementation::scan, form) == fast::AlgebraId::hla3_published_scan)
+                   continue;  // no adjoints for Eqs. 7.6-7.7's maps
+                 Gradients<Rational> g;
+                 try {  // a normalized denominator of this bracketing may be zero (then no derivative)
+                   g = any_scan_gradients(spec, form, s, d_out, chunk);
+                 } catch (const Error& e) {
+                   RC_PRE(std::string(e.what()).find("division by zero") == std::string::npos);
+                   throw;
+                 }
+                 const auto output = [&](const Sequence<Dual<Rational>>& moved) {
+                   const Matrix<Dual<Rational>> zero = Matrix<Dual<Rational>>::Zero(n, dv);
+                   return any_scan_gradients(spec, form, moved, zero, chunk).output;
+                 };
+                 RC_ASSERT(projected(g, e) == testing::directional(output, s, e, d_out));
+               }
+             },
+             100);
+  }
+}
+
+TEST_CASE("backward/the printed scan operators' gradients are not the serial recurrence's", "[backward][exact]") {
+  // Sec. 4.2: "a reverse (decayed) scan applying (+)*_gamma ... yields gradients that match those
+  // of the serial recurrence". With decay the printed (+)_gamma of hla2 (F3) and AHLA (F4) is not
+  // associative: a scan in chunks differs from the serial fold, and so do their gradients.
+  for (const Variant variant : {Variant::hla2, Variant::ahla}) {
+    OperatorSpec spec;
+    spec.variant = variant;
+    spec.decay = Rational(1, 2);
+    // Five tokens: with chunks of two, token 5 reads carry_2 (+) T_5 with carry_2 = (T_1 (+) T_2) (+)
+    // (T_3 (+) T_4), where one chunk folds token after token.
+    const Sequence<Rational> ones{Matrix<Rational>::Ones(5, 1), Matrix<Rational>::Ones(5, 1),
+                                  Matrix<Rational>::Ones(5, 1)};
+    const Matrix<Rational> d_out = Matrix<Rational>::Ones(5, 1);
+    const Gradients<Rational> serial = any_scan_gradients(spec, Form::published, ones, d_out, 5);
+    const Gradients<Rational> chunks = any_scan_gradients(spec, Form::published, ones, d_out, 2);
+    CHECK(serial.output != chunks.output);
+    CHECK(serial.dq != chunks.dq);
+    const Gradients<Rational> corrected = any_scan_gradients(spec, Form::corrected, ones, d_out, 2);
+    CHECK(corrected.dq == reference::gradients(spec, ones, d_out).dq);
   }
 }
 
@@ -105,9 +180,63 @@ TEST_CASE("backward/what has no backward yet is refused with a reason", "[backwa
   const Sequence<Rational> s{Matrix<Rational>::Ones(2, 1), Matrix<Rational>::Ones(2, 1), Matrix<Rational>::Ones(2, 1)};
   CHECK(fast::backward_unavailable(spec, Implementation::reference, Form::published) == std::nullopt);
   CHECK(fast::backward_unavailable(spec, Implementation::streaming, Form::corrected) == std::nullopt);
-  const auto why = fast::backward_unavailable(spec, Implementation::scan, Form::corrected);
+  CHECK(fast::backward_unavailable(spec, Implementation::scan, Form::corrected) == std::nullopt);
+  const auto why = fast::backward_unavailable(spec, Implementation::chunked, Form::corrected);
   REQUIRE(why.has_value());
   CHECK_THAT(*why, Catch::Contains("not built yet"));
+  spec.decay = Rational(1, 2);
+  const auto printed = fast::backward_unavailable(spec, Implementation::scan, Form::published);
+  REQUIRE(printed.has_value());
+  CHECK_THAT(*printed, Catch::Contains("F3"));
+  OperatorSpec third;
+  third.variant = Variant::hla3;
+  CHECK(fast::backward_unavailable(third, Implementation::scan, Form::published).has_value());
+  CHECK(fast::backward_unavailable(third, Implementation::scan, Form::corrected) == std::nullopt);
   spec.variant = Variant::linear;  // linear attention has one form
   CHECK(fast::backward_unavailable(spec, Implementation::streaming, Form::corrected).has_value());
+}
+
+namespace {
+
+// Equal entry by entry, a NaN equal to a NaN (a zero denominator gives the same NaN to both runs).
+bool same_values(const Matrix<double>& a, const Matrix<double>& b) {
+  if (a.rows() != b.rows() || a.cols() != b.cols()) return false;
+  for (Index i = 0; i < a.size(); ++i) {
+    const double x = a.data()[i], y = b.data()[i];
+    if (!(x == y || (std::isnan(x) && std::isnan(y)))) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("backward/token j's gradients do not read dO before j, bit for bit in float64", "[backward]") {
+  // O_t depends on tokens up to t only, so d<dO, O>/d(token j) is a sum over t >= j: changing the
+  // rows of dO before j leaves rows j.. of dQ, dK, dV unchanged. Each backward processes tokens
+  // from the last, so this holds bit for bit in floating point too.
+  for (const Implementation impl : {Implementation::reference, Implementation::streaming, Implementation::scan})
+    for (const Variant variant : all_variants) {
+      property(std::string(variant_name(variant)) + ": " + std::string(fast::implementation_name(impl)) +
+                   ", rows j.. of the gradients from rows j.. of dO",
+               [impl, variant] {
+                 const OperatorSpec spec = *testing::gen_spec(variant).as("spec");
+                 const Sequence<double> s = convert<double>(*testing::gen_any_sequence(16, 4).as("sequence"));
+                 const Index n = s.length(), dv = s.value_dim();
+                 const Matrix<double> d_out = convert<double>(*testing::gen_matrix(n, dv, false).as("dO"));
+                 const Index j = *testing::gen_position(0, n).as("j");
+                 Matrix<double> changed = d_out;
+                 changed.topRows(j) = convert<double>(*testing::gen_matrix(j, dv, false).as("new rows before j"));
+                 const Index every = *testing::gen_position(1, n + 2).as("checkpoint or chunk");
+                 const Form form = fast::default_form(spec, impl);
+                 const auto run = [&](const Matrix<double>& d) {
+                   return impl == Implementation::reference ? reference::gradients(spec, s, d)
+                                                            : backward(impl, spec, form, s, d, every);
+                 };
+                 const Gradients<double> a = run(d_out), b = run(changed);
+                 RC_ASSERT(same_values(a.dq.bottomRows(n - j), b.dq.bottomRows(n - j)));
+                 RC_ASSERT(same_values(a.dk.bottomRows(n - j), b.dk.bottomRows(n - j)));
+                 RC_ASSERT(same_values(a.dv.bottomRows(n - j), b.dv.bottomRows(n - j)));
+               },
+               100);
+    }
 }

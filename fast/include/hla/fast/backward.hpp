@@ -1,9 +1,10 @@
 #pragma once
 
-// The backward of the streaming forms: the gradients of <dO, O> through the recurrence, the
-// adjoint of its state carried from the last token to the first (each stream's Adjoint and
-// backward(), algebra/<variant>.hpp; docs/gradients.md). The forward states are not stored per
-// token: one forward pass keeps a copy of the state every `checkpoint` tokens, then each segment,
+// The backward of the streaming and the scan forms: the gradients of <dO, O> (docs/gradients.md).
+//
+// Streaming: through the recurrence, the adjoint of its state carried from the last token to the
+// first (each stream's Adjoint and backward(), algebra/<variant>.hpp). The forward states are not
+// stored per token: one forward pass keeps a copy of the state every `checkpoint` tokens, then each segment,
 // from the last, has its states recomputed from its checkpoint. Memory: ceil(n / checkpoint)
 // checkpoints plus `checkpoint` + 1 states of the segment at hand (2 sqrt(n) + 1 by default),
 // O(d^2 + d dv) each; time: two forward passes and one backward pass, O(d^2 + d dv) per token.
@@ -11,8 +12,10 @@
 #include <cmath>
 #include <concepts>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
+#include "hla/fast/scan.hpp"
 #include "hla/fast/streaming.hpp"
 #include "hla/reference/gradient.hpp"
 
@@ -90,6 +93,132 @@ Gradients<T> streaming_gradients(const OperatorSpec& spec, Form form, const Sequ
     static_assert(StreamWithBackward<decltype(stream), T>, "every stream of with_stream has a backward");
     return stream_gradients<T>(stream, spec, s, d_out, checkpoint);
   });
+}
+
+template <class Segments, class T>
+concept SegmentsWithBackward = requires(const Segments& seg, const typename Segments::Summary& x, typename Segments::Summary& y,
+                                        const Vector<T>& q, Vector<T>& dq, const RowVector<T>& v, const T& z,
+                                        TokenGradient<T>& g) {
+  seg.read_adjoint(x, q, v, z, y, dq);
+  seg.combine_adjoint(x, x, x, y, y);
+  seg.token_adjoint(q, q, v, x, g);
+};
+
+// The scan's backward (p. 7, "Backward for gradients": the adjoint of (+) at the forward states,
+// in reverse, checkpointed at chunk boundaries). The forward it differentiates: each chunk's
+// summary folded from the identity, the carries chunk after chunk (carry_{c+1} = carry_c (+)
+// sum_c, where the forward scan runs a Blelloch scan), each token's state folded from its chunk's
+// carry. Backward:
+//   1. per chunk, in parallel: its states recomputed from its carry, the adjoints of its readouts
+//      carried back through them to the adjoint of its carry from its own tokens;
+//   2. chunk after chunk, from the last: the adjoint of each carry and of each chunk's summary
+//      through carry_{c+1} = carry_c (+) sum_c (combine_adjoint, at the forward's summaries);
+//   3. per chunk, in parallel: both folds again, every token's adjoint from its state's and its
+//      summary's, then its gradients (token_adjoint).
+// For an associative (+) every bracketing is the serial recurrence (Thm 4.1), and so is the gradient.
+// Memory: 3 summaries per chunk and 2 (chunk + 1) per thread; time: three forward folds and two
+// backward ones per chunk, plus a sequential pass over the chunks.
+template <class Segments, class T>
+Gradients<T> segment_gradients(const Segments& seg, const OperatorSpec& spec, const Sequence<T>& s,
+                               const Matrix<T>& d_out, const ScanOptions& options) {
+  using Summary = typename Segments::Summary;
+  const Index n = s.length();
+  const ChunkLayout layout = chunk_layout(n, options);
+  const Index chunks = layout.count;
+  const int threads = threads_for(options, chunks);
+  const Summary zero = seg.identity();  // also the zero adjoint: rho is not read from an adjoint
+  const auto first = [&](Index c) { return c * layout.size; };
+  const auto last = [&](Index c) { return std::min(n, (c + 1) * layout.size); };
+  const auto token = [&](Index t) { return seg.token(s.q.row(t).transpose(), s.k.row(t).transpose(), s.v.row(t)); };
+
+  std::vector<Summary> sums(chunks, zero);
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+  for (Index c = 0; c < chunks; ++c)
+    for (Index t = first(c); t < last(c); ++t) sums[c] = seg.combine(sums[c], token(t));
+  std::vector<Summary> carry(chunks, zero);
+  for (Index c = 1; c < chunks; ++c) carry[c] = seg.combine(carry[c - 1], sums[c - 1]);
+  Terms<T> terms{Matrix<T>(n, s.value_dim()), Vector<T>(n)};
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+  for (Index c = 0; c < chunks; ++c) {
+    Summary state = carry[c];
+    for (Index t = first(c); t < last(c); ++t) {
+      state = seg.combine(state, token(t));
+      const Readout<T> r = seg.read(state, s.q.row(t).transpose());
+      terms.num.row(t) = r.num;
+      terms.den(t) = r.den;
+    }
+  }
+  const Terms<T> d_terms = reference::finish_adjoint(spec, terms, d_out);
+  Gradients<T> g{Matrix<T>(n, s.key_dim()), Matrix<T>(n, s.key_dim()), Matrix<T>(n, s.value_dim()),
+                 reference::finish(spec, terms)};
+
+  // Chunk c backward from the adjoints of its readouts and, when given, of its summary: returns
+  // the adjoint of its carry from its own readouts, and writes its tokens' gradients if asked.
+  const auto chunk_backward = [&](Index c, const Summary* d_sum, bool write) {
+    std::vector<Summary> states{carry[c]}, partial{zero};  // before each token of the chunk
+    for (Index t = first(c); t < last(c); ++t) {
+      const Summary x = token(t);
+      states.push_back(seg.combine(states.back(), x));
+      if (d_sum) partial.push_back(seg.combine(partial.back(), x));
+    }
+    Summary d_state = zero, d_partial = d_sum ? *d_sum : zero;
+    for (Index t = last(c) - 1; t >= first(c); --t) {
+      const std::size_t j = static_cast<std::size_t>(t - first(c));
+      const Vector<T> q = s.q.row(t).transpose(), k = s.k.row(t).transpose();
+      const RowVector<T> v = s.v.row(t);
+      const Summary x = seg.token(q, k, v);
+      TokenGradient<T> tg{Vector<T>::Zero(q.size()), Vector<T>::Zero(k.size()), RowVector<T>::Zero(v.size())};
+      seg.read_adjoint(states[j + 1], q, d_terms.num.row(t), d_terms.den(t), d_state, tg.dq);
+      Summary d_token = zero, d_before = zero;
+      seg.combine_adjoint(states[j], x, d_state, d_before, d_token);
+      d_state = std::move(d_before);
+      if (d_sum) {
+        Summary d_partial_before = zero;
+        seg.combine_adjoint(partial[j], x, d_partial, d_partial_before, d_token);
+        d_partial = std::move(d_partial_before);
+      }
+      if (!write) continue;
+      seg.token_adjoint(q, k, v, d_token, tg);
+      g.dq.row(t) = tg.dq.transpose();
+      g.dk.row(t) = tg.dk.transpose();
+      g.dv.row(t) = tg.dv;
+    }
+    return d_state;
+  };
+  std::vector<Summary> d_carry(chunks, zero), d_sums(chunks, zero);
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+  for (Index c = 0; c < chunks; ++c) d_carry[c] = chunk_backward(c, nullptr, false);
+  for (Index c = chunks - 2; c >= 0; --c) seg.combine_adjoint(carry[c], sums[c], d_carry[c + 1], d_carry[c], d_sums[c]);
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+  for (Index c = 0; c < chunks; ++c) chunk_backward(c, &d_sums[c], true);
+  return g;
+}
+
+// segment_gradients for the scan of spec in `form`, whether or not its operator is associative
+// (a printed one that is not still has the gradient of this bracketing: the ledger and the tests
+// compare it with the serial recurrence's). Throws hla::Error for an algebra without adjoints.
+template <class T>
+Gradients<T> bracketed_scan_gradients(const OperatorSpec& spec, Form form, const Sequence<T>& s,
+                                      const Matrix<T>& d_out, const ScanOptions& options) {
+  validate(options);
+  return with_segments<T>(spec, form, s.key_dim(), s.value_dim(), [&](const auto& seg) -> Gradients<T> {
+    using Segments = std::decay_t<decltype(seg)>;
+    if constexpr (SegmentsWithBackward<Segments, T>) {
+      return segment_gradients<Segments, T>(seg, spec, s, d_out, options);
+    } else {
+      throw Error("the scan of " + describe(spec) + " in the " + std::string(form_name(form)) +
+                  " form has no backward");
+    }
+  });
+}
+
+// d<dO, O>/dQ, dK, dV through the scan of spec in `form` (segment_gradients), and O. Throws
+// hla::Error where the catalogue's backward_unavailable says why.
+template <class T>
+Gradients<T> scan_gradients(const OperatorSpec& spec, Form form, const Sequence<T>& s, const Matrix<T>& d_out,
+                            const ScanOptions& options) {
+  if (const auto why = backward_unavailable(spec, Implementation::scan, form)) throw Error(*why);
+  return bracketed_scan_gradients(spec, form, s, d_out, options);
 }
 
 }  // namespace hla::fast

@@ -129,6 +129,39 @@ class AhlaSegments {
     return {q.transpose() * s.routed_value, q.dot(s.routed_mass)};
   }
 
+  // The adjoints, as LinearSegments' (docs/gradients.md).
+  void read_adjoint(const Summary& s, const Vector<T>& q, const RowVector<T>& d_num, const T& d_den, Summary& d_s,
+                    Vector<T>& d_q) const {
+    d_s.routed_value += q * d_num;
+    d_s.routed_mass += d_den * q;
+    d_q += s.routed_value * d_num.transpose() + d_den * s.routed_mass;
+  }
+  // E_AB = rho_B E_A + E_B + R_B (rho_B P_A), n alike; R_AB = age R_A + R_B; P, m rho_B X_A + X_B.
+  void combine_adjoint(const Summary& a, const Summary& b, const Summary& d, Summary& d_a, Summary& d_b) const {
+    const T key_query_decay = ahla_coefficients(form_, b.rho).key_query_age;
+    d_a.key_query += key_query_decay * d.key_query;
+    d_a.key_value += b.rho * (d.key_value + b.key_query.transpose() * d.routed_value);
+    d_a.key_mass += b.rho * (d.key_mass + b.key_query.transpose() * d.routed_mass);
+    d_a.routed_value += b.rho * d.routed_value;
+    d_a.routed_mass += b.rho * d.routed_mass;
+    d_b.key_query += d.key_query + b.rho * (d.routed_value * a.key_value.transpose() +
+                                            d.routed_mass * a.key_mass.transpose());
+    d_b.key_value += d.key_value;
+    d_b.key_mass += d.key_mass;
+    d_b.routed_value += d.routed_value;
+    d_b.routed_mass += d.routed_mass;
+  }
+  // R = k q^T, P = k v^T, m = k, E = s k v^T, n = s k with s = q . k.
+  void token_adjoint(const Vector<T>& q, const Vector<T>& k, const RowVector<T>& v, const Summary& d,
+                     TokenGradient<T>& g) const {
+    const T score = q.dot(k);
+    const T d_score = k.dot(d.routed_value * v.transpose()) + k.dot(d.routed_mass);
+    g.dk += d.key_query * q + d.key_value * v.transpose() + d.key_mass +
+            score * (d.routed_value * v.transpose() + d.routed_mass) + d_score * q;
+    g.dq += d.key_query.transpose() * k + d_score * k;
+    g.dv += k.transpose() * (d.key_value + score * d.routed_value);
+  }
+
  private:
   Index d_, dv_;
   T gamma_;

@@ -198,6 +198,47 @@ class Hla2Segments {
                      s.cross_mass);
   }
 
+  // The adjoints, as LinearSegments' (docs/gradients.md).
+  void read_adjoint(const Summary& s, const Vector<T>& q, const RowVector<T>& d_num, const T& d_den, Summary& d_s,
+                    Vector<T>& d_q) const {
+    const RowVector<T> u = q.transpose() * s.key_moment + ridge_ * q.transpose();
+    const RowVector<T> d_u = d_num * s.query_value.transpose() + d_den * s.query_mass.transpose();
+    d_s.query_value += u.transpose() * d_num;
+    d_s.query_mass += d_den * u.transpose();
+    d_s.key_moment += q * d_u;
+    d_q += s.key_moment * d_u.transpose() + ridge_ * d_u.transpose();
+    if (masked_) {
+      d_s.cross_value -= q * d_num;
+      d_s.cross_mass -= d_den * q;
+      d_q -= s.cross_value * d_num.transpose() + d_den * s.cross_mass;
+    }
+  }
+  // G_AB = age G_A + G_B + S_B (rho_B C_A), h alike; the moments rho_B X_A + X_B.
+  void combine_adjoint(const Summary& a, const Summary& b, const Summary& d, Summary& d_a, Summary& d_b) const {
+    d_a.key_moment += b.rho * d.key_moment;
+    d_a.query_value += b.rho * d.query_value;
+    d_a.query_mass += b.rho * d.query_mass;
+    d_b.key_moment += d.key_moment;
+    d_b.query_value += d.query_value;
+    d_b.query_mass += d.query_mass;
+    if (!masked_) return;
+    const T carried = hla2_coefficients(form_, b.rho).age;
+    d_a.cross_value += carried * d.cross_value;
+    d_a.cross_mass += carried * d.cross_mass;
+    d_b.cross_value += d.cross_value;
+    d_b.cross_mass += d.cross_mass;
+    d_a.query_value += b.rho * (b.key_moment.transpose() * d.cross_value);
+    d_a.query_mass += b.rho * (b.key_moment.transpose() * d.cross_mass);
+    d_b.key_moment += b.rho * (d.cross_value * a.query_value.transpose() + d.cross_mass * a.query_mass.transpose());
+  }
+  // S = k k^T, C = q v^T, m = q.
+  void token_adjoint(const Vector<T>& q, const Vector<T>& k, const RowVector<T>& v, const Summary& d,
+                     TokenGradient<T>& g) const {
+    g.dk += (d.key_moment + d.key_moment.transpose()) * k;
+    g.dq += d.query_value * v.transpose() + d.query_mass;
+    g.dv += q.transpose() * d.query_value;
+  }
+
  private:
   Index d_, dv_;
   T gamma_, ridge_;

@@ -345,6 +345,83 @@ class Hla3Segments {
     return {z * s.key_value, z.dot(s.key_mass)};
   }
 
+  // The adjoints, as LinearSegments' (docs/gradients.md).
+  void read_adjoint(const Summary& s, const Vector<T>& q, const RowVector<T>& d_num, const T& d_den, Summary& d_s,
+                    Vector<T>& d_q) const {
+    if (masked_) {
+      d_s.corrected_value += q * d_num;
+      d_s.corrected_mass += d_den * q;
+      d_q += s.corrected_value * d_num.transpose() + d_den * s.corrected_mass;
+      return;
+    }
+    const RowVector<T> w = q.transpose() * s.key_moment;  // z = w S^Q
+    const RowVector<T> z = w * s.query_moment;
+    const RowVector<T> d_z = d_num * s.key_value.transpose() + d_den * s.key_mass.transpose();
+    d_s.key_value += z.transpose() * d_num;
+    d_s.key_mass += d_den * z.transpose();
+    const RowVector<T> d_w = d_z * s.query_moment.transpose();
+    d_s.query_moment += w.transpose() * d_z;
+    d_s.key_moment += q * d_w;
+    d_q += s.key_moment * d_w.transpose();
+  }
+  // The moments rho X_A + X_B; masked, with K = rho S_A and Z = K S^Q_B (rho = rho_B):
+  //   F = rho^3 F_A + F_B + K X_B + (Y_B + Z) (rho P_A),  X = rho^2 X_A + X_B + S^Q_B (rho P_A),
+  //   Y = rho^2 Y_A + Y_B + Z,  and eta, x with m^K for P^KV.
+  void combine_adjoint(const Summary& a, const Summary& b, const Summary& d, Summary& d_a, Summary& d_b) const {
+    const T& r = b.rho;
+    d_a.key_moment += r * d.key_moment;
+    d_a.query_moment += r * d.query_moment;
+    d_a.key_value += r * d.key_value;
+    d_a.key_mass += r * d.key_mass;
+    d_b.key_moment += d.key_moment;
+    d_b.query_moment += d.query_moment;
+    d_b.key_value += d.key_value;
+    d_b.key_mass += d.key_mass;
+    if (!masked_) return;
+    const T r2 = r * r;
+    const Matrix<T> carried_key = r * a.key_moment;                  // K
+    const Matrix<T> key_query_cross = carried_key * b.query_moment;  // Z
+    const Matrix<T> carried_value = r * a.key_value;                 // rho P_A
+    const Vector<T> carried_mass = r * a.key_mass;                   // rho m_A
+    const Matrix<T> routed = b.key_query + key_query_cross;          // Y_B + Z
+    d_a.corrected_value += r2 * r * d.corrected_value;
+    d_a.corrected_mass += r2 * r * d.corrected_mass;
+    d_a.query_value += r2 * d.query_value;
+    d_a.query_mass += r2 * d.query_mass;
+    d_a.key_query += r2 * d.key_query;
+    d_b.corrected_value += d.corrected_value;
+    d_b.corrected_mass += d.corrected_mass;
+    d_b.query_value += d.query_value + carried_key.transpose() * d.corrected_value;
+    d_b.query_mass += d.query_mass + carried_key.transpose() * d.corrected_mass;
+    const Matrix<T> d_routed = d.corrected_value * carried_value.transpose() + d.corrected_mass * carried_mass.transpose();
+    d_b.key_query += d.key_query + d_routed;
+    const Matrix<T> d_cross = d_routed + d.key_query;  // of Z
+    d_a.key_value += r * (routed.transpose() * d.corrected_value + b.query_moment.transpose() * d.query_value);
+    d_a.key_mass += r * (routed.transpose() * d.corrected_mass + b.query_moment.transpose() * d.query_mass);
+    d_b.query_moment += d.query_value * carried_value.transpose() + d.query_mass * carried_mass.transpose() +
+                        carried_key.transpose() * d_cross;
+    const Matrix<T> d_carried_key = d.corrected_value * b.query_value.transpose() +
+                                    d.corrected_mass * b.query_mass.transpose() +
+                                    d_cross * b.query_moment.transpose();
+    d_a.key_moment += r * d_carried_key;
+  }
+  // S^K = k k^T, S^Q = q q^T, P = k v^T, m = k; masked, with s = q . k: X = s q v^T, x = s q,
+  // Y = s k q^T, F = s^2 k v^T, eta = s^2 k.
+  void token_adjoint(const Vector<T>& q, const Vector<T>& k, const RowVector<T>& v, const Summary& d,
+                     TokenGradient<T>& g) const {
+    g.dk += (d.key_moment + d.key_moment.transpose()) * k + d.key_value * v.transpose() + d.key_mass;
+    g.dq += (d.query_moment + d.query_moment.transpose()) * q;
+    g.dv += k.transpose() * d.key_value;
+    if (!masked_) return;
+    const T score = q.dot(k);
+    const Vector<T> f = d.corrected_value * v.transpose() + d.corrected_mass;  // dF v + d eta
+    const Vector<T> x = d.query_value * v.transpose() + d.query_mass;          // dX v + dx
+    const T d_score = q.dot(x) + k.dot(d.key_query * q) + 2 * score * k.dot(f);
+    g.dq += score * (x + d.key_query.transpose() * k) + d_score * k;
+    g.dk += score * (d.key_query * q) + score * score * f + d_score * q;
+    g.dv += score * (q.transpose() * d.query_value) + score * score * (k.transpose() * d.corrected_value);
+  }
+
  private:
   Index d_, dv_;
   T gamma_;

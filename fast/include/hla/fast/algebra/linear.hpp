@@ -104,6 +104,27 @@ class LinearSegments {
     return {q.transpose() * s.key_value, q.dot(s.key_mass)};
   }
 
+  // The adjoints of read, combine and token (the scan's backward, backward.hpp): an adjoint is a
+  // Summary of the same shape whose rho is unused (rho depends on lengths only). Each adds into
+  // its outputs, so the adjoints of every use of a summary sum up.
+  void read_adjoint(const Summary& s, const Vector<T>& q, const RowVector<T>& d_num, const T& d_den, Summary& d_s,
+                    Vector<T>& d_q) const {
+    d_s.key_value += q * d_num;
+    d_s.key_mass += d_den * q;
+    d_q += s.key_value * d_num.transpose() + d_den * s.key_mass;
+  }
+  void combine_adjoint(const Summary& /*a*/, const Summary& b, const Summary& d, Summary& d_a, Summary& d_b) const {
+    d_a.key_value += b.rho * d.key_value;
+    d_a.key_mass += b.rho * d.key_mass;
+    d_b.key_value += d.key_value;
+    d_b.key_mass += d.key_mass;
+  }
+  void token_adjoint(const Vector<T>& /*q*/, const Vector<T>& k, const RowVector<T>& v, const Summary& d,
+                     TokenGradient<T>& g) const {
+    g.dk += d.key_value * v.transpose() + d.key_mass;
+    g.dv += k.transpose() * d.key_value;
+  }
+
  private:
   Index d_, dv_;
   T gamma_;
