@@ -120,7 +120,7 @@ Case<Rational> tiny_case(const Domain& domain, Index n, Index d, Index dv) {
   if (domain.decay) c.parameters.gamma = Rational(1, 2);
   if (domain.normalize) c.parameters.eps = 1;
   if (domain.ridge) c.parameters.ridge = 1;
-  c.chunk = 1;
+  c.chunk = domain.search_chunk;
   return c;
 }
 
@@ -144,9 +144,12 @@ std::optional<Counterexample> exhaustive_search(const IdentityCheck& check) {
   };
   auto found = checking::exhaustive_search({.first_n = first_n, .last_n = first_n + 4}, zeros, fails);
   if (!found) return std::nullopt;
+  const std::string chunks =
+      domain.search_chunk > 1 ? ", in chunks of " + std::to_string(domain.search_chunk) + " tokens" : "";
   return make_counterexample(check, std::move(*found),
                              "exhaustive search: no smaller input with entries in {-1, 0, 1} "
-                             "(smallest n, then d, dv <= 2, then fewest non-zero entries, <= 4)");
+                             "(smallest n, then d, dv <= 2, then fewest non-zero entries, <= 4" +
+                                 chunks + ")");
 }
 
 // Greedy shrinking of a failing case (checking::shrink), keeping the tokens the domain needs.

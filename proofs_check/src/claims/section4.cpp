@@ -1,7 +1,9 @@
 // Sections 4 and 5: the scan operators of second-order HLA and their laws, Thm 4.1's scan
-// equivalence, the two-level form, Algorithm 1 run as printed, and the remarks of Sec. 5.
+// equivalence, the two-level form, the backward of p. 7, Algorithm 1 run as printed, and the
+// remarks of Sec. 5.
 
 #include "common.hpp"
+#include "hla/fast/backward.hpp"
 
 namespace hla::proofs::claims {
 namespace {
@@ -82,6 +84,45 @@ Matrix<T> algorithm1(const Case<T>& c, bool normalize, bool corrected) {
     o.row(t) = out;
   }
   return o;
+}
+
+// P. 7, "Backward for gradients": the reverse pass of the scan operator's adjoint, checkpointed at
+// chunk boundaries (fast::bracketed_scan_gradients, in `form`, chunks of c.chunk tokens), against
+// the gradients of the serial recurrence (the stream of the same form: for hla2 Sec. 3.1's
+// updates with Sec. 4.3's decay, for AHLA Alg. 2) and, `defined`, those of the definition. The
+// gradient of <dO, O> is linear in dO, so the claim holds for every dO exactly when it holds for
+// every unit dO = e_t e_j^T: the parts stack the gradients of all n dv of them (the Jacobian).
+template <class T>
+Sides<T> backward_sides(const Case<T>& c, Variant variant, bool masked, fast::Form form, bool defined) {
+  const OperatorSpec spec = spec_of(variant, masked, c.parameters);
+  const fast::Form stream_form =
+      fast::unavailable(spec, fast::Implementation::streaming, form) ? fast::default_form(spec, fast::Implementation::streaming) : form;
+  const Index n = c.n(), dv = c.dv();
+  std::vector<Matrix<T>> scan[3], serial[3], exact[3];
+  for (Index t = 0; t < n; ++t)
+    for (Index j = 0; j < dv; ++j) {
+      Matrix<T> unit = Matrix<T>::Zero(n, dv);
+      unit(t, j) = T(1);
+      const Gradients<T> a = fast::bracketed_scan_gradients(spec, form, c.tokens, unit, fast::ScanOptions{c.chunk, 1});
+      const Gradients<T> b = fast::streaming_gradients(spec, stream_form, c.tokens, unit);
+      for (const auto& [to, g] : {std::pair{&scan, &a}, std::pair{&serial, &b}}) {
+        (*to)[0].push_back(g->dq);
+        (*to)[1].push_back(g->dk);
+        (*to)[2].push_back(g->dv);
+      }
+      if (!defined) continue;
+      const Gradients<T> e = reference::gradients(spec, c.tokens, unit);
+      exact[0].push_back(e.dq);
+      exact[1].push_back(e.dk);
+      exact[2].push_back(e.dv);
+    }
+  const char* names[3] = {"dQ", "dK", "dV"};
+  Sides<T> sides;
+  for (int i = 0; i < 3; ++i) sides.push_back({std::string(names[i]) + ", scan against serial", stack(scan[i]), stack(serial[i])});
+  if (defined)
+    for (int i = 0; i < 3; ++i)
+      sides.push_back({std::string(names[i]) + ", scan against the definition", stack(scan[i]), stack(exact[i])});
+  return sides;
 }
 
 // Multi-query (Sec. 5.2): K and V shared by the heads, whose queries are the column blocks of q.
@@ -252,6 +293,71 @@ std::vector<Claim> section4_claims() {
            .corrected = true,
            .two_level = true,
            .links = {.corrects = "rem-4.2/two-level-decay"}});
+
+  // P. 7: the reverse scan's gradients against the serial recurrence's, per variant and case.
+  struct Backward {
+    std::string id, what;
+    Variant variant = Variant::hla2;
+    bool decay = false, masked = false, corrected = false;
+    Links links;
+  };
+  const auto backward = [&out](const Backward& b) {
+    Domain domain = chunked(second_order({.decay = b.decay}));
+    domain.max_n = 6;  // n dv backward runs per case: the Jacobian
+    domain.max_d = 3;
+    domain.field_max_n = 12;
+    domain.field_max_d = 3;
+    // A scan in chunks of 2 brackets differently from the serial fold from n = 5 on (token 5 reads
+    // (T_1 T_2)(T_3 T_4) T_5); in chunks of 1 it is the serial fold.
+    domain.search_chunk = 2;
+    out.push_back(make(b.id, 7, b.what,
+                       identity(domain, Scope::sizes_tried, 0,
+                                [=]<class T>(const Case<T>& c) {
+                                  return backward_sides(c, b.variant, b.masked,
+                                                        b.corrected ? fast::Form::corrected : fast::Form::published,
+                                                        b.corrected || !b.decay);
+                                }),
+                       b.links));
+  };
+  const std::string reverse =
+      "P. 7: a reverse scan applying the adjoint of (+), checkpointed at tile boundaries, yields the gradients "
+      "of the serial recurrence";
+  backward({.id = "sec-4.2-backward/unmasked", .what = reverse + " (hla2, unmasked), and so the operator's."});
+  backward({.id = "sec-4.2-backward/masked", .what = reverse + " (hla2, masked, Eq. 4.1), and so the operator's.",
+            .masked = true});
+  backward({.id = "sec-4.2-backward/unmasked-decay",
+            .what = reverse + " (hla2, unmasked, with decay), and so the operator's.",
+            .decay = true});
+  backward({.id = "sec-4.2-backward/masked-decay",
+            .what = reverse + " (hla2, masked, Sec. 4.2's decay-aware operator against Sec. 4.3's updates).",
+            .decay = true,
+            .masked = true,
+            .links = {.corrected_by = "sec-4.2-backward-corrected/masked-decay"}});
+  backward({.id = "sec-4.2-backward-corrected/masked-decay",
+            .what = "Corrected (F1, F3): the reverse scan of the corrected operator yields the gradients of the "
+                    "corrected recurrence and of the masked decayed operator.",
+            .decay = true,
+            .masked = true,
+            .corrected = true,
+            .links = {.corrects = "sec-4.2-backward/masked-decay"}});
+  backward({.id = "sec-4.2-backward/ahla",
+            .what = reverse + " (AHLA, Sec. 6.2's operator against Alg. 2), and so the operator's.",
+            .variant = Variant::ahla,
+            .masked = true});
+  backward({.id = "sec-4.2-backward/ahla-decay",
+            .what = reverse + " (AHLA with decay, Sec. 6.2's decay-aware operator against Alg. 2).",
+            .variant = Variant::ahla,
+            .decay = true,
+            .masked = true,
+            .links = {.corrected_by = "sec-4.2-backward-corrected/ahla-decay"}});
+  backward({.id = "sec-4.2-backward-corrected/ahla-decay",
+            .what = "Corrected (F4): the reverse scan of the corrected AHLA operator yields the gradients of "
+                    "Alg. 2 and of the decayed AHLA operator.",
+            .variant = Variant::ahla,
+            .decay = true,
+            .masked = true,
+            .corrected = true,
+            .links = {.corrects = "sec-4.2-backward/ahla-decay"}});
 
   // Algorithm 1, run as printed, against the reference.
   const auto alg1 = [&out](const std::string& id, const std::string& what, Domain domain, bool corrected,

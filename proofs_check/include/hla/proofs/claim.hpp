@@ -56,6 +56,7 @@ struct Domain {
   Index field_max_n = 32;  // Z/p checks
   Index field_max_d = 8;
   int chunk = 0;  // > 0: the claim also draws a chunk size in [1, n + 1]
+  Index search_chunk = 1;  // the chunk size of the exhaustive counterexample search's inputs
   int heads = 1;  // > 1: q holds one [n, d] block of queries per head
   // Degree of (lhs - rhs), denominators cleared, in the token entries and eps, ridge; and the
   // largest power of gamma per token.
