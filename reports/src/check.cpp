@@ -517,9 +517,39 @@ Tensor tensor(const ArrayView& a, Layout layout) {
 
 void parallel_for(std::size_t count, int threads, const std::function<void(std::size_t)>& fn);
 
+// Whether the value is finite and, given a format, one of its values. A float holds a bf16 value
+// exactly when its low 16 bits are zero (the same exponent range, 8 of its 24 significand bits).
+bool good_value(float value, std::optional<Format> format) {
+  if (!std::isfinite(value)) return false;
+  if (format == Format::bf16) return (std::bit_cast<std::uint32_t>(value) & 0xffffu) == 0;
+  return !format || *format == Format::f32 || *format == Format::f64 || round_to(*format, value) == value;
+}
+bool good_value(double value, std::optional<Format> format) {
+  return std::isfinite(value) && (!format || round_to(*format, value) == value);
+}
+
+// Whether every value of x is good: one pass over its memory in storage order, in slices over the
+// threads (check_values then names the first bad entry in its own order).
+bool all_values_good(const Tensor& x, std::optional<Format> format, int threads) {
+  const std::size_t count = std::size_t(x.batch * x.heads * x.tokens * x.features), slices = 256;
+  std::atomic<bool> good{true};
+  parallel_for(slices, threads, [&](std::size_t i) {
+    const std::size_t begin = count * i / slices, end = count * (i + 1) / slices;
+    bool ok = true;
+    if (x.values) {
+      for (std::size_t j = begin; j < end; ++j) ok &= good_value(x.values[j], format);
+    } else {
+      for (std::size_t j = begin; j < end; ++j) ok &= good_value(x.narrow[j], format);
+    }
+    if (!ok) good = false;
+  });
+  return good;
+}
+
 // Every value finite and, for the inputs, exactly a value of the declared precision; the first
 // bad entry in (batch, head, token, feature) order is named.
 void check_values(const Tensor& x, std::optional<Format> format, int threads) {
+  if (all_values_good(x, format, threads)) return;
   parallel_for(std::size_t(x.batch * x.heads), threads, [&](std::size_t i) {
     const Index b = Index(i) / x.heads, h = Index(i) % x.heads;
     for (Index t = 0; t < x.tokens; ++t)
@@ -582,6 +612,14 @@ bool on_gpu(const CheckOptions& options, Index d, Index dv) {
 #endif
 }
 
+// A faster way to read head i for the GPU's runs (check_arrays has one): its q, k, v (before the
+// scale) straight into float buffers [n, d], [n, d], [n, dv], and its batch, head and output
+// without its tokens.
+struct HeadGather {
+  std::function<void(std::size_t, float*, float*, float*)> inputs;
+  std::function<HeadInput(std::size_t)> output;
+};
+
 #if HLA_HAVE_CUDA
 // Head i of every head's flat terms.
 TermsView head_view(const detail::FlatTerms<double>& t, std::size_t i, Index n, Index dv) {
@@ -593,22 +631,27 @@ TermsView head_view(const detail::FlatTerms<float>& t, std::size_t i, Index n, I
 
 // Every head's runs on the GPU at once (check_gpu.hpp), then each head's pass on the CPU threads.
 void check_heads_on_gpu(const CheckOptions& options, std::size_t count,
-                        const std::function<HeadInput(std::size_t)>& head, const HeadInput& first,
-                        const Plan& plan, std::vector<HeadOutcome>& outcomes, std::vector<Position>& ids,
-                        Phases& phases) {
+                        const std::function<HeadInput(std::size_t)>& head, const HeadGather* gather,
+                        const HeadInput& first, const Plan& plan, std::vector<HeadOutcome>& outcomes,
+                        std::vector<Position>& ids, Phases& phases) {
   const Index n = first.tokens.length(), d = first.tokens.key_dim(), dv = first.tokens.value_dim();
   const std::size_t keys = std::size_t(n * d), values = std::size_t(n * dv);
   detail::Buffer<float> q = detail::buffer<float>(count * keys), k = detail::buffer<float>(count * keys),
                         v = detail::buffer<float>(count * values);
   std::vector<HeadInput> outputs(count);  // the heads without their tokens
   parallel_for(count, options.threads, [&](std::size_t i) {
+    if (gather) {
+      gather->inputs(i, q.get() + i * keys, k.get() + i * keys, v.get() + i * values);
+      outputs[i] = gather->output(i);
+      return;
+    }
     HeadInput h = i == 0 ? first : head(i);
-    const auto gather = [](const Matrix<double>& from, float* to) {  // exact: values of the precision
+    const auto narrow = [](const Matrix<double>& from, float* to) {  // exact: values of the precision
       for (Index j = 0; j < from.size(); ++j) to[j] = float(from.data()[j]);
     };
-    gather(h.tokens.q, q.get() + i * keys);
-    gather(h.tokens.k, k.get() + i * keys);
-    gather(h.tokens.v, v.get() + i * values);
+    narrow(h.tokens.q, q.get() + i * keys);
+    narrow(h.tokens.k, k.get() + i * keys);
+    narrow(h.tokens.v, v.get() + i * values);
     outputs[i] = {h.batch, h.head, {}, std::move(h.output)};
   });
   phases.done("the heads gathered");
@@ -772,8 +815,11 @@ CheckResult check(const CheckOptions& options, const std::vector<HeadInput>& hea
   return check(options, heads.size(), [&heads](std::size_t i) { return heads[i]; });
 }
 
-CheckResult check(const CheckOptions& options, std::size_t count,
-                  const std::function<HeadInput(std::size_t)>& head) {
+namespace {
+
+// check(options, count, head), reading the heads through `gather` where given and the runs are on the GPU.
+CheckResult check_heads(const CheckOptions& options, std::size_t count,
+                        const std::function<HeadInput(std::size_t)>& head, const HeadGather* gather) {
   if (count == 0) throw Error("hla check: no heads to check");
   Phases phases(options.progress);
   const OperatorSpec& spec = options.spec;
@@ -829,7 +875,7 @@ CheckResult check(const CheckOptions& options, std::size_t count,
   std::vector<Position> ids(count);
   if (gpu) {
 #if HLA_HAVE_CUDA
-    check_heads_on_gpu(options, count, head, first, plan, outcomes, ids, phases);
+    check_heads_on_gpu(options, count, head, gather, first, plan, outcomes, ids, phases);
 #endif
   } else {
     parallel_for(count, options.threads, [&](std::size_t i) {
@@ -948,6 +994,13 @@ CheckResult check(const CheckOptions& options, std::size_t count,
   return r;
 }
 
+}  // namespace
+
+CheckResult check(const CheckOptions& options, std::size_t count,
+                  const std::function<HeadInput(std::size_t)>& head) {
+  return check_heads(options, count, head, nullptr);
+}
+
 std::string check_summary(const CheckResult& r, const CheckOptions& options) {
   std::ostringstream out;
   out << (r.passed  ? "PASS"
@@ -1053,10 +1106,18 @@ void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v) {
                                       " query and key heads: grouped queries need a multiple of them");
 }
 
-// Value head i of the arrays (batch-major): its q, k, v (before the scale).
-HeadInput head_tokens(const Tensor& q, const Tensor& k, const Tensor& v, std::size_t i) {
+// Value head i of the arrays (batch-major): its batch, its value head and its query/key head.
+struct HeadIndex {
+  Index batch, value_head, query_head;
+};
+HeadIndex head_index(const Tensor& q, const Tensor& v, std::size_t i) {
   const Index group = v.heads / q.heads;  // value heads per query/key head, consecutive
-  const Index b = Index(i) / v.heads, hv = Index(i) % v.heads, hq = hv / group;
+  return {Index(i) / v.heads, Index(i) % v.heads, Index(i) % v.heads / group};
+}
+
+// Value head i of the arrays: its q, k, v (before the scale).
+HeadInput head_tokens(const Tensor& q, const Tensor& k, const Tensor& v, std::size_t i) {
+  const auto [b, hv, hq] = head_index(q, v, i);
   HeadInput h;
   h.batch = b;
   h.head = hv;
@@ -1084,13 +1145,33 @@ CheckResult check_arrays(const CheckOptions& options, Layout layout, const Array
   check_values(v, options.precision, options.threads);
   check_values(o, std::nullopt, options.threads);
   phases.done("the values checked");
-  return check(options, std::size_t(v.batch * v.heads), [&](std::size_t i) {
-    HeadInput h = head_tokens(q, k, v, i);
+  const auto output = [&](std::size_t i) {
+    HeadInput h;
+    h.batch = head_index(q, v, i).batch;
+    h.head = head_index(q, v, i).value_head;
     h.output = Matrix<double>(v.tokens, v.features);
     for (Index t = 0; t < v.tokens; ++t)
       for (Index f = 0; f < v.features; ++f) h.output(t, f) = o.at(h.batch, t, h.head, f);
     return h;
-  });
+  };
+  // The inputs as float, exactly (they are values of the precision): straight from the arrays.
+  const auto inputs = [&](std::size_t i, float* to_q, float* to_k, float* to_v) {
+    const HeadIndex x = head_index(q, v, i);
+    const Index b = x.batch, hv = x.value_head, hq = x.query_head;
+    for (Index t = 0; t < q.tokens; ++t) {
+      for (Index f = 0; f < q.features; ++f) {
+        *to_q++ = float(q.at(b, t, hq, f));
+        *to_k++ = float(k.at(b, t, hq, f));
+      }
+      for (Index f = 0; f < v.features; ++f) *to_v++ = float(v.at(b, t, hv, f));
+    }
+  };
+  const HeadGather gather{inputs, output};
+  return check_heads(options, std::size_t(v.batch * v.heads), [&](std::size_t i) {
+    HeadInput h = head_tokens(q, k, v, i);
+    h.output = output(i).output;
+    return h;
+  }, &gather);  // used by the GPU's runs only, whose candidates have float32 arithmetic
 }
 
 std::vector<double> reference_arrays(const CheckOptions& options, Layout layout, ScalarKind scalar,
