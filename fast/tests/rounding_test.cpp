@@ -15,7 +15,9 @@
 #include <cmath>
 #include <cstdint>
 
+#include "hla/checking/depth.hpp"
 #include "hla/checking/gauge.hpp"
+#include "hla/fast/backward.hpp"
 #include "hla/fast/scan.hpp"
 #include "hla/fast/streaming.hpp"
 #include "hla/reference/random.hpp"
@@ -153,3 +155,64 @@ TEST_CASE("rounding/the bound is not vacuous", "[rounding]") {
   CHECK(worst(corrected) < 1e-13);
   CHECK(worst(published) > 1e-3);
 }
+
+// The backward (fast/backward.hpp) of an unnormalized operator: every entry of dQ, dK, dV is a
+// polynomial in q, k, v and dO built by + and x, so the argument above applies entry by entry,
+// with K from the same backward run on checking::Depth (the roundings any monomial may pass
+// through, whatever order the sums take: checking/depth.hpp) and the gauge from the same
+// backward run on |q|, |k|, |v|, |dO| in Gauge (subtractions as additions):
+//     |g_hat - g| <= gamma(K) gauge  for every entry g of dQ, dK, dV.
+TEMPLATE_TEST_CASE("rounding/floating streaming and scan backward stay within gamma(K) times their gauge",
+                   "[rounding][backward]", double, float) {
+  using F = TestType;
+  using D = checking::Depth<std::numeric_limits<F>::digits>;
+  using fast::Implementation;
+  for (const Implementation impl : {Implementation::streaming, Implementation::scan})
+    for (const Variant variant : all_variants) {
+      property(
+          std::string(variant_name(variant)) + ": " + std::string(fast::implementation_name(impl)) +
+              " backward, |g_hat - g| <= gamma(K) gauge",
+          [impl, variant] {
+            OperatorSpec spec = *testing::gen_spec(variant).as("spec");
+            spec.normalize = false;  // the bound is for polynomials: num and den, not their quotient
+            spec.eps = 0;
+            spec.decay =
+                *rc::gen::element(Rational(1), Rational(1, 2), Rational(3, 4), Rational(7, 8)).as("gamma");
+            const auto seed = *rc::gen::arbitrary<std::uint64_t>().as("input seed");
+            const auto n = *testing::gen_position(1, 33).as("n");
+            const auto d = *testing::gen_position(1, 7).as("d");
+            const auto dv = *testing::gen_position(1, 7).as("dv");
+            const Index every = *testing::gen_position(1, n + 2).as("checkpoint or chunk");
+            const Sequence<Rational> s = representable_gaussian<F>(seed, n, d, dv);
+            const Matrix<Rational> d_out = representable_gaussian<F>(seed + 1, n, 1, dv).v;
+            const fast::Form form = fast::default_form(spec, impl);
+            const auto backward = [&]<class T>(const Sequence<T>& x, const Matrix<T>& dx) {
+              if (impl == Implementation::streaming) return fast::streaming_gradients(spec, form, x, dx, every);
+              return fast::scan_gradients(spec, form, x, dx, fast::ScanOptions{every, 1});
+            };
+            const Gradients<Rational> exact = reference::gradients(spec, s, d_out);
+            const Gradients<F> rounded = backward(convert<F>(s), Matrix<F>(convert<F>(d_out)));
+            const auto gauge_of = [](const Matrix<Rational>& m) { return Matrix<Gauge<Rational>>(m.cast<Gauge<Rational>>()); };
+            const Gradients<Gauge<Rational>> gauge =
+                backward(Sequence<Gauge<Rational>>{gauge_of(s.q), gauge_of(s.k), gauge_of(s.v)}, gauge_of(d_out));
+            const auto symbolic = [](Index rows, Index cols) { return Matrix<D>(Matrix<D>::Constant(rows, cols, D::input())); };
+            const Gradients<D> depth =
+                backward(Sequence<D>{symbolic(n, d), symbolic(n, d), symbolic(n, dv)}, symbolic(n, dv));
+            const Rational unit = u<F>();
+            const auto within = [&](const Matrix<Rational>& g, const Matrix<F>& g_hat, const Matrix<Gauge<Rational>>& m,
+                                    const Matrix<D>& k) {
+              for (Index i = 0; i < g.size(); ++i) {
+                const Rational depth_k(k.data()[i].count());
+                RC_ASSERT(depth_k * unit < Rational(1, 2));
+                const Rational factor = depth_k * unit / (1 - depth_k * unit);
+                RC_ASSERT(abs(exact_value(g_hat.data()[i]) - g.data()[i]) <= factor * m.data()[i].value());
+              }
+            };
+            within(exact.dq, rounded.dq, gauge.dq, depth.dq);
+            within(exact.dk, rounded.dk, gauge.dk, depth.dk);
+            within(exact.dv, rounded.dv, gauge.dv, depth.dv);
+          },
+          25);
+    }
+}
+

@@ -84,13 +84,18 @@ Rational parse_rational(std::string_view text, std::string_view what);
 std::string format_rational(const Rational& x);
 
 // a / b, where a zero divisor in exact arithmetic is an error instead of undefined behaviour;
-// floating types follow IEEE 754 (inf or NaN).
+// floating types follow IEEE 754 (inf or NaN). The bound-tracking scalars (Gauge, Depth) have no
+// division: for them it is an error, so that code normalizing only on request compiles for them.
 template <class T>
 T checked_divide(const T& a, const T& b, std::string_view what) {
-  if constexpr (is_exact_v<T>) {
-    if (b == T(0)) throw Error(std::string(what) + ": division by zero in exact arithmetic");
+  if constexpr (!requires { a / b; }) {
+    throw Error(std::string(what) + ": this scalar type has no division (a bound is taken of num and den)");
+  } else {
+    if constexpr (is_exact_v<T>) {
+      if (b == T(0)) throw Error(std::string(what) + ": division by zero in exact arithmetic");
+    }
+    return a / b;
   }
-  return a / b;
 }
 
 template <class T>
