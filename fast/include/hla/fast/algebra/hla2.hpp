@@ -20,6 +20,27 @@ Readout<T> hla2_read(const Vector<T>& q, const T& ridge, bool masked, const Matr
   return r;
 }
 
+// The adjoint of hla2_read: adds the adjoints of S, C, m, G, h (d_state's fields, named as
+// Hla2Summary's) and of q (d_q), given those of num and den. Shared by the stream's backward and
+// the segments' read_adjoint.
+template <class T, class State>
+void hla2_read_adjoint(const Vector<T>& q, const T& ridge, bool masked, const Matrix<T>& key_moment,
+                       const Matrix<T>& query_value, const Vector<T>& query_mass, const Matrix<T>& cross_value,
+                       const Vector<T>& cross_mass, const RowVector<T>& d_num, const T& d_den, State& d_state,
+                       Vector<T>& d_q) {
+  const RowVector<T> u = q.transpose() * key_moment + ridge * q.transpose();
+  const RowVector<T> d_u = d_num * query_value.transpose() + d_den * query_mass.transpose();
+  d_state.query_value += u.transpose() * d_num;
+  d_state.query_mass += d_den * u.transpose();
+  d_state.key_moment += q * d_u;
+  d_q += key_moment * d_u.transpose() + ridge * d_u.transpose();
+  if (masked) {
+    d_state.cross_value -= q * d_num;
+    d_state.cross_mass -= d_den * q;
+    d_q -= cross_value * d_num.transpose() + d_den * cross_mass;
+  }
+}
+
 // Second-order HLA: prefix moments S^K, C^QV, m^Q (Sec. 3), the cross-summaries G, h that make
 // it strictly causal (Thm 3.1), an optional ridge S^K + lambda I (Alg. 1) and decay (Sec. 4.3).
 //
@@ -84,18 +105,9 @@ class Hla2Stream {
   TokenGradient<T> backward(const Hla2Stream& before, const Vector<T>& q, const Vector<T>& k, const RowVector<T>& v,
                             const RowVector<T>& d_num, const T& d_den, Adjoint& a) const {
     TokenGradient<T> g;
-    // read
-    const RowVector<T> u = q.transpose() * key_moment_ + ridge_ * q.transpose();
-    const RowVector<T> d_u = d_num * query_value_.transpose() + d_den * query_mass_.transpose();
-    a.query_value += u.transpose() * d_num;
-    a.query_mass += d_den * u.transpose();
-    a.key_moment += q * d_u;
-    g.dq = key_moment_ * d_u.transpose() + ridge_ * d_u.transpose();
-    if (masked_) {
-      a.cross_value -= q * d_num;
-      a.cross_mass -= d_den * q;
-      g.dq -= cross_value_ * d_num.transpose() + d_den * cross_mass_;
-    }
+    g.dq = Vector<T>::Zero(q.size());
+    hla2_read_adjoint(q, ridge_, masked_, key_moment_, query_value_, query_mass_, cross_value_, cross_mass_, d_num,
+                      d_den, a, g.dq);
     // push, last update first
     Matrix<T> d_query_value_before = gamma_ * a.query_value;
     Vector<T> d_query_mass_before = gamma_ * a.query_mass;
@@ -201,17 +213,8 @@ class Hla2Segments {
   // The adjoints, as LinearSegments' (docs/gradients.md).
   void read_adjoint(const Summary& s, const Vector<T>& q, const RowVector<T>& d_num, const T& d_den, Summary& d_s,
                     Vector<T>& d_q) const {
-    const RowVector<T> u = q.transpose() * s.key_moment + ridge_ * q.transpose();
-    const RowVector<T> d_u = d_num * s.query_value.transpose() + d_den * s.query_mass.transpose();
-    d_s.query_value += u.transpose() * d_num;
-    d_s.query_mass += d_den * u.transpose();
-    d_s.key_moment += q * d_u;
-    d_q += s.key_moment * d_u.transpose() + ridge_ * d_u.transpose();
-    if (masked_) {
-      d_s.cross_value -= q * d_num;
-      d_s.cross_mass -= d_den * q;
-      d_q -= s.cross_value * d_num.transpose() + d_den * s.cross_mass;
-    }
+    hla2_read_adjoint(q, ridge_, masked_, s.key_moment, s.query_value, s.query_mass, s.cross_value, s.cross_mass,
+                      d_num, d_den, d_s, d_q);
   }
   // G_AB = age G_A + G_B + S_B (rho_B C_A), h alike; the moments rho_B X_A + X_B.
   void combine_adjoint(const Summary& a, const Summary& b, const Summary& d, Summary& d_a, Summary& d_b) const {
