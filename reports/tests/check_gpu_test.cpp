@@ -30,8 +30,9 @@ OperatorSpec spec_of(Variant variant) {
 }
 
 // Four heads of bf16 inputs (n = 200: a tail chunk of 8 after six of 32) and a kernel's bf16
-// output: the toolkit's float32 stream, with the query scale or, faulty, without it.
-std::vector<HeadInput> heads(std::uint64_t seed, const CheckOptions& options, bool faulty) {
+// output: the toolkit's float32 stream, with the query scale or, faulty, without it. With
+// group > 1, each run of `group` heads shares the first one's q and k (grouped queries).
+std::vector<HeadInput> heads(std::uint64_t seed, const CheckOptions& options, bool faulty, Index group = 1) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal;
   const Index n = 200, d = 16, dv = 8;
@@ -43,6 +44,10 @@ std::vector<HeadInput> heads(std::uint64_t seed, const CheckOptions& options, bo
   std::vector<HeadInput> out;
   for (Index h = 0; h < 4; ++h) {
     HeadInput head{0, h, {draw(d, 1), draw(d, 0.5), draw(dv, 1)}, {}};
+    if (h % group != 0) {
+      head.tokens.q = out[std::size_t(h - h % group)].tokens.q;
+      head.tokens.k = out[std::size_t(h - h % group)].tokens.k;
+    }
     const float scale = faulty ? 1.0f : float(options.scale);
     const Sequence<float> s{head.tokens.q.cast<float>() * scale, head.tokens.k.cast<float>(),
                             head.tokens.v.cast<float>()};
@@ -95,6 +100,87 @@ TEST_CASE("check gpu/the GPU runs give the CPU's verdicts and diagnoses for ever
       if (faulty) CHECK(std::find(gpu.matches.begin(), gpu.matches.end(), "no-scale") != gpu.matches.end());
     }
   }
+}
+
+namespace {
+
+// The four heads as arrays in `layout`: batch-major value heads (batch b, head h is head
+// b * heads + h), q and k with heads / group heads of their own.
+struct Arrays {
+  std::vector<double> q, k, v, o;
+  std::vector<std::int64_t> key_shape, value_shape;
+};
+Arrays arrays_of(const std::vector<HeadInput>& hs, Layout layout, Index batch, Index group) {
+  const Index heads = Index(hs.size()) / batch, key_heads = heads / group;
+  const Index n = hs[0].tokens.length(), d = hs[0].tokens.key_dim(), dv = hs[0].tokens.value_dim();
+  const auto shape = [&](Index h, Index f) -> std::vector<std::int64_t> {
+    if (layout == Layout::nd) return {n, f};
+    if (layout == Layout::bthd) return {batch, n, h, f};
+    return {batch, h, n, f};
+  };
+  const auto at = [&](Index b, Index t, Index h, Index f, Index hs_, Index fs) {
+    return std::size_t(layout == Layout::bhtd ? ((b * hs_ + h) * n + t) * fs + f : ((b * n + t) * hs_ + h) * fs + f);
+  };
+  Arrays a{std::vector<double>(std::size_t(batch * key_heads * n * d)), {}, std::vector<double>(std::size_t(batch * heads * n * dv)), {},
+           shape(key_heads, d), shape(heads, dv)};
+  a.k = a.q;
+  a.o = a.v;
+  for (Index b = 0; b < batch; ++b)
+    for (Index h = 0; h < heads; ++h) {
+      const HeadInput& x = hs[std::size_t(b * heads + h)];
+      for (Index t = 0; t < n; ++t) {
+        for (Index f = 0; f < dv; ++f) {
+          a.v[at(b, t, h, f, heads, dv)] = x.tokens.v(t, f);
+          a.o[at(b, t, h, f, heads, dv)] = x.output(t, f);
+        }
+        if (h % group != 0) continue;
+        for (Index f = 0; f < d; ++f) {
+          a.q[at(b, t, h / group, f, key_heads, d)] = x.tokens.q(t, f);
+          a.k[at(b, t, h / group, f, key_heads, d)] = x.tokens.k(t, f);
+        }
+      }
+    }
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("check gpu/arrays in every layout and grouped heads give what their heads give", "[gpu]") {
+  // check_arrays gathers the GPU's inputs straight from the arrays (not through HeadInput).
+  const std::uint64_t seed = test_seed();
+  CheckOptions options = options_for(spec_of(Variant::hla2));
+  options.device = Device::gpu;
+  struct Shape {
+    Layout layout;
+    Index batch, group;
+  };
+  for (const bool faulty : {false, true})
+    for (const Shape& shape : {Shape{Layout::bthd, 2, 1}, Shape{Layout::bhtd, 2, 1}, Shape{Layout::bthd, 1, 2},
+                               Shape{Layout::bhtd, 1, 4}}) {
+      INFO(layout_name(shape.layout) << ", batch " << shape.batch << ", group " << shape.group << ", faulty "
+                                     << faulty << ", seed " << seed);
+      const std::vector<HeadInput> hs = heads(seed, options, faulty, shape.group);
+      const Arrays a = arrays_of(hs, shape.layout, shape.batch, shape.group);
+      const CheckResult from_arrays =
+          check_arrays(options, shape.layout, {"q.npy", a.key_shape, a.q.data(), nullptr},
+                       {"k.npy", a.key_shape, a.k.data(), nullptr}, {"v.npy", a.value_shape, a.v.data(), nullptr},
+                       {"o.npy", a.value_shape, a.o.data(), nullptr});
+      const CheckResult from_heads = check(options, hs);
+      CHECK(from_arrays.passed == !faulty);
+      CHECK(from_arrays.passed == from_heads.passed);
+      CHECK(from_arrays.worst_ratio == from_heads.worst_ratio);
+      CHECK(from_arrays.outputs == from_heads.outputs);
+      CHECK(from_arrays.normwise_u == from_heads.normwise_u);
+    }
+  // One head, [n, d].
+  const std::vector<HeadInput> one(1, heads(seed, options, false)[0]);
+  const Arrays a = arrays_of(one, Layout::nd, 1, 1);
+  const CheckResult r = check_arrays(options, Layout::nd, {"q.npy", a.key_shape, a.q.data(), nullptr},
+                                     {"k.npy", a.key_shape, a.k.data(), nullptr},
+                                     {"v.npy", a.value_shape, a.v.data(), nullptr},
+                                     {"o.npy", a.value_shape, a.o.data(), nullptr});
+  CHECK(r.passed);
+  CHECK(r.worst_ratio == check(options, one).worst_ratio);
 }
 
 TEST_CASE("check gpu/where the GPU cannot hold the check --device gpu refuses and auto runs on the CPU",
