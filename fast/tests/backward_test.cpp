@@ -50,35 +50,52 @@ void equals_reference(Implementation impl, Variant variant, int max_n, int max_d
   RC_ASSERT(exact.output == fast.output);
 }
 
+// equals_reference for both backward implementations and every variant, 200 cases each.
+template <class T>
+void every_backward_equals_reference(const std::string& scalar, int max_n, int max_d) {
+  for (const Implementation impl : {Implementation::streaming, Implementation::scan})
+    for (const Variant variant : all_variants) {
+      property(std::string(variant_name(variant)) + ": " + std::string(fast::implementation_name(impl)) +
+                   " dQ dK dV equal reference::gradients" + scalar,
+               [=] { equals_reference<T>(impl, variant, max_n, max_d); }, 200);
+    }
+}
+
 }  // namespace
 
 TEST_CASE("backward/streaming and scan gradients equal the definition's exactly - Rational", "[backward][exact]") {
-  for (const Implementation impl : {Implementation::streaming, Implementation::scan})
-    for (const Variant variant : all_variants) {
-      property(std::string(variant_name(variant)) + ": " + std::string(fast::implementation_name(impl)) +
-                   " dQ dK dV equal reference::gradients",
-               [impl, variant] { equals_reference<Rational>(impl, variant, 9, 3); }, 200);
-    }
+  every_backward_equals_reference<Rational>("", 9, 3);
 }
 
 TEST_CASE("backward/streaming and scan gradients equal the definition's exactly - ModP", "[backward][exact]") {
-  for (const Implementation impl : {Implementation::streaming, Implementation::scan})
-    for (const Variant variant : all_variants) {
-      property(std::string(variant_name(variant)) + ": " + std::string(fast::implementation_name(impl)) +
-                   " dQ dK dV equal reference::gradients in Z/p",
-               [impl, variant] { equals_reference<ModP>(impl, variant, 40, 6); }, 200);
-    }
+  every_backward_equals_reference<ModP>(" in Z/p", 40, 6);
 }
+
+namespace {
+
+// A case for comparing a backward with forward mode on its own forward pass: an operator, inputs,
+// a direction E and dO.
+struct DirectionCase {
+  OperatorSpec spec;
+  Sequence<Rational> s, e;
+  Matrix<Rational> d_out;
+};
+DirectionCase draw_direction_case(Variant variant) {
+  DirectionCase c;
+  c.spec = *testing::gen_spec(variant).as("spec");
+  c.s = *testing::gen_any_sequence(8, 3).as("sequence");
+  c.e = *testing::gen_sequence(c.s.length(), c.s.key_dim(), c.s.value_dim(), false).as("direction");
+  c.d_out = *testing::gen_matrix(c.s.length(), c.s.value_dim(), false).as("dO");
+  return c;
+}
+
+}  // namespace
 
 TEST_CASE("backward/each stream's gradients are those of its own recurrence", "[backward][exact]") {
   for (const Variant variant : all_variants) {
     property(std::string(variant_name(variant)) + ": in each form, <grad, E> is the recurrence's directional derivative",
              [variant] {
-               const OperatorSpec spec = *testing::gen_spec(variant).as("spec");
-               const Sequence<Rational> s = *testing::gen_any_sequence(8, 3).as("sequence");
-               const Index n = s.length(), d = s.key_dim(), dv = s.value_dim();
-               const Sequence<Rational> e = *testing::gen_sequence(n, d, dv, false).as("direction");
-               const Matrix<Rational> d_out = *testing::gen_matrix(n, dv, false).as("dO");
+               const auto [spec, s, e, d_out] = draw_direction_case(variant);
                for (const Form form : {Form::published, Form::corrected}) {
                  if (fast::backward_unavailable(spec, Implementation::streaming, form)) continue;
                  RC_PRE(testing::denominators_nonzero(spec, fast::streaming_terms(spec, form, s)));
@@ -102,11 +119,8 @@ TEST_CASE("backward/each scan form's gradients are those of its own bracketing",
   for (const Variant variant : all_variants) {
     property(std::string(variant_name(variant)) + ": in each form, <grad, E> is its scan's directional derivative",
              [variant] {
-               const OperatorSpec spec = *testing::gen_spec(variant).as("spec");
-               const Sequence<Rational> s = *testing::gen_any_sequence(8, 3).as("sequence");
-               const Index n = s.length(), d = s.key_dim(), dv = s.value_dim();
-               const Sequence<Rational> e = *testing::gen_sequence(n, d, dv, false).as("direction");
-               const Matrix<Rational> d_out = *testing::gen_matrix(n, dv, false).as("dO");
+               const auto [spec, s, e, d_out] = draw_direction_case(variant);
+               const Index n = s.length(), dv = s.value_dim();
                const Index chunk = *testing::gen_position(1, n + 2).as("chunk");
                for (const Form form : {Form::published, Form::corrected}) {
                  if (fast::unavailable(spec, Implementation::scan, form)) continue;
@@ -115,8 +129,8 @@ TEST_CASE("backward/each scan form's gradients are those of its own bracketing",
                  Gradients<Rational> g;
                  try {  // a normalized denominator of this bracketing may be zero (then no derivative)
                    g = any_scan_gradients(spec, form, s, d_out, chunk);
-                 } catch (const Error& e) {
-                   RC_PRE(std::string(e.what()).find("division by zero") == std::string::npos);
+                 } catch (const Error& error) {
+                   RC_PRE(std::string(error.what()).find("division by zero") == std::string::npos);
                    throw;
                  }
                  const auto output = [&](const Sequence<Dual<Rational>>& moved) {
