@@ -56,14 +56,11 @@ class AhlaStream {
     g.dq = routed_value_ * d_num.transpose() + d_den * routed_mass_;  // lines 7-9
     a.routed_value += q * d_num;
     a.routed_mass += d_den * q;
-    const RowVector<T> r = q.transpose() * key_value_;  // line 6: E += k r, n += s k
-    const T s = q.dot(key_mass_);
-    const RowVector<T> d_r = k.transpose() * a.routed_value;
-    const T d_s = k.dot(a.routed_mass);
-    g.dk = a.routed_value * r.transpose() + s * a.routed_mass;
-    g.dq += key_value_ * d_r.transpose() + d_s * key_mass_;  // lines 4-5
-    a.key_value += q * d_r;
-    a.key_mass += d_s * q;
+    // line 6: E += k (q^T P), n += (q . m) k, with lines 4-5's r and s
+    const RoutedAdjoint<T> routed =
+        routed_update_adjoint(k, q, key_value_, key_mass_, a.routed_value, a.routed_mass, a.key_value, a.key_mass);
+    g.dk = routed.d_a;
+    g.dq += routed.d_u;
     g.dk += a.key_value * v.transpose() + a.key_mass;  // line 3
     g.dv = k.transpose() * a.key_value;
     a.key_value = gamma_ * a.key_value;

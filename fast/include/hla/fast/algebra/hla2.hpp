@@ -115,14 +115,11 @@ class Hla2Stream {
     g.dv = q.transpose() * a.query_value;
     g.dk = (a.key_moment + a.key_moment.transpose()) * k;
     if (masked_) {
-      const RowVector<T> w = k.transpose() * before.query_value_;  // k^T C_{t-1}
-      const T sigma = k.dot(before.query_mass_);                    // k^T m_{t-1}
-      const RowVector<T> d_w = cross_.gain * (k.transpose() * a.cross_value);
-      const T d_sigma = cross_.gain * k.dot(a.cross_mass);
-      g.dk += cross_.gain * (a.cross_value * w.transpose() + sigma * a.cross_mass) +
-              before.query_value_ * d_w.transpose() + d_sigma * before.query_mass_;
-      d_query_value_before += k * d_w;
-      d_query_mass_before += d_sigma * k;
+      // G += (gain k) (k^T C_{t-1}), h += (k . m_{t-1}) (gain k)
+      const RoutedAdjoint<T> routed =
+          routed_update_adjoint<T>(cross_.gain * k, k, before.query_value_, before.query_mass_, a.cross_value,
+                                   a.cross_mass, d_query_value_before, d_query_mass_before);
+      g.dk += cross_.gain * routed.d_a + routed.d_u;
       a.cross_value = cross_.age * a.cross_value;
       a.cross_mass = cross_.age * a.cross_mass;
     }

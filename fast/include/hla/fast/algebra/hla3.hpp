@@ -123,28 +123,15 @@ class Hla3PublishedStream {
       d_query_prev += d_b * k.transpose();
       g.dk += query_prev.transpose() * d_b;
       // line 10: a2 = S^K_{t-1} q, G2 += a2 (q^T P_{t-1}), h2 += (q . m_{t-1}) a2
-      const Vector<T> a2 = key_prev * q;
-      const RowVector<T> r2 = q.transpose() * value_prev;
-      const T sigma2 = q.dot(mass_prev);
-      const Vector<T> d_a2 = a.g2 * r2.transpose() + sigma2 * a.h2;
-      const RowVector<T> d_r2 = a2.transpose() * a.g2;
-      const T d_sigma2 = a2.dot(a.h2);
-      g.dq += value_prev * d_r2.transpose() + d_sigma2 * mass_prev + key_prev.transpose() * d_a2;
-      d_value_prev += q * d_r2;
-      d_mass_prev += d_sigma2 * q;
-      d_key_prev += d_a2 * q.transpose();
+      const RoutedAdjoint<T> second =
+          routed_update_adjoint<T>(key_prev * q, q, value_prev, mass_prev, a.g2, a.h2, d_value_prev, d_mass_prev);
+      g.dq += second.d_u + key_prev.transpose() * second.d_a;
+      d_key_prev += second.d_a * q.transpose();
       // line 9: u1 = S^Q_{t-1} k, G1 += k (u1^T P_{t-1}), h1 += (u1 . m_{t-1}) k
-      const Vector<T> u1 = query_prev * k;
-      const RowVector<T> r1 = u1.transpose() * value_prev;
-      const T sigma1 = u1.dot(mass_prev);
-      g.dk += a.g1 * r1.transpose() + sigma1 * a.h1;
-      const RowVector<T> d_r1 = k.transpose() * a.g1;
-      const T d_sigma1 = k.dot(a.h1);
-      const Vector<T> d_u1 = value_prev * d_r1.transpose() + d_sigma1 * mass_prev;
-      d_value_prev += u1 * d_r1;
-      d_mass_prev += d_sigma1 * u1;
-      d_query_prev += d_u1 * k.transpose();
-      g.dk += query_prev.transpose() * d_u1;
+      const RoutedAdjoint<T> first =
+          routed_update_adjoint<T>(k, query_prev * k, value_prev, mass_prev, a.g1, a.h1, d_value_prev, d_mass_prev);
+      g.dk += first.d_a + query_prev.transpose() * first.d_u;
+      d_query_prev += first.d_u * k.transpose();
       for (Matrix<T>* m : {&a.g1, &a.g2, &a.g3}) *m = gamma_ * *m;
       for (Vector<T>* m : {&a.h1, &a.h2, &a.h3}) *m = gamma_ * *m;
     }
@@ -228,16 +215,11 @@ class Hla3CorrectedStream {
     g.dq = corrected_value_ * d_num.transpose() + d_den * corrected_mass_;  // read
     a.corrected_value += q * d_num;
     a.corrected_mass += d_den * q;
-    const Vector<T> z = key_moment_ * q;
-    const RowVector<T> r = q.transpose() * key_value_;
-    const T sigma = q.dot(key_mass_);
-    const Vector<T> d_z = a.corrected_value * r.transpose() + sigma * a.corrected_mass;
-    const RowVector<T> d_r = z.transpose() * a.corrected_value;
-    const T d_sigma = z.dot(a.corrected_mass);
-    g.dq += key_value_ * d_r.transpose() + d_sigma * key_mass_ + key_moment_.transpose() * d_z;
-    a.key_value += q * d_r;
-    a.key_mass += d_sigma * q;
-    a.key_moment += d_z * q.transpose();
+    // F += z (q^T P_t), eta += (q . m_t) z with z = S^K_t q
+    const RoutedAdjoint<T> routed = routed_update_adjoint<T>(key_moment_ * q, q, key_value_, key_mass_,
+                                                             a.corrected_value, a.corrected_mass, a.key_value, a.key_mass);
+    g.dq += routed.d_u + key_moment_.transpose() * routed.d_a;
+    a.key_moment += routed.d_a * q.transpose();
     g.dk = (a.key_moment + a.key_moment.transpose()) * k + a.key_value * v.transpose() + a.key_mass;
     g.dv = k.transpose() * a.key_value;
     a.key_moment = gamma_ * a.key_moment;

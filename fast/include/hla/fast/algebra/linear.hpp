@@ -19,6 +19,26 @@ struct TokenGradient {
   RowVector<T> dv;
 };
 
+// The adjoint of the routed update X += a (u^T P), x += (u . m) a, the shape of every
+// cross-summary's update (hla2's G, h; AHLA's E, n; third order's G1, G2, F, eta): given the
+// adjoints d_x, d_x_mass of X and x, adds those of P and m to d_p, d_m and returns those of a and u.
+template <class T>
+struct RoutedAdjoint {
+  Vector<T> d_a, d_u;
+};
+template <class T>
+RoutedAdjoint<T> routed_update_adjoint(const Vector<T>& a, const Vector<T>& u, const Matrix<T>& p, const Vector<T>& m,
+                                       const Matrix<T>& d_x, const Vector<T>& d_x_mass, Matrix<T>& d_p,
+                                       Vector<T>& d_m) {
+  const RowVector<T> r = u.transpose() * p;  // u^T P
+  const T sigma = u.dot(m);
+  const RowVector<T> d_r = a.transpose() * d_x;
+  const T d_sigma = a.dot(d_x_mass);
+  d_p += u * d_r;
+  d_m += d_sigma * u;
+  return {d_x * r.transpose() + sigma * d_x_mass, p * d_r.transpose() + d_sigma * m};
+}
+
 // First-order linear attention (Sec. 2.2, identity feature map), the baseline:
 // P_t = gamma P_{t-1} + k_t v_t^T,  m_t = gamma m_{t-1} + k_t,  o_t = q_t^T P_t.
 template <class T>
