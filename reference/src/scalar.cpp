@@ -81,6 +81,7 @@ Rational exact_value(const Mpfr& x) {
 
 ModP to_mod_prime(const Rational& x) {
   const ModP numerator = integer_to_mod_prime(mpq_numref(x.backend().data()));
+  if (mpz_cmp_ui(mpq_denref(x.backend().data()), 1) == 0) return numerator;  // no inverse to take
   const ModP denominator = integer_to_mod_prime(mpq_denref(x.backend().data()));
   if (denominator == ModP(0)) {
     throw Error("rational " + format_rational(x) +
