@@ -9,6 +9,7 @@
 
 #include "hla/reference/error.hpp"
 #include "hla/reports/check.hpp"
+#include "hla/reports/check_grad.hpp"
 
 namespace py = pybind11;
 using namespace hla;
@@ -72,9 +73,15 @@ struct Result {
   reports::CheckOptions options;
 };
 
-py::object position(const std::optional<reports::Position>& p) {
+struct GradientResult {
+  reports::GradientCheckResult result;
+  reports::CheckOptions options;
+};
+
+py::object position(const std::optional<reports::Position>& p, const char* gradient = nullptr) {
   if (!p) return py::none();
   py::dict d;
+  if (gradient) d["gradient"] = gradient;
   d["batch"] = p->batch;
   d["head"] = p->head;
   d["token"] = p->token;
@@ -151,6 +158,58 @@ PYBIND11_MODULE(_hla, m) {
       py::arg("layout") = "nd", py::arg("algorithm") = "any", py::arg("chunk") = 64,
       py::arg("criterion") = "tight", py::arg("threads") = 0,
       "Checks a kernel's output o against the exact operator on q, k, v (docs/check.md).");
+
+  py::class_<GradientResult>(m, "GradientCheckResult")
+      .def_property_readonly("passed", [](const GradientResult& r) { return r.result.passed; })
+      .def_property_readonly("sound", [](const GradientResult& r) { return r.result.sound; })
+      .def_property_readonly("tight", [](const GradientResult& r) { return r.result.tight; })
+      .def_property_readonly("worst_ratio", [](const GradientResult& r) { return r.result.worst_ratio; })
+      .def_property_readonly("worst",
+                             [](const GradientResult& r) {
+                               return position(r.result.worst, reports::gradient_names[r.result.worst_part]);
+                             })
+      .def_property_readonly("first_failure",
+                             [](const GradientResult& r) {
+                               return position(r.result.first_failure,
+                                               reports::gradient_names[r.result.first_failure_part]);
+                             })
+      .def_property_readonly("tight_ratio", [](const GradientResult& r) { return r.result.tight_ratio; })
+      .def("summary", [](const GradientResult& r) { return reports::gradient_check_summary(r.result, r.options); })
+      .def("to_json",
+           [](const GradientResult& r) {
+             std::ostringstream out;
+             reports::write_gradient_check_json(r.result, r.options, out);
+             return out.str();
+           })
+      .def("__bool__", [](const GradientResult& r) { return r.result.passed; })
+      .def("__repr__", [](const GradientResult& r) {
+        const std::string s = reports::gradient_check_summary(r.result, r.options);
+        return "<hla.GradientCheckResult " + s.substr(0, s.find('\n')) + ">";
+      });
+
+  m.def(
+      "check_grad",
+      [](const Array& d_out, const Array& dq, const Array& dk, const Array& dv, const Array& q, const Array& k,
+         const Array& v, const std::string& variant, bool masked, const py::object& ridge, const py::object& decay,
+         double scale, const std::string& precision, const std::optional<std::string>& output_dtype,
+         const std::string& layout, const std::string& algorithm, Index chunk, const std::string& criterion,
+         int threads) {
+        GradientResult r;
+        r.options = options(variant, masked, false, py::int_(0), ridge, decay, scale, "add", precision, output_dtype,
+                            algorithm, chunk, criterion, threads);
+        const reports::Layout l = reports::parse_layout(layout);
+        py::gil_scoped_release release;
+        r.result = reports::check_gradient_arrays(r.options, l, view("q", q), view("k", k), view("v", v),
+                                                  view("dO", d_out), view("dq", dq), view("dk", dk), view("dv", dv));
+        return r;
+      },
+      py::arg("d_out"), py::arg("dq"), py::arg("dk"), py::arg("dv"), py::arg("q"), py::arg("k"), py::arg("v"),
+      py::kw_only(), py::arg("variant") = "hla2", py::arg("masked") = true, py::arg("ridge") = py::int_(0),
+      py::arg("decay") = py::int_(1), py::arg("scale") = 1.0, py::arg("precision") = "f32",
+      py::arg("output_dtype") = py::none(), py::arg("layout") = "nd", py::arg("algorithm") = "any",
+      py::arg("chunk") = 64, py::arg("criterion") = "tight", py::arg("threads") = 0,
+      "Checks a kernel's gradients dq, dk, dv of <d_out, O> against the exact ones on q, k, v "
+      "(unnormalized operators; docs/check.md \"Gradients\").");
 
   m.def(
       "reference",

@@ -79,7 +79,12 @@ CommandLine::CommandLine() {
   check->add_option("--q", c.request.q_path, "queries, .npy (float64, float32 or float16)")->required();
   check->add_option("--k", c.request.k_path, "keys")->required();
   check->add_option("--v", c.request.v_path, "values (more heads than q and k: grouped queries)")->required();
-  check->add_option("--o", c.request.o_path, "the kernel's output, shaped as the values")->required();
+  check->add_option("--o", c.request.o_path, "the kernel's output, shaped as the values");
+  check->add_option("--grad", c.request.grad_path,
+                    "dO, shaped as the values: check the kernel's gradients of <dO, O> (--dq, --dk, --dv)");
+  check->add_option("--dq", c.request.dq_path, "with --grad: the kernel's dQ, shaped as the queries");
+  check->add_option("--dk", c.request.dk_path, "with --grad: the kernel's dK, shaped as the keys");
+  check->add_option("--dv", c.request.dv_path, "with --grad: the kernel's dV, shaped as the values");
   check->add_option("--layout", c.layout, "nd: [n, d], one head | bthd: [B, T, H, D] | bhtd: [B, H, T, D]");
   check->add_option("--precision", c.precision, "the inputs' format: f64 | f32 | bf16 | f16")->required();
   check->add_option("--output-dtype", c.output_dtype, "the output's format (default: --precision)");
@@ -191,6 +196,13 @@ CheckRequest CommandLine::check_request() const {
   out.options.device = reports::parse_device(c.device);
   if (c.progress) out.options.progress = [](const std::string& line) { std::cerr << "hla check: " << line << "\n"; };
   out.layout = reports::parse_layout(c.layout);
+  const bool any_gradient = !out.dq_path.empty() || !out.dk_path.empty() || !out.dv_path.empty();
+  if (!out.grad_path.empty() && (out.dq_path.empty() || out.dk_path.empty() || out.dv_path.empty()))
+    throw Error("--grad: needs --dq, --dk and --dv, the kernel's gradients");
+  if (out.grad_path.empty() && any_gradient) throw Error("--dq, --dk, --dv: need --grad, the dO they are for");
+  if (out.o_path.empty() && out.grad_path.empty())
+    throw Error("check: --o (the output) or --grad with --dq, --dk, --dv (the gradients) is required");
+  if (!out.report_dir.empty() && out.o_path.empty()) throw Error("--report: draws the output's check; give --o");
   if (out.options.chunk < 1) throw Error("--chunk: must be at least 1");
   if (out.options.threads < 0 || out.options.threads > fast::max_threads)
     throw Error("--threads: from 0 (all cores) to " + std::to_string(fast::max_threads));

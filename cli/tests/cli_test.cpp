@@ -475,6 +475,55 @@ TEST_CASE("cli/check passes an exact output and fails a wrong one", "[cli][check
                  Catch::Contains("\"first_failure\": {\"batch\": 0, \"head\": 0, \"token\": 2"));
 }
 
+// hla check --grad: the exact gradients (hla eval --grad, correctly rounded to float64) pass, with
+// and without the output; one entry of dK off by about one part in 2^20 fails, named in the JSON.
+TEST_CASE("cli/check --grad passes exact gradients and fails a wrong one", "[cli][check]") {
+  Workspace w;
+  write_outputs(w);
+  w.matrix("do.npy", 3, 1, {1, -2, 3});
+  REQUIRE(w.run(std::string(HLA_BINARY) + " eval --variant hla2 --impl streaming --scalar exact --q " + w.path("q.npy") +
+                " --k " + w.path("k.npy") + " --v " + w.path("v.npy") + " --out " + w.path("o2.npy") + " --grad " +
+                w.path("do.npy") + " --out-dq " + w.path("dq.npy") + " --out-dk " + w.path("dk.npy") + " --out-dv " +
+                w.path("dv.npy"))
+              .status == 0);
+  io::NpyMatrix dk = io::read_npy_matrix(w.path("dk.npy"));
+  dk.values[3] = dk.values[3] * (1 + 0x1p-20) + 0x1p-20;  // token 1, column 1
+  w.matrix("dk_off.npy", dk.rows, dk.cols, dk.values);
+  const auto grad = [&w](const std::string& dk_file) {
+    return " --grad " + w.path("do.npy") + " --dq " + w.path("dq.npy") + " --dk " + w.path(dk_file) + " --dv " +
+           w.path("dv.npy");
+  };
+  const auto without_output = [&](const std::string& args) {
+    std::string command = std::string(HLA_BINARY) + " check --variant hla2 --precision f64" + args;
+    for (const char* flag : {"q", "k", "v"}) command += std::string(" --") + flag + " " + w.path(std::string(flag) + ".npy");
+    return w.run(command);
+  };
+  const Run pass = without_output(grad("dk.npy") + " --json " + w.path("pass.json"));
+  INFO(pass.err);
+  CHECK(pass.status == 0);
+  CHECK_THAT(w.read("pass.json"), Catch::StartsWith("{\"verdict\": \"pass\"") &&
+                                      Catch::Contains("\"reference\": \"261-bit MPFR streaming backward (CPU)\""));
+  CHECK(check_run(w, grad("dk.npy")).status == 0);  // the output and the gradients
+  CHECK(check_run(w, grad("dk.npy"), "o_off.npy").status == 1);
+  const Run fail = without_output(grad("dk_off.npy") + " --json " + w.path("grad.json"));
+  CHECK(fail.status == 1);
+  CHECK_THAT(w.read("grad.json"), Catch::Contains("\"verdict\": \"fail\"") &&
+                                      Catch::Contains("\"first_failure\": {\"gradient\": \"dK\", \"batch\": 0, "
+                                                      "\"head\": 0, \"token\": 1, \"column\": 1}"));
+  const Run both = check_run(w, grad("dk.npy") + " --json " + w.path("both.json"));
+  CHECK(both.status == 0);
+  CHECK_THAT(w.read("both.json"), Catch::StartsWith("{\"output\": {\"verdict\": \"pass\"") &&
+                                      Catch::Contains(", \"gradients\": {\"verdict\": \"pass\""));
+  // Bad input: one line, exit 2.
+  check_bad_input(without_output(" --grad " + w.path("do.npy")), "--grad", "needs --dq, --dk and --dv");
+  check_bad_input(without_output(" --dq " + w.path("dq.npy")), "--dq", "need --grad");
+  check_bad_input(without_output(""), "check", "--o (the output) or --grad");
+  check_bad_input(without_output(grad("dk.npy") + " --normalize --eps 1"), "--grad", "unnormalized operators only");
+  check_bad_input(without_output(" --grad " + w.path("do.npy") + " --dq " + w.path("dk.npy") + " --dk " +
+                                 w.path("dk.npy") + " --dv " + w.path("dq.npy")),
+                  "dq.npy", "dO and dV have the values' shape");
+}
+
 TEST_CASE("cli/check rejects bad input with one line and exit 2", "[cli][check]") {
   Workspace w;
   write_outputs(w);

@@ -3,6 +3,8 @@
     import hla
     r = hla.check(o, q, k, v, variant="hla2", decay=0.999, scale=0.25, precision="bf16", layout="bthd")
     assert r.passed, r.summary()
+    g = hla.check_grad(d_o, dq, dk, dv, q, k, v, variant="hla2", decay=0.999, scale=0.25, precision="bf16")
+    assert g.passed, g.summary()
 
 Arrays are numpy arrays or anything numpy can view (a CPU torch tensor: t.numpy()); they are read
 as float64 (float32 and float16 convert exactly). docs/check.md derives the criteria.
@@ -10,10 +12,11 @@ as float64 (float32 and float16 convert exactly). docs/check.md derives the crit
 
 import numpy as np
 
-from ._hla import CheckResult, HlaError, check, reference  # noqa: F401
+from ._hla import CheckResult, GradientCheckResult, HlaError, check, check_grad, reference  # noqa: F401
 from . import testing  # noqa: F401
 
-__all__ = ["check", "reference", "check_causal", "CheckResult", "HlaError", "testing"]
+__all__ = ["check", "check_grad", "reference", "check_causal", "CheckResult", "GradientCheckResult", "HlaError",
+           "testing"]
 
 _TOKEN_AXIS = {"nd": 0, "bthd": 1, "bhtd": 2}
 

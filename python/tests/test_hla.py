@@ -95,3 +95,37 @@ def test_bad_input_is_a_value_error(inputs):
     bad[0, 3, 1, 2] = np.nan
     with pytest.raises(ValueError, match=r"entry \[0, 3, 1, 2\] is NaN"):
         hla.check(bad, q, k, v, **OPTIONS)
+
+
+def linear_backward(q, k, v, d_o, gamma, scale, late=False):
+    """A user's float32 backward of masked linear attention with decay (S_t = g S + k_t v_t^T,
+    o_t = S_t^T q_t, q scaled first); late: dK, dV read the adjoint before its own token's term."""
+    q, k, v, d_o = (x.astype(np.float32) for x in (q, k, v, d_o))
+    g, n = np.float32(gamma), q.shape[0]
+    states, s = [], np.zeros((k.shape[1], v.shape[1]), np.float32)
+    for t in range(n):
+        s = g * s + np.outer(k[t], v[t])
+        states.append(s)
+    dq, dk, dv = np.zeros_like(q), np.zeros_like(k), np.zeros_like(v)
+    a = np.zeros_like(s)
+    for t in reversed(range(n)):
+        before = g * a
+        a = before + np.outer(q[t] * np.float32(scale), d_o[t])
+        read = before if late else a
+        dq[t] = states[t] @ d_o[t] * np.float32(scale)
+        dk[t], dv[t] = read @ v[t], read.T @ k[t]
+    return dq, dk, dv
+
+
+def test_check_grad_passes_a_correct_backward_and_fails_a_late_adjoint():
+    rng = np.random.default_rng(SEED)
+    q, k, v, d_o = (kernel.bf16(rng.standard_normal((64, 16))) for _ in range(4))
+    options = dict(variant="linear", decay=0.99, scale=0.25, precision="bf16")
+    r = hla.check_grad(d_o, *linear_backward(q, k, v, d_o, 0.99, 0.25), q, k, v, **options)
+    assert r.passed, r.summary()
+    assert json.loads(r.to_json())["verdict"] == "pass"
+    bad = hla.check_grad(d_o, *linear_backward(q, k, v, d_o, 0.99, 0.25, late=True), q, k, v, **options)
+    assert not bad.passed and not bad.sound
+    assert bad.first_failure["gradient"] == "dK"
+    with pytest.raises(ValueError, match="dO and dV have the values' shape"):
+        hla.check_grad(d_o[:, :8], *linear_backward(q, k, v, d_o, 0.99, 0.25), q, k, v, **options)

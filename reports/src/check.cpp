@@ -19,53 +19,12 @@
 #include "hla/reference/error.hpp"
 #include "hla/reports/candidates.hpp"
 
+#include "arrays.hpp"
 #include "check_gpu.hpp"
 
 namespace hla::reports {
 
 namespace {
-
-struct Binary {
-  int precision, min_exponent, max_exponent;  // significand bits (with the implicit one), exponent range
-};
-constexpr Binary binary(Format format) {
-  switch (format) {
-    case Format::f64:
-      return {53, -1022, 1023};
-    case Format::f32:
-      return {24, -126, 127};
-    case Format::bf16:
-      return {8, -126, 127};
-    case Format::f16:
-      return {11, -14, 15};
-  }
-  return {53, -1022, 1023};
-}
-
-// The unit roundoff of a format, 2^-p.
-double unit_roundoff(Format format) {
-  return std::ldexp(1.0, -binary(format).precision);
-}
-// Half the smallest subnormal: the absolute error of rounding below the normal range.
-double underflow_error(Format format) {
-  const Binary b = binary(format);
-  return std::ldexp(1.0, b.min_exponent - b.precision);
-}
-
-// How many query factors a monomial of num or den has: the rounding of --scale times q adds that
-// many roundings to the candidate's (and a float64 reference's) depth.
-int query_degree(const OperatorSpec& spec) {
-  switch (spec.variant) {
-    case Variant::linear:
-      return 1;
-    case Variant::hla2:
-    case Variant::ahla:
-      return 2;
-    case Variant::hla3:
-      return 3;
-  }
-  return 3;
-}
 
 template <class T>
 T divisor(EpsPolicy policy, const T& den, const T& eps) {
@@ -437,166 +396,6 @@ double form_ratio(const Matrix<double>& candidate, const Matrix<double>& form, F
   }
   const double base = base_sq * std::max(1.0, reference_sq > 0 ? form_sq / reference_sq : 1.0);
   return base > 0 ? std::sqrt(sq / base) : (sq == 0 ? 0 : INFINITY);
-}
-
-// One array with its axes named: batch, tokens, heads, features (a 2-D array is one head).
-struct Tensor {
-  std::string path;  // the array's name in messages
-  std::vector<std::int64_t> shape;
-  const double* values;
-  const float* narrow;  // the values as float when `values` is null
-  Index batch = 1, tokens = 0, heads = 1, features = 0;
-  Layout layout = Layout::nd;
-
-  double at(Index b, Index t, Index h, Index f) const {
-    const std::size_t i = index(b, t, h, f);
-    return values ? values[i] : narrow[i];
-  }
-  std::size_t index(Index b, Index t, Index h, Index f) const {
-    std::size_t i = 0;
-    switch (layout) {
-      case Layout::nd:
-        i = std::size_t(t * features + f);
-        break;
-      case Layout::bthd:
-        i = std::size_t(((b * tokens + t) * heads + h) * features + f);
-        break;
-      case Layout::bhtd:
-        i = std::size_t(((b * heads + h) * tokens + t) * features + f);
-        break;
-    }
-    return i;
-  }
-  std::string entry(Index b, Index t, Index h, Index f) const {
-    switch (layout) {
-      case Layout::nd:
-        return path + ": entry [" + std::to_string(t) + ", " + std::to_string(f) + "]";
-      case Layout::bthd:
-        return path + ": entry [" + std::to_string(b) + ", " + std::to_string(t) + ", " + std::to_string(h) +
-               ", " + std::to_string(f) + "]";
-      case Layout::bhtd:
-        return path + ": entry [" + std::to_string(b) + ", " + std::to_string(h) + ", " + std::to_string(t) +
-               ", " + std::to_string(f) + "]";
-    }
-    return path;
-  }
-};
-
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::string out;
-  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return "(" + out + (shape.size() == 1 ? ",)" : ")");
-}
-
-Tensor tensor(const ArrayView& a, Layout layout) {
-  Tensor x{a.name, a.shape, a.values, a.narrow};
-  x.layout = layout;
-  const auto& s = x.shape;
-  const std::string shape = shape_text(s);
-  const std::string& path = a.name;
-  if (layout == Layout::nd) {
-    if (s.size() != 2)
-      throw Error(path + ": --layout nd needs a 2-D array [n, d], got shape " + shape +
-                  " (4-D arrays: --layout bthd or bhtd)");
-    x.tokens = s[0];
-    x.features = s[1];
-  } else {
-    if (s.size() != 4)
-      throw Error(path + ": --layout " + std::string(layout_name(layout)) + " needs a 4-D array " +
-                  (layout == Layout::bthd ? "[B, T, H, D]" : "[B, H, T, D]") + ", got shape " + shape);
-    x.batch = s[0];
-    x.tokens = layout == Layout::bthd ? s[1] : s[2];
-    x.heads = layout == Layout::bthd ? s[2] : s[1];
-    x.features = s[3];
-  }
-  if (x.tokens == 0) throw Error(path + ": no tokens (shape " + shape + ")");
-  if (x.features == 0) throw Error(path + ": no features (shape " + shape + ")");
-  if (x.batch == 0 || x.heads == 0) throw Error(path + ": no heads (shape " + shape + ")");
-  return x;
-}
-
-void parallel_for(std::size_t count, int threads, const std::function<void(std::size_t)>& fn);
-
-// Whether the value is finite and, given a format, one of its values. A float holds a bf16 value
-// exactly when its low 16 bits are zero (the same exponent range, 8 of its 24 significand bits).
-bool good_value(float value, std::optional<Format> format) {
-  if (!std::isfinite(value)) return false;
-  if (format == Format::bf16) return (std::bit_cast<std::uint32_t>(value) & 0xffffu) == 0;
-  return !format || *format == Format::f32 || *format == Format::f64 || round_to(*format, value) == value;
-}
-bool good_value(double value, std::optional<Format> format) {
-  return std::isfinite(value) && (!format || round_to(*format, value) == value);
-}
-
-// Whether every value of x is good: one pass over its memory in storage order, in slices over the
-// threads (check_values then names the first bad entry in its own order).
-bool all_values_good(const Tensor& x, std::optional<Format> format, int threads) {
-  const std::size_t count = std::size_t(x.batch * x.heads * x.tokens * x.features), slices = 256;
-  std::atomic<bool> good{true};
-  parallel_for(slices, threads, [&](std::size_t i) {
-    const std::size_t begin = count * i / slices, end = count * (i + 1) / slices;
-    bool ok = true;
-    if (x.values) {
-      for (std::size_t j = begin; j < end; ++j) ok &= good_value(x.values[j], format);
-    } else {
-      for (std::size_t j = begin; j < end; ++j) ok &= good_value(x.narrow[j], format);
-    }
-    if (!ok) good = false;
-  });
-  return good;
-}
-
-// Every value finite and, for the inputs, exactly a value of the declared precision; the first
-// bad entry in (batch, head, token, feature) order is named.
-void check_values(const Tensor& x, std::optional<Format> format, int threads) {
-  if (all_values_good(x, format, threads)) return;
-  parallel_for(std::size_t(x.batch * x.heads), threads, [&](std::size_t i) {
-    const Index b = Index(i) / x.heads, h = Index(i) % x.heads;
-    for (Index t = 0; t < x.tokens; ++t)
-      for (Index f = 0; f < x.features; ++f) {
-        const double value = x.at(b, t, h, f);
-        if (!std::isfinite(value)) {
-          throw Error(x.entry(b, t, h, f) + " is " + (std::isnan(value) ? "NaN" : "infinite") +
-                      (format ? "; the inputs must be finite" : "; the candidate's output must be finite"));
-        }
-        if (format && round_to(*format, value) != value) {
-          std::ostringstream v;
-          v.precision(17);
-          v << value;
-          throw Error(x.entry(b, t, h, f) + " = " + v.str() + " is not a " +
-                      std::string(format_name(*format)) + " value (--precision " +
-                      std::string(format_name(*format)) +
-                      "): save the inputs your kernel read, after rounding them");
-        }
-      }
-  });
-}
-
-void require(bool ok, const std::string& message) {
-  if (!ok) throw Error(message);
-}
-
-// fn(i) for every i < count on `threads` threads (0: one per core), each taking the next i; then
-// the error of the lowest i that failed, if any, is thrown.
-void parallel_for(std::size_t count, int threads, const std::function<void(std::size_t)>& fn) {
-  std::vector<std::string> errors(count);
-  std::atomic<std::size_t> next{0};
-  const auto worker = [&] {
-    for (std::size_t i; (i = next++) < count;) {
-      try {
-        fn(i);
-      } catch (const std::exception& e) {
-        errors[i] = e.what();
-      }
-    }
-  };
-  const std::size_t workers = std::min<std::size_t>(
-      count, std::size_t(threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()))));
-  std::vector<std::thread> pool;
-  for (std::size_t t = 0; t < workers; ++t) pool.emplace_back(worker);
-  for (std::thread& t : pool) t.join();
-  for (const std::string& e : errors)
-    if (!e.empty()) throw Error(e);
 }
 
 // Whether the runs take place on the GPU (options.device, docs/check.md "Where it runs").
@@ -1056,12 +855,7 @@ std::string check_summary(const CheckResult& r, const CheckOptions& options) {
 }
 
 void write_check_json(const CheckResult& r, const CheckOptions& options, std::ostream& out) {
-  const auto number = [](double x) {
-    if (!std::isfinite(x)) return std::string(x > 0 ? "\"inf\"" : x < 0 ? "\"-inf\"" : "\"nan\"");
-    std::ostringstream s;
-    s << std::setprecision(17) << x;
-    return s.str();
-  };
+  const auto number = json_double;
   const auto position = [](const std::optional<Position>& p) {
     if (!p) return std::string("null");
     return "{\"batch\": " + std::to_string(p->batch) + ", \"head\": " + std::to_string(p->head) +
@@ -1092,45 +886,6 @@ void write_check_json(const CheckResult& r, const CheckOptions& options, std::os
       << ", \"reference\": \"" << r.reference_name << "\", \"precision\": \"" << format_name(options.precision) << "\", \"output_dtype\": \""
       << format_name(options.output_format.value_or(options.precision)) << "\", \"eps_policy\": \""
       << eps_policy_name(options.eps_policy) << "\"}\n";
-}
-
-// q, k, v checked against each other: q and k alike, v with q's batch and tokens and a multiple
-// of its heads.
-void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v) {
-  const auto shape = [](const Tensor& x) { return shape_text(x.shape); };
-  require(k.shape == q.shape, k.path + ": shape " + shape(k) + " does not match " + q.path + " " + shape(q));
-  require(v.batch == q.batch && v.tokens == q.tokens, v.path + ": shape " + shape(v) + " does not match " +
-                                                          q.path + " " + shape(q) + " in batch or tokens");
-  require(v.heads % q.heads == 0, v.path + ": " + std::to_string(v.heads) + " value heads for " +
-                                      std::to_string(q.heads) +
-                                      " query and key heads: grouped queries need a multiple of them");
-}
-
-// Value head i of the arrays (batch-major): its batch, its value head and its query/key head.
-struct HeadIndex {
-  Index batch, value_head, query_head;
-};
-HeadIndex head_index(const Tensor& q, const Tensor& v, std::size_t i) {
-  const Index group = v.heads / q.heads;  // value heads per query/key head, consecutive
-  return {Index(i) / v.heads, Index(i) % v.heads, Index(i) % v.heads / group};
-}
-
-// Value head i of the arrays: its q, k, v (before the scale).
-HeadInput head_tokens(const Tensor& q, const Tensor& k, const Tensor& v, std::size_t i) {
-  const auto [b, hv, hq] = head_index(q, v, i);
-  HeadInput h;
-  h.batch = b;
-  h.head = hv;
-  h.tokens = {Matrix<double>(q.tokens, q.features), Matrix<double>(q.tokens, q.features),
-              Matrix<double>(v.tokens, v.features)};
-  for (Index t = 0; t < q.tokens; ++t) {
-    for (Index f = 0; f < q.features; ++f) {
-      h.tokens.q(t, f) = q.at(b, t, hq, f);
-      h.tokens.k(t, f) = k.at(b, t, hq, f);
-    }
-    for (Index f = 0; f < v.features; ++f) h.tokens.v(t, f) = v.at(b, t, hv, f);
-  }
-  return h;
 }
 
 CheckResult check_arrays(const CheckOptions& options, Layout layout, const ArrayView& qa, const ArrayView& ka,

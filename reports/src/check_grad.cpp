@@ -1,0 +1,358 @@
+#include "hla/reports/check_grad.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <iomanip>
+#include <mutex>
+#include <sstream>
+
+#include "hla/checking/depth.hpp"
+#include "hla/checking/gauge.hpp"
+#include "hla/fast/backward.hpp"
+#include "hla/reports/candidates.hpp"
+
+#include "arrays.hpp"
+
+namespace hla::reports {
+
+namespace {
+
+using fast::Implementation;
+
+// The backwards whose bound the sound criterion takes (the loosest of them), as --algorithm says:
+// the streaming and the scan backward (there is no chunked one yet).
+std::vector<Implementation> bound_implementations(const CheckOptions& options) {
+  if (!options.algorithm) return {Implementation::streaming, Implementation::scan};
+  if (*options.algorithm == Implementation::chunked)
+    throw Error("--algorithm chunked: there is no chunked backward yet to bound a gradient (docs/gradients.md); "
+                "use streaming, scan or any");
+  return {*options.algorithm};
+}
+
+template <class T>
+Gradients<T> backward(const CheckOptions& options, Implementation impl, const Sequence<T>& s, const Matrix<T>& d_out) {
+  const OperatorSpec& spec = options.spec;
+  const fast::Form form = fast::default_form(spec, impl);
+  if (impl == Implementation::streaming) return fast::streaming_gradients(spec, form, s, d_out);
+  return fast::scan_gradients(spec, form, s, d_out, fast::ScanOptions{options.chunk, 1});
+}
+
+// Rounding depths K of every gradient entry (checking/depth.hpp) of one implementation in a
+// precision of `Bits`: they depend on the operator, the shapes and the chunk only.
+template <int Bits>
+Gradients<std::int64_t> depths(const CheckOptions& options, Implementation impl, Index n, Index d, Index dv) {
+  using D = checking::Depth<Bits>;
+  const auto symbolic = [](Index rows, Index cols) { return Matrix<D>(Matrix<D>::Constant(rows, cols, D::input())); };
+  const Gradients<D> g = backward(options, impl, Sequence<D>{symbolic(n, d), symbolic(n, d), symbolic(n, dv)}, symbolic(n, dv));
+  const auto count = [](const Matrix<D>& m) {
+    return Matrix<std::int64_t>(m.unaryExpr([](const D& x) { return x.count(); }));
+  };
+  return {count(g.dq), count(g.dk), count(g.dv), {}};
+}
+
+const Matrix<double>& part(const Gradients<double>& g, int i) {
+  return i == 0 ? g.dq : i == 1 ? g.dk : g.dv;
+}
+const Matrix<std::int64_t>& part(const Gradients<std::int64_t>& g, int i) {
+  return i == 0 ? g.dq : i == 1 ? g.dk : g.dv;
+}
+
+bool exact_power_of_two(double x) {
+  int e = 0;
+  return std::frexp(x, &e) == 0.5;
+}
+
+// runs[0] is the streaming backward (the reference's algorithm); `bounded` says which runs the
+// sound bound takes. Depths per run: in the candidate's arithmetic and in float64 (for the gauge
+// computed in double, and the reference).
+struct Plan {
+  std::vector<Implementation> runs;
+  std::vector<bool> bounded;
+  std::vector<Gradients<std::int64_t>> depth, depth53;
+  int bits = 24;                               // the candidate's arithmetic
+  std::int64_t extra[3] = {0, 0, 0};           // roundings of --scale: q times it, dQ times it
+  Format out = Format::f32;
+};
+
+struct HeadOutcome {
+  double worst_ratio = 0;
+  int worst_part = 0;
+  Position worst;
+  std::optional<Position> first_failure;
+  int first_failure_part = 0;
+  double part_ratio[3] = {0, 0, 0};
+  double distance_units[3] = {0, 0, 0}, own_distance_units[3] = {0, 0, 0}, tight[3] = {0, 0, 0};
+};
+
+Matrix<double> absolute(const Matrix<double>& m) { return m.cwiseAbs(); }
+
+HeadOutcome check_head(const CheckOptions& options, const Plan& plan, const GradientHead& head) {
+  const Sequence<double> s{head.tokens.q * options.scale, head.tokens.k, head.tokens.v};
+  const bool f64 = options.precision == Format::f64;
+  // The reference: float64 streaming backward, or 261-bit MPFR for a float64 candidate.
+  Gradients<double> ref;
+  if (f64) {
+    const auto cast = [](const Matrix<double>& m) { return Matrix<Mpfr>(m.unaryExpr([](double x) { return Mpfr(x); })); };
+    const Gradients<Mpfr> g = backward(options, Implementation::streaming, Sequence<Mpfr>{cast(s.q), cast(s.k), cast(s.v)},
+                                       cast(head.d_out));
+    const auto back = [](const Matrix<Mpfr>& m) {
+      return Matrix<double>(m.unaryExpr([](const Mpfr& x) { return static_cast<double>(x); }));
+    };
+    ref = {back(g.dq), back(g.dk), back(g.dv), {}};
+  } else {
+    ref = backward(options, Implementation::streaming, s, head.d_out);
+  }
+  ref.dq *= options.scale;
+  // The toolkit's own backward of the precision: float64, or float32 on the inputs as float.
+  Gradients<double> own;
+  if (f64) {
+    own = backward(options, Implementation::streaming, s, head.d_out);
+  } else {
+    const auto narrow = [](const Matrix<double>& m) { return Matrix<float>(m.cast<float>()); };
+    const Gradients<float> g =
+        backward(options, Implementation::streaming, Sequence<float>{narrow(s.q), narrow(s.k), narrow(s.v)}, narrow(head.d_out));
+    own = {g.dq.cast<double>(), g.dk.cast<double>(), g.dv.cast<double>(), {}};
+  }
+  own.dq *= options.scale;
+  // The gauges of each bounded implementation, in double (an upper bound after the division).
+  std::vector<Gradients<double>> gauges;
+  for (const Implementation impl : plan.runs) {
+    const auto gauge_of = [](const Matrix<double>& m) { return Matrix<Gauge<double>>(absolute(m).cast<Gauge<double>>()); };
+    const Gradients<Gauge<double>> g =
+        backward(options, impl, Sequence<Gauge<double>>{gauge_of(s.q), gauge_of(s.k), gauge_of(s.v)}, gauge_of(head.d_out));
+    const auto value = [&options](const Matrix<Gauge<double>>& m, double factor) {
+      return Matrix<double>(m.unaryExpr([factor](const Gauge<double>& x) { return x.value() * factor; }));
+    };
+    gauges.push_back({value(g.dq, options.scale), value(g.dk, 1), value(g.dv, 1), {}});
+  }
+  const double u_out = unit_roundoff(plan.out), tiny = underflow_error(plan.out);
+  const double reference_unit = f64 ? std::ldexp(1.0, -261) : 0;
+  HeadOutcome r;
+  for (int p = 0; p < 3; ++p) {
+    const Matrix<double>& c = part(head.candidate, p);
+    const Matrix<double>& g = part(ref, p);
+    const Matrix<double>& o = part(own, p);
+    double candidate_sq = 0, own_sq = 0, ref_sq = 0;
+    for (Index t = 0; t < g.rows(); ++t)
+      for (Index j = 0; j < g.cols(); ++j) {
+        double gauge = 0, bound = 0;
+        for (std::size_t i = 0; i < plan.runs.size(); ++i) {
+          const double up = part(gauges[i], p)(t, j) /
+                            (1 - gamma_bound(part(plan.depth53[i], p)(t, j) + plan.extra[p], 53)) * (1 + 0x1p-50);
+          if (i == 0) gauge = up;
+          if (plan.bounded[i])
+            bound = std::max(bound, gamma_bound(part(plan.depth[i], p)(t, j) + plan.extra[p], plan.bits) * up);
+        }
+        // The reference's own error: float64 streaming, gamma_53(K) times its gauge; MPFR, gamma_261(K)
+        // times it and half an ulp of double for the narrowing.
+        const std::int64_t k53 = part(plan.depth53[0], p)(t, j) + plan.extra[p];
+        const double reference_bound =
+            f64 ? gamma_bound(k53, 261) * gauge * (1 + 0x1p-50) + std::ldexp(std::abs(g(t, j)), -53) + reference_unit
+                : gamma_bound(k53, 53) * gauge;
+        const double total = bound + reference_bound;
+        const double limit = total + u_out * (std::abs(g(t, j)) + total) + tiny;
+        const double error = std::abs(c(t, j) - g(t, j));
+        const double ratio = error == 0 ? 0 : error / limit;
+        if (ratio > r.part_ratio[p]) r.part_ratio[p] = ratio;
+        if (ratio > r.worst_ratio || !(ratio == ratio)) {
+          r.worst_ratio = ratio;
+          r.worst_part = p;
+          r.worst = {head.batch, head.head, t, j};
+        }
+        if (!(ratio <= 1) && (!r.first_failure || t < r.first_failure->token)) {
+          r.first_failure = Position{head.batch, head.head, t, j};
+          r.first_failure_part = p;
+        }
+        const double rounded = round_to(plan.out, g(t, j));
+        candidate_sq += (c(t, j) - rounded) * (c(t, j) - rounded);
+        const double own_rounded = round_to(plan.out, o(t, j));
+        own_sq += (own_rounded - rounded) * (own_rounded - rounded);
+        ref_sq += g(t, j) * g(t, j);
+      }
+    const double count = double(std::max<Index>(1, g.size()));
+    const double unit = u_out * std::sqrt(ref_sq / count);
+    const double candidate_rms = std::sqrt(candidate_sq / count), own_rms = std::sqrt(own_sq / count);
+    r.distance_units[p] = unit > 0 ? candidate_rms / unit : (candidate_rms > 0 ? INFINITY : 0);
+    r.own_distance_units[p] = unit > 0 ? own_rms / unit : 0;
+    const double limit = std::max(GradientCheckResult::tight_factor * own_rms, GradientCheckResult::tight_floor_units * unit);
+    r.tight[p] = limit > 0 ? candidate_rms / limit : (candidate_rms > 0 ? INFINITY : 0);
+  }
+  return r;
+}
+
+std::string number_text(double x) {
+  std::ostringstream s;
+  s << std::setprecision(3) << x;
+  return s.str();
+}
+
+std::string position_text(const Position& p, int part) {
+  return std::string(gradient_names[part]) + " at token " + std::to_string(p.token) + ", column " +
+         std::to_string(p.column) + " (batch " + std::to_string(p.batch) + ", head " + std::to_string(p.head) + ")";
+}
+
+}  // namespace
+
+GradientCheckResult check_gradients(const CheckOptions& options, const std::vector<GradientHead>& heads) {
+  const OperatorSpec& spec = options.spec;
+  if (spec.normalize)
+    throw Error("--grad: the backward's rounding bound covers unnormalized operators only; a normalized "
+                "operator's gradients cannot be checked yet (docs/gradients.md)");
+  if (options.device == Device::gpu) throw Error("--grad: the gradient check runs on the CPU (--device cpu or auto)");
+  require(!heads.empty(), "--grad: no heads to check");
+  const Index n = heads[0].tokens.length(), d = heads[0].tokens.key_dim(), dv = heads[0].tokens.value_dim();
+  Plan plan;
+  const std::vector<Implementation> bounded = bound_implementations(options);
+  plan.runs = {Implementation::streaming};
+  for (const Implementation impl : bounded)
+    if (impl != Implementation::streaming) plan.runs.push_back(impl);
+  for (const Implementation impl : plan.runs)
+    plan.bounded.push_back(std::find(bounded.begin(), bounded.end(), impl) != bounded.end());
+  plan.bits = arithmetic_bits(options.precision);
+  plan.out = options.output_format.value_or(options.precision);
+  for (const Implementation impl : plan.runs) {
+    plan.depth53.push_back(depths<53>(options, impl, n, d, dv));
+    plan.depth.push_back(plan.bits == 53 ? plan.depth53.back() : depths<24>(options, impl, n, d, dv));
+  }
+  if (!exact_power_of_two(options.scale)) {
+    // q times the scale rounds once per query factor of a monomial; dQ times the scale once more.
+    const int q = query_degree(spec);
+    plan.extra[0] = q + 1;
+    plan.extra[1] = plan.extra[2] = q;
+  }
+  std::vector<HeadOutcome> outcomes(heads.size());
+  parallel_for(heads.size(), options.threads, [&](std::size_t i) { outcomes[i] = check_head(options, plan, heads[i]); });
+
+  GradientCheckResult r;
+  r.heads = Index(heads.size());
+  r.n = n;
+  r.entries = long(heads.size()) * long(n) * long(2 * d + dv);
+  r.reference_name = options.precision == Format::f64 ? "261-bit MPFR streaming backward (CPU)" : "float64 streaming backward (CPU)";
+  r.own_name = std::string(options.precision == Format::f64 ? "float64" : "float32") + " streaming backward";
+  for (std::size_t i = 0; i < bounded.size(); ++i)
+    r.bound_name += std::string(i ? " and " : "") + std::string(fast::implementation_name(bounded[i]));
+  r.bound_name += bounded.size() > 1 ? " backwards" : " backward";
+  if (std::find(bounded.begin(), bounded.end(), Implementation::scan) != bounded.end())
+    r.bound_name += " (chunks of " + std::to_string(options.chunk) + ")";
+  for (const HeadOutcome& h : outcomes) {
+    if (h.worst_ratio > r.worst_ratio || !(h.worst_ratio == h.worst_ratio)) {
+      r.worst_ratio = h.worst_ratio;
+      r.worst_part = h.worst_part;
+      r.worst = h.worst;
+    }
+    for (int p = 0; p < 3; ++p) {
+      r.part_ratio[p] = std::max(r.part_ratio[p], h.part_ratio[p]);
+      if (h.tight[p] > r.tight_ratio) {
+        r.tight_ratio = h.tight[p];
+        r.tight_part = p;
+      }
+    }
+    if (h.first_failure && (!r.first_failure || h.first_failure->token < r.first_failure->token)) {
+      r.first_failure = h.first_failure;
+      r.first_failure_part = h.first_failure_part;
+    }
+  }
+  // The distances of the head with the largest tight ratio.
+  std::size_t tight_head = 0;
+  double largest = -1;
+  for (std::size_t i = 0; i < outcomes.size(); ++i) {
+    const double t = *std::max_element(outcomes[i].tight, outcomes[i].tight + 3);
+    if (t > largest) {
+      largest = t;
+      tight_head = i;
+    }
+  }
+  r.tight_head = {heads[tight_head].batch, heads[tight_head].head, 0, 0};
+  for (int p = 0; p < 3; ++p) {
+    r.distance_units[p] = outcomes[tight_head].distance_units[p];
+    r.own_distance_units[p] = outcomes[tight_head].own_distance_units[p];
+  }
+  r.sound = r.worst_ratio <= 1;
+  r.tight = r.tight_ratio <= 1;
+  r.passed = r.sound && (options.criterion == Criterion::sound || r.tight);
+  return r;
+}
+
+GradientCheckResult check_gradient_arrays(const CheckOptions& options, Layout layout, const ArrayView& qa,
+                                          const ArrayView& ka, const ArrayView& va, const ArrayView& d_outa,
+                                          const ArrayView& dqa, const ArrayView& dka, const ArrayView& dva) {
+  const Tensor q = tensor(qa, layout), k = tensor(ka, layout), v = tensor(va, layout);
+  const Tensor d_out = tensor(d_outa, layout), dq = tensor(dqa, layout), dk = tensor(dka, layout),
+               dv = tensor(dva, layout);
+  check_inputs(q, k, v);
+  require(v.heads == q.heads, v.path + ": " + std::to_string(v.heads) + " value heads for " + std::to_string(q.heads) +
+                                  " query and key heads: --grad checks one value head per query/key head");
+  for (const Tensor* x : {&d_out, &dv})
+    require(x->shape == v.shape, x->path + ": shape " + shape_text(x->shape) + " does not match " + v.path + " " +
+                                     shape_text(v.shape) + " (dO and dV have the values' shape)");
+  for (const Tensor* x : {&dq, &dk})
+    require(x->shape == q.shape, x->path + ": shape " + shape_text(x->shape) + " does not match " + q.path + " " +
+                                     shape_text(q.shape) + " (dQ and dK have the queries' shape)");
+  for (const Tensor* x : {&q, &k, &v}) check_values(*x, options.precision, options.threads);
+  for (const Tensor* x : {&d_out, &dq, &dk, &dv}) check_values(*x, std::nullopt, options.threads);
+  std::vector<GradientHead> heads;
+  for (std::size_t i = 0; i < std::size_t(v.batch * v.heads); ++i) {
+    const HeadInput h = head_tokens(q, k, v, i);
+    GradientHead g{h.batch, h.head, h.tokens, Matrix<double>(v.tokens, v.features), {}};
+    const auto read = [&](const Tensor& x) {
+      Matrix<double> m(x.tokens, x.features);
+      for (Index t = 0; t < x.tokens; ++t)
+        for (Index f = 0; f < x.features; ++f) m(t, f) = x.at(h.batch, t, h.head, f);
+      return m;
+    };
+    g.d_out = read(d_out);
+    g.candidate = {read(dq), read(dk), read(dv), {}};
+    heads.push_back(std::move(g));
+  }
+  return check_gradients(options, heads);
+}
+
+std::string gradient_check_summary(const GradientCheckResult& r, const CheckOptions& options) {
+  std::ostringstream out;
+  out << (r.passed ? "PASS" : r.sound ? "FAIL (within the sound bound, outside the tight criterion)"
+                                      : "FAIL (outside the sound bound)")
+      << ": the gradients dQ, dK, dV of <dO, O>\n";
+  out << "checked: " << r.entries << " gradient entries of " << r.heads << " head(s), " << r.n
+      << " tokens; reference: " << r.reference_name << "\n";
+  out << "sound bound (" << r.bound_name << ", " << format_name(options.precision) << " inputs): worst |g - g_ref| / bound = "
+      << number_text(r.worst_ratio) << " (" << position_text(r.worst, r.worst_part) << "); dQ " << number_text(r.part_ratio[0])
+      << ", dK " << number_text(r.part_ratio[1]) << ", dV " << number_text(r.part_ratio[2]) << "\n";
+  out << "tight: rms distance from the rounded reference in units of "
+      << format_name(options.output_format.value_or(options.precision)) << " (batch " << r.tight_head.batch << ", head "
+      << r.tight_head.head << "): ";
+  for (int p = 0; p < 3; ++p)
+    out << (p ? ", " : "") << gradient_names[p] << " " << number_text(r.distance_units[p]) << " (" << r.own_name << " "
+        << number_text(r.own_distance_units[p]) << ")";
+  out << "; worst ratio to the limit " << number_text(r.tight_ratio) << " (" << gradient_names[r.tight_part] << ", limit "
+      << GradientCheckResult::tight_factor << "x the toolkit's or " << GradientCheckResult::tight_floor_units
+      << " units)\n";
+  if (r.first_failure)
+    out << "first failure: " << position_text(*r.first_failure, r.first_failure_part) << "\n";
+  return out.str();
+}
+
+void write_gradient_check_json(const GradientCheckResult& r, const CheckOptions& options, std::ostream& out) {
+  const auto number = json_double;
+  const auto position = [](const std::optional<Position>& p, int part) {
+    if (!p) return std::string("null");
+    return "{\"gradient\": \"" + std::string(gradient_names[part]) + "\", \"batch\": " + std::to_string(p->batch) +
+           ", \"head\": " + std::to_string(p->head) + ", \"token\": " + std::to_string(p->token) +
+           ", \"column\": " + std::to_string(p->column) + "}";
+  };
+  out << "{\"verdict\": \"" << (r.passed ? "pass" : "fail") << "\", \"sound\": " << (r.sound ? "true" : "false")
+      << ", \"tight\": " << (r.tight ? "true" : "false") << ", \"criterion\": \""
+      << (options.criterion == Criterion::tight ? "tight" : "sound") << "\", \"worst_ratio\": " << number(r.worst_ratio)
+      << ", \"worst\": " << position(r.worst, r.worst_part)
+      << ", \"first_failure\": " << position(r.first_failure, r.first_failure_part) << ", \"gradients\": {";
+  for (int p = 0; p < 3; ++p)
+    out << (p ? ", " : "") << "\"" << gradient_names[p] << "\": {\"worst_ratio\": " << number(r.part_ratio[p])
+        << ", \"distance_units\": " << number(r.distance_units[p])
+        << ", \"own_distance_units\": " << number(r.own_distance_units[p]) << "}";
+  out << "}, \"tight_ratio\": " << number(r.tight_ratio) << ", \"tight_factor\": " << number(GradientCheckResult::tight_factor)
+      << ", \"own\": \"" << r.own_name << "\", \"bound\": \"" << r.bound_name << "\", \"reference\": \""
+      << r.reference_name << "\", \"entries\": " << r.entries << ", \"heads\": " << r.heads << ", \"n\": " << r.n
+      << ", \"precision\": \"" << format_name(options.precision) << "\", \"output_dtype\": \""
+      << format_name(options.output_format.value_or(options.precision)) << "\"}\n";
+}
+
+}  // namespace hla::reports

@@ -1,0 +1,170 @@
+// hla check --grad (reports/check_grad.hpp): correct backward kernels pass, the backward mistakes
+// kernel authors make fail, with the gradient and token where they start.
+
+#include "hla/reports/check_grad.hpp"
+
+#include <catch2/catch.hpp>
+#include <random>
+
+#include "hla/fast/backward.hpp"
+#include "hla/testing/property.hpp"
+
+using namespace hla;
+using namespace hla::reports;
+
+namespace {
+
+std::uint64_t test_seed() {
+  return testing::seed_from("HLA_CHECK_SEED", "check grad test");
+}
+
+enum class Mistake { none, late_adjoint, decay_outside };
+
+// Masked linear attention with decay g as a user's recurrent backward in float: the forward state
+// S_t = g S_(t-1) + k_t v_t^T, o_t = S_t^T q_t (q scaled first); backward from the last token with
+// the adjoint state A_t = g A_(t+1) + q_t dO_t^T: dq_t = S_t dO_t (times the scale), dk_t = A_t v_t,
+// dv_t = A_t^T k_t. Mistakes: the adjoint read before its own token's term (dk_t, dv_t from
+// g A_(t+1)), or the decay applied outside it (A_t = g (A_(t+1) + q_t dO_t^T)).
+Gradients<double> user_backward(const Sequence<double>& s, const Matrix<double>& d_out, float g, float scale,
+                                Mistake mistake, Format out) {
+  using M = Eigen::MatrixXf;
+  const Index n = s.length(), d = s.key_dim(), dv = s.value_dim();
+  std::vector<M> states;
+  M S = M::Zero(d, dv);
+  for (Index t = 0; t < n; ++t) {
+    S = g * S + s.k.row(t).transpose().cast<float>() * s.v.row(t).cast<float>();
+    states.push_back(S);
+  }
+  Gradients<double> r{Matrix<double>(n, d), Matrix<double>(n, d), Matrix<double>(n, dv), {}};
+  M A = M::Zero(d, dv);
+  for (Index t = n - 1; t >= 0; --t) {
+    const M q = s.q.row(t).transpose().cast<float>() * scale, k = s.k.row(t).transpose().cast<float>();
+    const M v = s.v.row(t).transpose().cast<float>(), dO = d_out.row(t).transpose().cast<float>();
+    const M before = g * A;  // the adjoint of the later tokens, decayed
+    A = mistake == Mistake::decay_outside ? M(g * (A + q * dO.transpose())) : M(before + q * dO.transpose());
+    const M& read = mistake == Mistake::late_adjoint ? before : A;
+    const M dq = states[std::size_t(t)] * dO * scale, dk = read * v, dvt = read.transpose() * k;
+    for (Index j = 0; j < d; ++j) {
+      r.dq(t, j) = round_to(out, double(dq(j)));
+      r.dk(t, j) = round_to(out, double(dk(j)));
+    }
+    for (Index j = 0; j < dv; ++j) r.dv(t, j) = round_to(out, double(dvt(j)));
+  }
+  return r;
+}
+
+struct Problem {
+  std::vector<GradientHead> heads;
+  CheckOptions options;
+};
+
+// Two heads of bf16 inputs, n = 96, d = dv = 16, the linear operator with decay 0.99.
+Problem problem(std::uint64_t seed, Format out, const std::function<Gradients<double>(const Sequence<double>&, const Matrix<double>&)>& kernel) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal;
+  const Index n = 96, d = 16;
+  Problem p;
+  p.options.spec.variant = Variant::linear;
+  p.options.spec.decay = Rational(99, 100);
+  p.options.scale = 0.25;
+  p.options.precision = Format::bf16;
+  p.options.output_format = out;
+  p.options.chunk = 32;
+  p.options.threads = 1;
+  const auto draw = [&](Index rows, Index cols) {
+    Matrix<double> m(rows, cols);
+    for (Index i = 0; i < m.size(); ++i) m.data()[i] = round_to(Format::bf16, normal(rng));
+    return m;
+  };
+  for (Index h = 0; h < 2; ++h) {
+    GradientHead head{0, h, {draw(n, d), draw(n, d), draw(n, d)}, draw(n, d), {}};
+    head.candidate = kernel(head.tokens, head.d_out);
+    p.heads.push_back(std::move(head));
+  }
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("check grad/a correct user backward passes, and the toolkit's own float32 backwards do", "[check][backward]") {
+  const std::uint64_t seed = test_seed();
+  for (const Format out : {Format::f32, Format::bf16})
+    for (std::uint64_t i = 0; i < 3; ++i) {
+      INFO("seed " << seed + i << " (HLA_CHECK_SEED), output " << format_name(out));
+      const Problem p = problem(seed + i, out, [out](const Sequence<double>& s, const Matrix<double>& d_out) {
+        return user_backward(s, d_out, 0.99f, 0.25f, Mistake::none, out);
+      });
+      const GradientCheckResult r = check_gradients(p.options, p.heads);
+      INFO(gradient_check_summary(r, p.options));
+      CHECK(r.passed);
+      CHECK(r.sound);
+      CHECK(r.tight);
+      CHECK(r.entries == 2 * 96 * 48);
+    }
+  // The toolkit's float32 streaming and scan backwards as candidates, for every variant masked
+  // with decay: within the bound of the loosest of them.
+  for (const Variant variant : all_variants) {
+    for (const fast::Implementation impl : {fast::Implementation::streaming, fast::Implementation::scan}) {
+      INFO(variant_name(variant) << ", " << fast::implementation_name(impl) << ", seed " << seed << " (HLA_CHECK_SEED)");
+      Problem p = problem(seed, Format::f32, [&](const Sequence<double>& s, const Matrix<double>& d_out) {
+        OperatorSpec spec;
+        spec.variant = variant;
+        spec.decay = Rational(99, 100);
+        const auto narrow = [](const Matrix<double>& m) { return Matrix<float>(m.cast<float>()); };
+        const Sequence<float> x{narrow(s.q * 0.25), narrow(s.k), narrow(s.v)};
+        const fast::Form form = fast::default_form(spec, impl);
+        const Gradients<float> g = impl == fast::Implementation::streaming
+                                       ? fast::streaming_gradients(spec, form, x, narrow(d_out), 16)
+                                       : fast::scan_gradients(spec, form, x, narrow(d_out), fast::ScanOptions{32, 1});
+        return Gradients<double>{g.dq.cast<double>() * 0.25, g.dk.cast<double>(), g.dv.cast<double>(), {}};
+      });
+      p.options.spec.variant = variant;
+      const GradientCheckResult r = check_gradients(p.options, p.heads);
+      INFO(gradient_check_summary(r, p.options));
+      CHECK(r.sound);
+      CHECK(r.passed);
+    }
+  }
+}
+
+TEST_CASE("check grad/the backward mistakes kernel authors make fail where they start", "[check][backward]") {
+  const std::uint64_t seed = test_seed();
+  struct Case {
+    Mistake mistake;
+    const char* what;
+    int part;  // the gradient the first failure names
+  };
+  for (const Case& c : {Case{Mistake::late_adjoint, "dK, dV from the adjoint before its own token's term", 1},
+                        Case{Mistake::decay_outside, "the decay applied outside the adjoint state", 1}}) {
+    for (const Format out : {Format::f32, Format::bf16}) {
+      INFO(c.what << ", output " << format_name(out) << ", seed " << seed << " (HLA_CHECK_SEED)");
+      const Problem p = problem(seed, out, [&](const Sequence<double>& s, const Matrix<double>& d_out) {
+        return user_backward(s, d_out, 0.99f, 0.25f, c.mistake, out);
+      });
+      const GradientCheckResult r = check_gradients(p.options, p.heads);
+      INFO(gradient_check_summary(r, p.options));
+      CHECK_FALSE(r.passed);
+      CHECK_FALSE(r.sound);
+      REQUIRE(r.first_failure);
+      CHECK(r.first_failure_part == c.part);  // dK: the first gradient the adjoint state feeds
+      CHECK(r.part_ratio[0] <= 1);            // dQ reads the forward state: untouched by either
+    }
+  }
+  // A correct backward with the gradients of another operator (hla2 checked as linear) fails too.
+  Problem p = problem(seed, Format::f32, [](const Sequence<double>& s, const Matrix<double>& d_out) {
+    return user_backward(s, d_out, 0.99f, 0.25f, Mistake::none, Format::f32);
+  });
+  p.options.spec.variant = Variant::hla2;
+  CHECK_FALSE(check_gradients(p.options, p.heads).passed);
+}
+
+TEST_CASE("check grad/what has no bound is refused with a reason", "[check][backward]") {
+  Problem p = problem(test_seed(), Format::f32, [](const Sequence<double>& s, const Matrix<double>& d_out) {
+    return user_backward(s, d_out, 0.99f, 0.25f, Mistake::none, Format::f32);
+  });
+  p.options.spec.normalize = true;
+  CHECK_THROWS_WITH(check_gradients(p.options, p.heads), Catch::Contains("unnormalized operators only"));
+  p.options.spec.normalize = false;
+  p.options.algorithm = fast::Implementation::chunked;
+  CHECK_THROWS_WITH(check_gradients(p.options, p.heads), Catch::Contains("no chunked backward yet"));
+}
