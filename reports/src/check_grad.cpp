@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <future>
 #include <iomanip>
 #include <mutex>
 #include <sstream>
@@ -20,9 +21,10 @@ namespace {
 using fast::Implementation;
 
 // The backwards whose bound the sound criterion takes (the loosest of them), as --algorithm says:
-// the streaming and the scan backward (there is no chunked one yet).
+// by default the streaming backward's; the scan's when named (its depth and gauge runs on the
+// instrumented scalars are about 20x the streaming's: docs/perf.md); there is no chunked one yet.
 std::vector<Implementation> bound_implementations(const CheckOptions& options) {
-  if (!options.algorithm) return {Implementation::streaming, Implementation::scan};
+  if (!options.algorithm) return {Implementation::streaming};
   if (*options.algorithm == Implementation::chunked)
     throw Error("--algorithm chunked: there is no chunked backward yet to bound a gradient (docs/gradients.md); "
                 "use streaming, scan or any");
@@ -210,9 +212,19 @@ GradientCheckResult check_gradients(const CheckOptions& options, const std::vect
     plan.bounded.push_back(std::find(bounded.begin(), bounded.end(), impl) != bounded.end());
   plan.bits = arithmetic_bits(options.precision);
   plan.out = options.output_format.value_or(options.precision);
-  for (const Implementation impl : plan.runs) {
-    plan.depth53.push_back(depths<53>(options, impl, n, d, dv));
-    plan.depth.push_back(plan.bits == 53 ? plan.depth53.back() : depths<24>(options, impl, n, d, dv));
+  // Float32's depths bound float64's (a constant that double cannot hold, float cannot either), so
+  // beside the reference's streaming run they serve for the gauges' rounding too. The runs at once.
+  std::vector<std::future<Gradients<std::int64_t>>> runs53, runs;
+  for (std::size_t i = 0; i < plan.runs.size(); ++i) {
+    const Implementation impl = plan.runs[i];
+    if (plan.bits == 24) runs.push_back(std::async(std::launch::async, [&, impl] { return depths<24>(options, impl, n, d, dv); }));
+    if (plan.bits == 53 || i == 0)
+      runs53.push_back(std::async(std::launch::async, [&, impl] { return depths<53>(options, impl, n, d, dv); }));
+  }
+  for (std::size_t i = 0; i < plan.runs.size(); ++i) {
+    if (plan.bits == 24) plan.depth.push_back(runs[i].get());
+    plan.depth53.push_back(plan.bits == 53 || i == 0 ? runs53[i].get() : plan.depth[i]);
+    if (plan.bits == 53) plan.depth.push_back(plan.depth53[i]);
   }
   if (!exact_power_of_two(options.scale)) {
     // q times the scale rounds once per query factor of a monomial; dQ times the scale once more.

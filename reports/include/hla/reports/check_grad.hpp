@@ -3,9 +3,9 @@
 // hla check --grad: a kernel's backward (dQ, dK, dV of <dO, O>) against the exact gradients, with
 // the forward check's two criteria (docs/check.md "Gradients"):
 // - Sound: every entry within the a-priori rounding bound of the toolkit's backward of the declared
-//   precision (the loosest of the streaming and scan backwards, or the one --algorithm names:
-//   gamma(K) times the gauge, fast/tests/rounding_test.cpp), plus the final rounding to the output
-//   format and the reference's own error.
+//   precision (the streaming backward's, or the scan's where --algorithm names it: gamma(K) times
+//   the gauge, fast/tests/rounding_test.cpp), plus the final rounding to the output format and the
+//   reference's own error.
 // - Tight: per head and gradient, the candidate's rms distance from the correctly rounded reference
 //   at most `tight_factor` times that of the toolkit's streaming backward of the same precision.
 // Unnormalized operators only: a quotient's backward has no bound yet (docs/gradients.md).
@@ -51,7 +51,7 @@ struct GradientCheckResult {
   int tight_part = 0;
   Position tight_head;  // its batch and head
   std::string own_name;        // "float32 streaming backward"
-  std::string bound_name;      // "streaming and scan backwards (chunks of 64)"
+  std::string bound_name;      // "streaming backward", "scan backward (chunks of 64)"
   std::string reference_name;  // "float64 streaming backward (CPU)"
   long entries = 0;
   Index heads = 0, n = 0;
