@@ -88,45 +88,87 @@ struct HeadOutcome {
 
 Matrix<double> absolute(const Matrix<double>& m) { return m.cwiseAbs(); }
 
-HeadOutcome check_head(const CheckOptions& options, const Plan& plan, const GradientHead& head) {
-  const Sequence<double> s{head.tokens.q * options.scale, head.tokens.k, head.tokens.v};
+// One value head's backward runs: the reference, the toolkit's own, and each run's gauge.
+struct Runs {
+  Gradients<double> ref, own;
+  std::vector<Gradients<double>> gauges;  // per plan.runs
+};
+
+Runs runs_of(const CheckOptions& options, const Plan& plan, const Sequence<double>& s, const Matrix<double>& d_out) {
   const bool f64 = options.precision == Format::f64;
+  Runs r;
   // The reference: float64 streaming backward, or 261-bit MPFR for a float64 candidate.
-  Gradients<double> ref;
   if (f64) {
     const auto cast = [](const Matrix<double>& m) { return Matrix<Mpfr>(m.unaryExpr([](double x) { return Mpfr(x); })); };
-    const Gradients<Mpfr> g = backward(options, Implementation::streaming, Sequence<Mpfr>{cast(s.q), cast(s.k), cast(s.v)},
-                                       cast(head.d_out));
+    const Gradients<Mpfr> g =
+        backward(options, Implementation::streaming, Sequence<Mpfr>{cast(s.q), cast(s.k), cast(s.v)}, cast(d_out));
     const auto back = [](const Matrix<Mpfr>& m) {
       return Matrix<double>(m.unaryExpr([](const Mpfr& x) { return static_cast<double>(x); }));
     };
-    ref = {back(g.dq), back(g.dk), back(g.dv), {}};
+    r.ref = {back(g.dq), back(g.dk), back(g.dv), {}};
   } else {
-    ref = backward(options, Implementation::streaming, s, head.d_out);
+    r.ref = backward(options, Implementation::streaming, s, d_out);
   }
-  ref.dq *= options.scale;
+  r.ref.dq *= options.scale;
   // The toolkit's own backward of the precision: float64, or float32 on the inputs as float.
-  Gradients<double> own;
   if (f64) {
-    own = backward(options, Implementation::streaming, s, head.d_out);
+    r.own = backward(options, Implementation::streaming, s, d_out);
   } else {
     const auto narrow = [](const Matrix<double>& m) { return Matrix<float>(m.cast<float>()); };
     const Gradients<float> g =
-        backward(options, Implementation::streaming, Sequence<float>{narrow(s.q), narrow(s.k), narrow(s.v)}, narrow(head.d_out));
-    own = {g.dq.cast<double>(), g.dk.cast<double>(), g.dv.cast<double>(), {}};
+        backward(options, Implementation::streaming, Sequence<float>{narrow(s.q), narrow(s.k), narrow(s.v)}, narrow(d_out));
+    r.own = {g.dq.cast<double>(), g.dk.cast<double>(), g.dv.cast<double>(), {}};
   }
-  own.dq *= options.scale;
-  // The gauges of each bounded implementation, in double (an upper bound after the division).
-  std::vector<Gradients<double>> gauges;
+  r.own.dq *= options.scale;
+  // The gauges of each run, in double (an upper bound after the division by 1 - gamma_53(K)).
   for (const Implementation impl : plan.runs) {
     const auto gauge_of = [](const Matrix<double>& m) { return Matrix<Gauge<double>>(absolute(m).cast<Gauge<double>>()); };
     const Gradients<Gauge<double>> g =
-        backward(options, impl, Sequence<Gauge<double>>{gauge_of(s.q), gauge_of(s.k), gauge_of(s.v)}, gauge_of(head.d_out));
-    const auto value = [&options](const Matrix<Gauge<double>>& m, double factor) {
+        backward(options, impl, Sequence<Gauge<double>>{gauge_of(s.q), gauge_of(s.k), gauge_of(s.v)}, gauge_of(d_out));
+    const auto value = [](const Matrix<Gauge<double>>& m, double factor) {
       return Matrix<double>(m.unaryExpr([factor](const Gauge<double>& x) { return x.value() * factor; }));
     };
-    gauges.push_back({value(g.dq, options.scale), value(g.dk, 1), value(g.dv, 1), {}});
+    r.gauges.push_back({value(g.dq, options.scale), value(g.dk, 1), value(g.dv, 1), {}});
   }
+  return r;
+}
+
+// Adds a value head's runs to its group's: dQ, dK summed (the gauges too: a bound of the sum of
+// the exact gradients' monomials), dV placed in its columns.
+void add_runs(Runs& to, const Runs& x, Index group_index, Index dv) {
+  const auto add = [&](Gradients<double>& a, const Gradients<double>& b) {
+    if (group_index == 0) {
+      a.dq = b.dq;
+      a.dk = b.dk;
+    } else {
+      a.dq += b.dq;
+      a.dk += b.dk;
+    }
+    a.dv.middleCols(group_index * dv, dv) = b.dv;
+  };
+  add(to.ref, x.ref);
+  add(to.own, x.own);
+  for (std::size_t i = 0; i < x.gauges.size(); ++i) add(to.gauges[i], x.gauges[i]);
+}
+
+HeadOutcome check_head(const CheckOptions& options, const Plan& plan, const GradientHead& head) {
+  const bool f64 = options.precision == Format::f64;
+  const Index group = head.group, dv = head.tokens.value_dim() / group, n = head.tokens.length();
+  // The group's value heads one after another: q and k shared, v, dO, dV in column blocks.
+  Runs all;
+  for (Gradients<double>* g : {&all.ref, &all.own}) g->dv = Matrix<double>(n, group * dv);
+  all.gauges.assign(plan.runs.size(), Gradients<double>{{}, {}, Matrix<double>(n, group * dv), {}});
+  for (Index g = 0; g < group; ++g) {
+    const Sequence<double> s{head.tokens.q * options.scale, head.tokens.k, head.tokens.v.middleCols(g * dv, dv)};
+    add_runs(all, runs_of(options, plan, s, head.d_out.middleCols(g * dv, dv)), g, dv);
+  }
+  // An entry's position: dQ, dK in the query/key head, dV in its value head of the group.
+  const auto where = [&](int p, Index t, Index j) {
+    return p < 2 ? Position{head.batch, head.head, t, j} : Position{head.batch, head.head * group + j / dv, t, j % dv};
+  };
+  const Gradients<double>& ref = all.ref;
+  const Gradients<double>& own = all.own;
+  const std::vector<Gradients<double>>& gauges = all.gauges;
   const double u_out = unit_roundoff(plan.out), tiny = underflow_error(plan.out);
   const double reference_unit = f64 ? std::ldexp(1.0, -261) : 0;
   HeadOutcome r;
@@ -137,17 +179,18 @@ HeadOutcome check_head(const CheckOptions& options, const Plan& plan, const Grad
     double candidate_sq = 0, own_sq = 0, ref_sq = 0;
     for (Index t = 0; t < g.rows(); ++t)
       for (Index j = 0; j < g.cols(); ++j) {
+        const Index jd = p == 2 ? j % dv : j;  // the depths are one value head's: the same for each
         double gauge = 0, bound = 0;
         for (std::size_t i = 0; i < plan.runs.size(); ++i) {
           const double up = part(gauges[i], p)(t, j) /
-                            (1 - gamma_bound(part(plan.depth53[i], p)(t, j) + plan.extra[p], 53)) * (1 + 0x1p-50);
+                            (1 - gamma_bound(part(plan.depth53[i], p)(t, jd) + plan.extra[p], 53)) * (1 + 0x1p-50);
           if (i == 0) gauge = up;
           if (plan.bounded[i])
-            bound = std::max(bound, gamma_bound(part(plan.depth[i], p)(t, j) + plan.extra[p], plan.bits) * up);
+            bound = std::max(bound, gamma_bound(part(plan.depth[i], p)(t, jd) + plan.extra[p], plan.bits) * up);
         }
         // The reference's own error: float64 streaming, gamma_53(K) times its gauge; MPFR, gamma_261(K)
         // times it and half an ulp of double for the narrowing.
-        const std::int64_t k53 = part(plan.depth53[0], p)(t, j) + plan.extra[p];
+        const std::int64_t k53 = part(plan.depth53[0], p)(t, jd) + plan.extra[p];
         const double reference_bound =
             f64 ? gamma_bound(k53, 261) * gauge * (1 + 0x1p-50) + std::ldexp(std::abs(g(t, j)), -53) + reference_unit
                 : gamma_bound(k53, 53) * gauge;
@@ -159,10 +202,10 @@ HeadOutcome check_head(const CheckOptions& options, const Plan& plan, const Grad
         if (ratio > r.worst_ratio || !(ratio == ratio)) {
           r.worst_ratio = ratio;
           r.worst_part = p;
-          r.worst = {head.batch, head.head, t, j};
+          r.worst = where(p, t, j);
         }
         if (!(ratio <= 1) && (!r.first_failure || t < r.first_failure->token)) {
-          r.first_failure = Position{head.batch, head.head, t, j};
+          r.first_failure = where(p, t, j);
           r.first_failure_part = p;
         }
         const double rounded = round_to(plan.out, g(t, j));
@@ -202,7 +245,17 @@ GradientCheckResult check_gradients(const CheckOptions& options, const std::vect
                 "operator's gradients cannot be checked yet (docs/gradients.md)");
   if (options.device == Device::gpu) throw Error("--grad: the gradient check runs on the CPU (--device cpu or auto)");
   require(!heads.empty(), "--grad: no heads to check");
-  const Index n = heads[0].tokens.length(), d = heads[0].tokens.key_dim(), dv = heads[0].tokens.value_dim();
+  const Index group = heads[0].group, n = heads[0].tokens.length(), d = heads[0].tokens.key_dim(),
+              dv = heads[0].tokens.value_dim() / group;
+  require(group >= 1 && dv * group == heads[0].tokens.value_dim(), "--grad: the value heads do not divide into the group");
+  for (const GradientHead& h : heads) {
+    const Index w = group * dv;
+    require(h.group == group && h.tokens.length() == n && h.tokens.key_dim() == d && h.tokens.value_dim() == w &&
+                h.d_out.rows() == n && h.d_out.cols() == w && h.candidate.dq.rows() == n && h.candidate.dq.cols() == d &&
+                h.candidate.dk.rows() == n && h.candidate.dk.cols() == d && h.candidate.dv.rows() == n &&
+                h.candidate.dv.cols() == w,
+            "--grad: the heads differ in shape (batch " + std::to_string(h.batch) + ", head " + std::to_string(h.head) + ")");
+  }
   Plan plan;
   const std::vector<Implementation> bounded = bound_implementations(options);
   plan.runs = {Implementation::streaming};
@@ -232,13 +285,16 @@ GradientCheckResult check_gradients(const CheckOptions& options, const std::vect
     plan.extra[0] = q + 1;
     plan.extra[1] = plan.extra[2] = q;
   }
+  // dQ and dK of grouped heads sum the group's value heads: G - 1 more roundings.
+  plan.extra[0] += group - 1;
+  plan.extra[1] += group - 1;
   std::vector<HeadOutcome> outcomes(heads.size());
   parallel_for(heads.size(), options.threads, [&](std::size_t i) { outcomes[i] = check_head(options, plan, heads[i]); });
 
   GradientCheckResult r;
   r.heads = Index(heads.size());
   r.n = n;
-  r.entries = long(heads.size()) * long(n) * long(2 * d + dv);
+  r.entries = long(heads.size()) * long(n) * long(2 * d + group * dv);
   r.reference_name = options.precision == Format::f64 ? "261-bit MPFR streaming backward (CPU)" : "float64 streaming backward (CPU)";
   r.own_name = std::string(options.precision == Format::f64 ? "float64" : "float32") + " streaming backward";
   for (std::size_t i = 0; i < bounded.size(); ++i)
@@ -292,8 +348,6 @@ GradientCheckResult check_gradient_arrays(const CheckOptions& options, Layout la
   const Tensor d_out = tensor(d_outa, layout), dq = tensor(dqa, layout), dk = tensor(dka, layout),
                dv = tensor(dva, layout);
   check_inputs(q, k, v);
-  require(v.heads == q.heads, v.path + ": " + std::to_string(v.heads) + " value heads for " + std::to_string(q.heads) +
-                                  " query and key heads: --grad checks one value head per query/key head");
   for (const Tensor* x : {&d_out, &dv})
     require(x->shape == v.shape, x->path + ": shape " + shape_text(x->shape) + " does not match " + v.path + " " +
                                      shape_text(v.shape) + " (dO and dV have the values' shape)");
@@ -302,20 +356,22 @@ GradientCheckResult check_gradient_arrays(const CheckOptions& options, Layout la
                                      shape_text(q.shape) + " (dQ and dK have the queries' shape)");
   for (const Tensor* x : {&q, &k, &v}) check_values(*x, options.precision, options.threads);
   for (const Tensor* x : {&d_out, &dq, &dk, &dv}) check_values(*x, std::nullopt, options.threads);
+  // One GradientHead per query/key head, its group's value heads side by side.
+  const Index group = v.heads / q.heads;
   std::vector<GradientHead> heads;
-  for (std::size_t i = 0; i < std::size_t(v.batch * v.heads); ++i) {
-    const HeadInput h = head_tokens(q, k, v, i);
-    GradientHead g{h.batch, h.head, h.tokens, Matrix<double>(v.tokens, v.features), {}};
-    const auto read = [&](const Tensor& x) {
-      Matrix<double> m(x.tokens, x.features);
-      for (Index t = 0; t < x.tokens; ++t)
-        for (Index f = 0; f < x.features; ++f) m(t, f) = x.at(h.batch, t, h.head, f);
-      return m;
-    };
-    g.d_out = read(d_out);
-    g.candidate = {read(dq), read(dk), read(dv), {}};
-    heads.push_back(std::move(g));
-  }
+  for (Index b = 0; b < q.batch; ++b)
+    for (Index h = 0; h < q.heads; ++h) {
+      const auto read = [&](const Tensor& x, Index head, Index count) {
+        Matrix<double> m(x.tokens, count * x.features);
+        for (Index g = 0; g < count; ++g)
+          for (Index t = 0; t < x.tokens; ++t)
+            for (Index f = 0; f < x.features; ++f) m(t, g * x.features + f) = x.at(b, t, head + g, f);
+        return m;
+      };
+      GradientHead g{b, h, {read(q, h, 1), read(k, h, 1), read(v, h * group, group)}, read(d_out, h * group, group), {}, group};
+      g.candidate = {read(dq, h, 1), read(dk, h, 1), read(dv, h * group, group), {}};
+      heads.push_back(std::move(g));
+    }
   return check_gradients(options, heads);
 }
 

@@ -168,3 +168,42 @@ TEST_CASE("check grad/what has no bound is refused with a reason", "[check][back
   p.options.algorithm = fast::Implementation::chunked;
   CHECK_THROWS_WITH(check_gradients(p.options, p.heads), Catch::Contains("no chunked backward yet"));
 }
+
+TEST_CASE("check grad/grouped value heads: dQ and dK sum the group's, and forgetting to sum fails", "[check][backward]") {
+  const std::uint64_t seed = test_seed();
+  INFO("seed " << seed << " (HLA_CHECK_SEED)");
+  // Two value heads share one query/key head: the groups' gradients from the per-value-head kernel.
+  const auto grouped = [&](bool sum_the_group) {
+    Problem p = problem(seed, Format::f32, [](const Sequence<double>& s, const Matrix<double>& d_out) {
+      return user_backward(s, d_out, 0.99f, 0.25f, Mistake::none, Format::f32);
+    });
+    GradientHead head = p.heads[0];
+    const GradientHead& other = p.heads[1];  // its v and dO: the group's second value head
+    const Gradients<double> second =
+        user_backward({head.tokens.q, head.tokens.k, other.tokens.v}, other.d_out, 0.99f, 0.25f, Mistake::none, Format::f32);
+    const Index n = head.tokens.length(), dv = head.tokens.value_dim();
+    head.group = 2;
+    Matrix<double> v(n, 2 * dv), d_out(n, 2 * dv), dvs(n, 2 * dv);
+    v << head.tokens.v, other.tokens.v;
+    d_out << head.d_out, other.d_out;
+    dvs << head.candidate.dv, second.dv;
+    head.tokens.v = v;
+    head.d_out = d_out;
+    if (sum_the_group) {
+      head.candidate.dq = (head.candidate.dq + second.dq).cast<float>().cast<double>();
+      head.candidate.dk = (head.candidate.dk + second.dk).cast<float>().cast<double>();
+    }
+    head.candidate.dv = dvs;
+    return check_gradients(p.options, {head});
+  };
+  const GradientCheckResult good = grouped(true);
+  INFO(gradient_check_summary(good, CheckOptions{}));
+  CHECK(good.passed);
+  CHECK(good.entries == 96 * (16 + 16 + 32));
+  const GradientCheckResult bad = grouped(false);
+  INFO(gradient_check_summary(bad, CheckOptions{}));
+  CHECK_FALSE(bad.sound);
+  CHECK(bad.part_ratio[2] <= 1);  // dV is each value head's own
+  REQUIRE(bad.first_failure);
+  CHECK(bad.first_failure_part == 0);
+}

@@ -20,13 +20,17 @@
 
 namespace hla::reports {
 
-// One (batch, head): its q, k, v as the candidate read them (before the scale), the cotangent dO
-// and the candidate's gradients (dQ with respect to the q read, before the scale).
+// One (batch, query/key head): its q, k, v as the candidate read them (before the scale), the
+// cotangent dO and the candidate's gradients (dQ with respect to the q read, before the scale).
+// With grouped queries, `group` value heads share q and k: v, dO and dV hold them side by side
+// (value head head * group + g in columns g dv .. (g + 1) dv - 1), and dQ, dK are the sums over
+// the group.
 struct GradientHead {
   Index batch = 0, head = 0;
   Sequence<double> tokens;
   Matrix<double> d_out;
   Gradients<double> candidate;
+  Index group = 1;
 };
 
 inline constexpr const char* gradient_names[3] = {"dQ", "dK", "dV"};
@@ -62,7 +66,7 @@ struct GradientCheckResult {
 GradientCheckResult check_gradients(const CheckOptions& options, const std::vector<GradientHead>& heads);
 
 // The arrays as check_arrays reads them, with dO, dQ, dK, dV: dO and dV in v's shape, dQ and dK in
-// q's (one value head per query/key head). Throws hla::Error with one line naming the array (and
+// q's (with grouped queries, dQ and dK sum over each query/key head's value heads). Throws hla::Error with one line naming the array (and
 // the entry) for bad input.
 GradientCheckResult check_gradient_arrays(const CheckOptions& options, Layout layout, const ArrayView& q,
                                           const ArrayView& k, const ArrayView& v, const ArrayView& d_out,
