@@ -207,3 +207,71 @@ TEST_CASE("check grad/grouped value heads: dQ and dK sum the group's, and forget
   REQUIRE(bad.first_failure);
   CHECK(bad.first_failure_part == 0);
 }
+
+TEST_CASE("check grad/arrays in bthd and bhtd with grouped heads give what their heads give", "[check][backward]") {
+  const std::uint64_t seed = test_seed();
+  INFO("seed " << seed << " (HLA_CHECK_SEED)");
+  // B = 2 batches, one query/key head, two value heads per batch: the four value heads of the
+  // problems (two seeds of two heads each), the second value head of each batch faulty (late adjoint).
+  const Index n = 96, d = 16, batches = 2, groups = 2;
+  std::vector<Problem> problems;
+  for (Index b = 0; b < batches; ++b)
+    problems.push_back(problem(seed + std::uint64_t(b), Format::f32, [](const Sequence<double>&, const Matrix<double>&) {
+      return Gradients<double>{};
+    }));
+  const CheckOptions options = problems[0].options;
+  for (const Layout layout : {Layout::bthd, Layout::bhtd}) {
+    INFO("layout " << layout_name(layout));
+    const auto index = [&](Index b, Index t, Index h, Index heads, Index f) {
+      return std::size_t(layout == Layout::bthd ? ((b * n + t) * heads + h) * d + f : ((b * heads + h) * n + t) * d + f);
+    };
+    std::vector<double> q(batches * n * d), k(q.size()), v(batches * groups * n * d), d_out(v.size()), dq(q.size()),
+        dk(q.size()), dv(v.size());
+    std::vector<GradientHead> heads;
+    for (Index b = 0; b < batches; ++b) {
+      const Sequence<double>& qk = problems[std::size_t(b)].heads[0].tokens;
+      GradientHead head{b, 0, {qk.q, qk.k, Matrix<double>(n, groups * d)}, Matrix<double>(n, groups * d), {}, groups};
+      head.candidate = {Matrix<double>::Zero(n, d), Matrix<double>::Zero(n, d), Matrix<double>(n, groups * d), {}};
+      for (Index g = 0; g < groups; ++g) {
+        const GradientHead& source = problems[std::size_t(b)].heads[std::size_t(g)];
+        const Gradients<double> grad = user_backward({qk.q, qk.k, source.tokens.v}, source.d_out, 0.99f, 0.25f,
+                                                     g == 1 ? Mistake::late_adjoint : Mistake::none, Format::f32);
+        head.tokens.v.middleCols(g * d, d) = source.tokens.v;
+        head.d_out.middleCols(g * d, d) = source.d_out;
+        head.candidate.dq += grad.dq;
+        head.candidate.dk += grad.dk;
+        head.candidate.dv.middleCols(g * d, d) = grad.dv;
+        for (Index t = 0; t < n; ++t)
+          for (Index f = 0; f < d; ++f) {
+            v[index(b, t, g, groups, f)] = source.tokens.v(t, f);
+            d_out[index(b, t, g, groups, f)] = source.d_out(t, f);
+            dv[index(b, t, g, groups, f)] = grad.dv(t, f);
+          }
+      }
+      for (Index t = 0; t < n; ++t)
+        for (Index f = 0; f < d; ++f) {
+          q[index(b, t, 0, 1, f)] = qk.q(t, f);
+          k[index(b, t, 0, 1, f)] = qk.k(t, f);
+          dq[index(b, t, 0, 1, f)] = head.candidate.dq(t, f);
+          dk[index(b, t, 0, 1, f)] = head.candidate.dk(t, f);
+        }
+      heads.push_back(std::move(head));
+    }
+    const auto shape = [&](Index heads_count) {
+      return layout == Layout::bthd ? std::vector<std::int64_t>{batches, n, heads_count, d}
+                                    : std::vector<std::int64_t>{batches, heads_count, n, d};
+    };
+    const GradientCheckResult from_arrays = check_gradient_arrays(
+        options, layout, {"q", shape(1), q.data()}, {"k", shape(1), k.data()}, {"v", shape(groups), v.data()},
+        {"dO", shape(groups), d_out.data()}, {"dq", shape(1), dq.data()}, {"dk", shape(1), dk.data()},
+        {"dv", shape(groups), dv.data()});
+    const GradientCheckResult from_heads = check_gradients(options, heads);
+    INFO(gradient_check_summary(from_arrays, options));
+    CHECK_FALSE(from_arrays.passed);
+    CHECK(from_arrays.worst_ratio == from_heads.worst_ratio);
+    CHECK(from_arrays.entries == batches * n * (2 * d + groups * d));
+    REQUIRE(from_arrays.first_failure);
+    CHECK(from_arrays.first_failure->head == 0);  // dK of the query/key head: the group's sum
+    CHECK(from_arrays.worst.head == (from_arrays.worst_part == 2 ? 1 : 0));  // dV: the faulty value head
+  }
+}
