@@ -4,7 +4,6 @@
 #include <cmath>
 #include <future>
 #include <iomanip>
-#include <mutex>
 #include <sstream>
 
 #include "hla/checking/depth.hpp"
@@ -20,15 +19,15 @@ namespace {
 
 using fast::Implementation;
 
-// The backwards whose bound the sound criterion takes (the loosest of them), as --algorithm says:
-// by default the streaming backward's; the scan's when named (its depth and gauge runs on the
-// instrumented scalars are about 20x the streaming's: docs/perf.md); there is no chunked one yet.
-std::vector<Implementation> bound_implementations(const CheckOptions& options) {
-  if (!options.algorithm) return {Implementation::streaming};
+// The backward whose bound the sound criterion takes, as --algorithm says: by default the
+// streaming backward's; the scan's when named (its depth and gauge runs on the instrumented scalars
+// are about 20x the streaming's: docs/perf.md); there is no chunked one yet.
+Implementation bound_implementation(const CheckOptions& options) {
+  if (!options.algorithm) return Implementation::streaming;
   if (*options.algorithm == Implementation::chunked)
     throw Error("--algorithm chunked: there is no chunked backward yet to bound a gradient (docs/gradients.md); "
                 "use streaming, scan or any");
-  return {*options.algorithm};
+  return *options.algorithm;
 }
 
 template <class T>
@@ -52,10 +51,9 @@ Gradients<std::int64_t> depths(const CheckOptions& options, Implementation impl,
   return {count(g.dq), count(g.dk), count(g.dv), {}};
 }
 
-const Matrix<double>& part(const Gradients<double>& g, int i) {
-  return i == 0 ? g.dq : i == 1 ? g.dk : g.dv;
-}
-const Matrix<std::int64_t>& part(const Gradients<std::int64_t>& g, int i) {
+// Gradient i of gradient_names: dQ, dK, dV.
+template <class T>
+const Matrix<T>& part(const Gradients<T>& g, int i) {
   return i == 0 ? g.dq : i == 1 ? g.dk : g.dv;
 }
 
@@ -64,15 +62,14 @@ bool exact_power_of_two(double x) {
   return std::frexp(x, &e) == 0.5;
 }
 
-// runs[0] is the streaming backward (the reference's algorithm); `bounded` says which runs the
-// sound bound takes. Depths per run: in the candidate's arithmetic and in float64 (for the gauge
-// computed in double, and the reference).
+// runs[0] is the streaming backward (the reference's algorithm), runs.back() the one the sound
+// bound takes (the same, or the scan). Depths per run: in the candidate's arithmetic and in
+// float64 (for the gauge computed in double, and the reference).
 struct Plan {
   std::vector<Implementation> runs;
-  std::vector<bool> bounded;
   std::vector<Gradients<std::int64_t>> depth, depth53;
-  int bits = 24;                               // the candidate's arithmetic
-  std::int64_t extra[3] = {0, 0, 0};           // roundings of --scale: q times it, dQ times it
+  int bits = 24;                      // the candidate's arithmetic
+  std::int64_t extra[3] = {0, 0, 0};  // roundings beyond the backward's: --scale's, the group sum's
   Format out = Format::f32;
 };
 
@@ -85,8 +82,6 @@ struct HeadOutcome {
   double part_ratio[3] = {0, 0, 0};
   double distance_units[3] = {0, 0, 0}, own_distance_units[3] = {0, 0, 0}, tight[3] = {0, 0, 0};
 };
-
-Matrix<double> absolute(const Matrix<double>& m) { return m.cwiseAbs(); }
 
 // One value head's backward runs: the reference, the toolkit's own, and each run's gauge.
 struct Runs {
@@ -122,7 +117,7 @@ Runs runs_of(const CheckOptions& options, const Plan& plan, const Sequence<doubl
   r.own.dq *= options.scale;
   // The gauges of each run, in double (an upper bound after the division by 1 - gamma_53(K)).
   for (const Implementation impl : plan.runs) {
-    const auto gauge_of = [](const Matrix<double>& m) { return Matrix<Gauge<double>>(absolute(m).cast<Gauge<double>>()); };
+    const auto gauge_of = [](const Matrix<double>& m) { return Matrix<Gauge<double>>(m.cwiseAbs().cast<Gauge<double>>()); };
     const Gradients<Gauge<double>> g =
         backward(options, impl, Sequence<Gauge<double>>{gauge_of(s.q), gauge_of(s.k), gauge_of(s.v)}, gauge_of(d_out));
     const auto value = [](const Matrix<Gauge<double>>& m, double factor) {
@@ -180,14 +175,14 @@ HeadOutcome check_head(const CheckOptions& options, const Plan& plan, const Grad
     for (Index t = 0; t < g.rows(); ++t)
       for (Index j = 0; j < g.cols(); ++j) {
         const Index jd = p == 2 ? j % dv : j;  // the depths are one value head's: the same for each
-        double gauge = 0, bound = 0;
-        for (std::size_t i = 0; i < plan.runs.size(); ++i) {
-          const double up = part(gauges[i], p)(t, j) /
-                            (1 - gamma_bound(part(plan.depth53[i], p)(t, jd) + plan.extra[p], 53)) * (1 + 0x1p-50);
-          if (i == 0) gauge = up;
-          if (plan.bounded[i])
-            bound = std::max(bound, gamma_bound(part(plan.depth[i], p)(t, jd) + plan.extra[p], plan.bits) * up);
-        }
+        // Run i's gauge, an upper bound of the exact one after the division by 1 - gamma_53(K).
+        const auto gauge_up = [&](std::size_t i) {
+          return part(gauges[i], p)(t, j) / (1 - gamma_bound(part(plan.depth53[i], p)(t, jd) + plan.extra[p], 53)) *
+                 (1 + 0x1p-50);
+        };
+        const std::size_t b = plan.runs.size() - 1;  // the bounded run
+        const double gauge = gauge_up(0);
+        const double bound = gamma_bound(part(plan.depth[b], p)(t, jd) + plan.extra[p], plan.bits) * (b ? gauge_up(b) : gauge);
         // The reference's own error: float64 streaming, gamma_53(K) times its gauge; MPFR, gamma_261(K)
         // times it and half an ulp of double for the narrowing.
         const std::int64_t k53 = part(plan.depth53[0], p)(t, jd) + plan.extra[p];
@@ -197,9 +192,9 @@ HeadOutcome check_head(const CheckOptions& options, const Plan& plan, const Grad
         const double total = bound + reference_bound;
         const double limit = total + u_out * (std::abs(g(t, j)) + total) + tiny;
         const double error = std::abs(c(t, j) - g(t, j));
-        const double ratio = error == 0 ? 0 : error / limit;
+        const double ratio = error / limit;  // limit >= the format's underflow error > 0
         if (ratio > r.part_ratio[p]) r.part_ratio[p] = ratio;
-        if (ratio > r.worst_ratio || !(ratio == ratio)) {
+        if (ratio > r.worst_ratio) {
           r.worst_ratio = ratio;
           r.worst_part = p;
           r.worst = where(p, t, j);
@@ -257,12 +252,9 @@ GradientCheckResult check_gradients(const CheckOptions& options, const std::vect
             "--grad: the heads differ in shape (batch " + std::to_string(h.batch) + ", head " + std::to_string(h.head) + ")");
   }
   Plan plan;
-  const std::vector<Implementation> bounded = bound_implementations(options);
+  const Implementation bounded = bound_implementation(options);
   plan.runs = {Implementation::streaming};
-  for (const Implementation impl : bounded)
-    if (impl != Implementation::streaming) plan.runs.push_back(impl);
-  for (const Implementation impl : plan.runs)
-    plan.bounded.push_back(std::find(bounded.begin(), bounded.end(), impl) != bounded.end());
+  if (bounded != Implementation::streaming) plan.runs.push_back(bounded);
   plan.bits = arithmetic_bits(options.precision);
   plan.out = options.output_format.value_or(options.precision);
   // Float32's depths bound float64's (a constant that double cannot hold, float cannot either), so
@@ -297,13 +289,10 @@ GradientCheckResult check_gradients(const CheckOptions& options, const std::vect
   r.entries = long(heads.size()) * long(n) * long(2 * d + group * dv);
   r.reference_name = options.precision == Format::f64 ? "261-bit MPFR streaming backward (CPU)" : "float64 streaming backward (CPU)";
   r.own_name = std::string(options.precision == Format::f64 ? "float64" : "float32") + " streaming backward";
-  for (std::size_t i = 0; i < bounded.size(); ++i)
-    r.bound_name += std::string(i ? " and " : "") + std::string(fast::implementation_name(bounded[i]));
-  r.bound_name += bounded.size() > 1 ? " backwards" : " backward";
-  if (std::find(bounded.begin(), bounded.end(), Implementation::scan) != bounded.end())
-    r.bound_name += " (chunks of " + std::to_string(options.chunk) + ")";
+  r.bound_name = std::string(fast::implementation_name(bounded)) + " backward";
+  if (bounded == Implementation::scan) r.bound_name += " (chunks of " + std::to_string(options.chunk) + ")";
   for (const HeadOutcome& h : outcomes) {
-    if (h.worst_ratio > r.worst_ratio || !(h.worst_ratio == h.worst_ratio)) {
+    if (h.worst_ratio > r.worst_ratio) {
       r.worst_ratio = h.worst_ratio;
       r.worst_part = h.worst_part;
       r.worst = h.worst;
