@@ -45,14 +45,17 @@ struct SearchBounds {
 // The first failing input in this order: smallest n, then d, then dv, then fewest non-zero entries,
 // then their positions lexicographically (over entries()), then their signs (bit i of a counter
 // makes the i-th of them -1). `zeros(n, d, dv)` gives the all-zero input of those sizes. Nothing
-// when none fails within the bounds.
-template <class Zeros, class Fails>
-auto exhaustive_search(const SearchBounds& bounds, const Zeros& zeros, const Fails& fails)
+// when none fails within the bounds. `may_fail(n, d, dv)` says whether any input of those sizes
+// can fail (a polynomial identity tested at one random point, say); sizes it rules out are
+// skipped without spending the budget.
+template <class Zeros, class Fails, class MayFail>
+auto exhaustive_search(const SearchBounds& bounds, const Zeros& zeros, const Fails& fails, const MayFail& may_fail)
     -> std::optional<decltype(zeros(Index(1), Index(1), Index(1)))> {
   long budget = bounds.budget;
   for (Index n = bounds.first_n; n <= bounds.last_n; ++n) {
     for (Index d = 1; d <= bounds.max_d; ++d) {
       for (Index dv = 1; dv <= bounds.max_d; ++dv) {
+        if (!may_fail(n, d, dv)) continue;
         const auto base = zeros(n, d, dv);
         const Index size = n * (2 * d + dv);
         for (Index nonzero = 1; nonzero <= std::min(size, bounds.max_nonzero); ++nonzero) {
@@ -78,6 +81,11 @@ auto exhaustive_search(const SearchBounds& bounds, const Zeros& zeros, const Fai
     }
   }
   return std::nullopt;
+}
+
+template <class Zeros, class Fails>
+auto exhaustive_search(const SearchBounds& bounds, const Zeros& zeros, const Fails& fails) {
+  return exhaustive_search(bounds, zeros, fails, [](Index, Index, Index) { return true; });
 }
 
 // Greedy shrinking of a failing input: passes, until one changes nothing, that drop each token
