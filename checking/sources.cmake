@@ -1,3 +1,8 @@
 # hla_checking's sources: read by checking/CMakeLists.txt and by the fuzzers' own build.
 set(HLA_CHECKING_SOURCES src/counted.cpp src/law_check.cpp)
-list(TRANSFORM HLA_CHECKING_SOURCES PREPEND ${CMAKE_CURRENT_LIST_DIR}/)
+# The backward on the instrumented scalars (hla/checking/backward.hpp): hla_checking and the Python
+# module; the fuzzers differentiate nothing.
+set(HLA_CHECKING_BACKWARD_SOURCES src/backward.cpp)
+foreach(list HLA_CHECKING_SOURCES HLA_CHECKING_BACKWARD_SOURCES)
+  list(TRANSFORM ${list} PREPEND ${CMAKE_CURRENT_LIST_DIR}/)
+endforeach()

@@ -15,9 +15,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "hla/checking/depth.hpp"
-#include "hla/checking/gauge.hpp"
-#include "hla/fast/backward.hpp"
+#include "hla/checking/backward.hpp"
 #include "hla/fast/scan.hpp"
 #include "hla/fast/streaming.hpp"
 #include "hla/reference/random.hpp"

@@ -6,9 +6,7 @@
 #include <iomanip>
 #include <sstream>
 
-#include "hla/checking/depth.hpp"
-#include "hla/checking/gauge.hpp"
-#include "hla/fast/backward.hpp"
+#include "hla/checking/backward.hpp"
 #include "hla/reports/candidates.hpp"
 
 #include "arrays.hpp"

@@ -221,4 +221,20 @@ Gradients<T> scan_gradients(const OperatorSpec& spec, Form form, const Sequence<
   return bracketed_scan_gradients(spec, form, s, d_out, options);
 }
 
+// The backward is instantiated once per scalar that several units use (fast/src/backward_*.cpp;
+// the instrumented scalars' in hla/checking/backward.hpp), not in every unit that calls it: the instantiations of every
+// algebra dominated those units' compile time (docs/perf.md, "CI's time").
+#define HLA_FAST_BACKWARD(prefix, T)                                                                           \
+  prefix template Gradients<T> streaming_gradients<T>(const OperatorSpec&, Form, const Sequence<T>&,            \
+                                                      const Matrix<T>&, Index);                                 \
+  prefix template Gradients<T> bracketed_scan_gradients<T>(const OperatorSpec&, Form, const Sequence<T>&,       \
+                                                           const Matrix<T>&, const ScanOptions&);               \
+  prefix template Gradients<T> scan_gradients<T>(const OperatorSpec&, Form, const Sequence<T>&, const Matrix<T>&, \
+                                                 const ScanOptions&);
+HLA_FAST_BACKWARD(extern, float)
+HLA_FAST_BACKWARD(extern, double)
+HLA_FAST_BACKWARD(extern, Mpfr)
+HLA_FAST_BACKWARD(extern, Rational)
+HLA_FAST_BACKWARD(extern, ModP)
+
 }  // namespace hla::fast
