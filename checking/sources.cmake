@@ -2,7 +2,7 @@
 set(HLA_CHECKING_SOURCES src/counted.cpp src/law_check.cpp)
 # The backward on the instrumented scalars (hla/checking/backward.hpp): hla_checking and the Python
 # module; the fuzzers differentiate nothing.
-set(HLA_CHECKING_BACKWARD_SOURCES src/backward.cpp)
+set(HLA_CHECKING_BACKWARD_SOURCES src/backward_gauge.cpp src/backward_depth24.cpp src/backward_depth53.cpp)
 foreach(list HLA_CHECKING_SOURCES HLA_CHECKING_BACKWARD_SOURCES)
   list(TRANSFORM ${list} PREPEND ${CMAKE_CURRENT_LIST_DIR}/)
 endforeach()

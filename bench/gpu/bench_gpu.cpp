@@ -1,6 +1,9 @@
 // Times the GPU forward (masked, unnormalized) on [batch, heads, n, d] inputs with CUDA events:
 // warm-up, then the median of --reps runs, inputs drawn on the device (never zeros). Prints one
 // CSV line per configuration; bench/gpu/run.py adds the peers and the roofline floors.
+// `--pass backward` times the streaming backward (gpu::gradients, method streaming only) instead,
+// from dO drawn like v; its forward pass, which the gradients of a normalized operator need, is not
+// included.
 
 #include <cuda_runtime_api.h>
 
@@ -38,6 +41,7 @@ struct Options {
   std::vector<std::string> variants{"hla2", "ahla"}, precisions{"f32", "bf16"}, methods{"scan", "streaming"};
   std::vector<std::int64_t> lengths{1024, 4096, 16384, 65536};
   std::string dump;  // write q, k, v (as float32) and num of the last run of each configuration here
+  bool backward = false;
 };
 
 Options parse(int argc, char** argv) {
@@ -58,7 +62,10 @@ Options parse(int argc, char** argv) {
       o.reps = std::stoi(value);
     else if (flag == "--chunk")
       o.chunk = std::stoll(value);
-    else if (flag == "--dump")
+    else if (flag == "--pass") {
+      if (value != "forward" && value != "backward") throw Error("--pass: forward or backward, got " + value);
+      o.backward = value == "backward";
+    } else if (flag == "--dump")
       o.dump = value;
     else if (flag == "--variants")
       o.variants = split(value);
@@ -94,25 +101,36 @@ void dump_array(const std::string& path, const In* device, std::int64_t count) {
   if (!out) throw Error(path + ": cannot write");
 }
 
-// gpu-fast: the tensor-core path (gpu::fast_forward; bf16 inputs only), else gpu::terms.
+// gpu-fast: the tensor-core path (gpu::fast_forward; bf16 inputs only), else gpu::terms; with
+// `backward`, gpu::gradients (num holds dO, den zero, as for an unnormalized operator).
 template <class In>
-double time_forward(const OperatorSpec& spec, fast::Implementation impl, const gpu::Problem& p,
-                    std::int64_t chunk, int reps, double* spread, const std::string& dump) {
+double time_pass(const OperatorSpec& spec, fast::Implementation impl, const gpu::Problem& p, std::int64_t chunk,
+                 int reps, bool backward, double* spread, const std::string& dump) {
   const std::int64_t rows = p.batch * p.heads * p.length;
   In *q, *k, *v;
-  float *num, *den;
+  float *num, *den, *dq = nullptr, *dk = nullptr, *dv = nullptr;
   check(cudaMalloc(reinterpret_cast<void**>(&q), rows * p.key_dim * sizeof(In)), "cudaMalloc");
   check(cudaMalloc(reinterpret_cast<void**>(&k), rows * p.key_dim * sizeof(In)), "cudaMalloc");
   check(cudaMalloc(reinterpret_cast<void**>(&v), rows * p.value_dim * sizeof(In)), "cudaMalloc");
   check(cudaMalloc(reinterpret_cast<void**>(&num), rows * p.value_dim * sizeof(float)), "cudaMalloc");
   check(cudaMalloc(reinterpret_cast<void**>(&den), rows * sizeof(float)), "cudaMalloc");
+  if (backward) {
+    check(cudaMalloc(reinterpret_cast<void**>(&dq), rows * p.key_dim * sizeof(float)), "cudaMalloc");
+    check(cudaMalloc(reinterpret_cast<void**>(&dk), rows * p.key_dim * sizeof(float)), "cudaMalloc");
+    check(cudaMalloc(reinterpret_cast<void**>(&dv), rows * p.value_dim * sizeof(float)), "cudaMalloc");
+    gpu::fill_gaussian(num, rows * p.value_dim, 4, 1.0f);
+    check(cudaMemset(den, 0, rows * sizeof(float)), "cudaMemset");
+  }
   const float scale = 1.0f / std::sqrt(static_cast<float>(p.key_dim));
   gpu::fill_gaussian(q, rows * p.key_dim, 1, scale);
   gpu::fill_gaussian(k, rows * p.key_dim, 2, scale);
   gpu::fill_gaussian(v, rows * p.value_dim, 3, 1.0f);
   const fast::Form form = fast::default_form(spec, impl);
   const bool on_matrix_units = impl == fast::Implementation::gpu_fast;
+  if (backward && impl != fast::Implementation::gpu_streaming)
+    throw Error("--pass backward: the GPU backward is the streaming one (--methods streaming)");
   const auto run = [&] {
+    if (backward) return gpu::gradients<In, float>(spec, form, p, 0, q, k, v, num, den, dq, dk, dv);
     if constexpr (std::is_same_v<In, gpu::BFloat16>) {
       if (on_matrix_units) return gpu::fast_forward(spec, p, q, k, v, num);
     }
@@ -140,8 +158,9 @@ double time_forward(const OperatorSpec& spec, fast::Implementation impl, const g
     dump_array(dump + "/v.f32", v, rows * p.value_dim);
     dump_array(dump + "/num.f32", num, rows * p.value_dim);
   }
-  for (void* ptr : {static_cast<void*>(q), static_cast<void*>(k), static_cast<void*>(v),
-                    static_cast<void*>(num), static_cast<void*>(den)}) {
+  for (void* ptr : {static_cast<void*>(q), static_cast<void*>(k), static_cast<void*>(v), static_cast<void*>(num),
+                    static_cast<void*>(den), static_cast<void*>(dq), static_cast<void*>(dk),
+                    static_cast<void*>(dv)}) {
     cudaFree(ptr);
   }
   cudaEventDestroy(start);
@@ -166,7 +185,7 @@ int main(int argc, char** argv) {
     check(cudaDeviceGetDefaultMemPool(&pool, device), "cudaDeviceGetDefaultMemPool");
     std::uint64_t keep = std::numeric_limits<std::uint64_t>::max();
     check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), "cudaMemPoolSetAttribute");
-    std::cout << "variant,precision,method,batch,heads,n,d,dv,chunk,median_ms,spread_ms\n";
+    std::cout << "variant,precision,method,batch,heads,n,d,dv,chunk,median_ms,spread_ms,pass\n";
     for (const auto& variant_text : o.variants) {
       OperatorSpec spec;
       const auto variant = parse_variant(variant_text);
@@ -183,11 +202,11 @@ int main(int argc, char** argv) {
             double spread = 0;
             const double ms =
                 precision == "bf16"
-                    ? time_forward<gpu::BFloat16>(spec, *impl, p, o.chunk, o.reps, &spread, o.dump)
-                    : time_forward<float>(spec, *impl, p, o.chunk, o.reps, &spread, o.dump);
+                    ? time_pass<gpu::BFloat16>(spec, *impl, p, o.chunk, o.reps, o.backward, &spread, o.dump)
+                    : time_pass<float>(spec, *impl, p, o.chunk, o.reps, o.backward, &spread, o.dump);
             std::cout << variant_text << "," << precision << "," << method_text << "," << o.batch << ","
                       << o.heads << "," << n << "," << o.d << "," << o.dv << "," << o.chunk << "," << ms
-                      << "," << spread << std::endl;
+                      << "," << spread << "," << (o.backward ? "backward" : "forward") << std::endl;
           }
         }
       }

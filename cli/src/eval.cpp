@@ -175,8 +175,8 @@ Matrix<T> evaluate(const EvalRequest& req, fast::Form form, const Sequence<T>& s
   throw Error("unknown implementation");
 }
 
-// The gradients of <dO, O>: the reference's reverse mode on the matrix forms, the streaming or the
-// scan backward (the catalogue's backward_unavailable has refused the rest).
+// The gradients of <dO, O>: the reference's reverse mode on the matrix forms, the streaming backward
+// (CPU or GPU) or the scan's (the catalogue's backward_unavailable has refused the rest).
 template <class T>
 Gradients<T> evaluate_gradients(const EvalRequest& req, fast::Form form, const Sequence<T>& s, const Matrix<T>& d_out) {
   if (req.impl == fast::Implementation::reference) {
@@ -184,6 +184,13 @@ Gradients<T> evaluate_gradients(const EvalRequest& req, fast::Form form, const S
     return reference::gradients(req.spec, s, d_out);
   }
   if (req.impl == fast::Implementation::scan) return fast::scan_gradients(req.spec, form, s, d_out, req.scan);
+  if (req.impl == fast::Implementation::gpu_streaming) {
+#if defined(HLA_HAVE_CUDA)
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, ModP>)
+      return fast::gpu::gradients(req.spec, form, {s}, {d_out}).front();
+#endif
+    throw Error("unreachable: --impl gpu-streaming --grad with --scalar " + std::string(scalar_kind_name(req.scalar)));
+  }
   return fast::streaming_gradients(req.spec, form, s, d_out);
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "algebra/dispatch.cuh"
+#include "backward.cuh"
 #include "hla/fast/gpu_status.hpp"
 #include "hla/reference/hash.hpp"
 #include "launch.hpp"
@@ -140,6 +141,45 @@ __global__ void chunk_outputs_kernel(Algebra algebra, std::int64_t length, std::
     algebra.read(sh.state, sh.scratch, sh.q, num + row * dv, den + row);
     __syncthreads();
   }
+}
+
+// The streaming backward (backward.cuh), one block per sequence-head from first_head: in shared
+// memory one token's q, k, v, d_num, d_den and the scratch, then the adjoint where it fits
+// (adjoint_shared); in `workspace`, per block, the adjoint where it does not, the checkpoints and
+// the segment's states.
+template <class Algebra, class In, class T>
+__global__ void streaming_backward_kernel(Algebra algebra, std::int64_t length, std::int64_t checkpoint,
+                                          std::int64_t first_head, const In* q, const In* k, const In* v,
+                                          const T* d_num, const T* d_den, T* workspace,
+                                          std::int64_t workspace_per_head, bool adjoint_shared, T* dq, T* dk,
+                                          T* dv) {
+  const int d = algebra.p.d, value_dim = algebra.p.dv;
+  const std::int64_t size = streaming_state_size<Algebra>(d, value_dim);
+  const Shared<T> sh(shared_scalars<T>(), 0, d, value_dim);
+  T* own = workspace + static_cast<std::int64_t>(blockIdx.x) * workspace_per_head;
+  BackwardArrays<T> w{};
+  w.q = sh.q;
+  w.k = sh.k;
+  w.v = sh.v;
+  w.d_num = sh.scratch;
+  w.d_den = w.d_num + value_dim;
+  w.scratch = w.d_den + 1;
+  if (adjoint_shared) {
+    w.adjoint = w.scratch + backward_scratch<Algebra>(d, value_dim);
+  } else {
+    w.adjoint = own;
+    own += size;
+  }
+  w.checkpoints = own;
+  w.states = own + (length + checkpoint - 1) / checkpoint * size;
+  const std::int64_t first = (first_head + blockIdx.x) * length;
+  const auto load = [&](std::int64_t t, bool adjoints) {
+    load_token(sh, q, k, v, first + t, d, value_dim);
+    if (!adjoints) return;
+    block::each(value_dim, [&](int j) { w.d_num[j] = d_num[(first + t) * value_dim + j]; });
+    block::each(1, [&](int) { *w.d_den = d_den[first + t]; });
+  };
+  stream_backward(algebra, length, checkpoint, w, load, dq + first * d, dk + first * d, dv + first * value_dim);
 }
 
 template <class T>
@@ -357,6 +397,38 @@ void launch_scan(const AlgebraParams<T>& params, std::int64_t heads, std::int64_
   });
 }
 
+template <class In, class T>
+void launch_streaming_backward(const AlgebraParams<T>& params, std::int64_t heads, std::int64_t length,
+                               std::int64_t checkpoint, const In* q, const In* k, const In* v, const T* d_num,
+                               const T* d_den, T* dq, T* dk, T* dv, CUstream_st* stream) {
+  if (heads == 0 || length == 0) return;
+  with_device_algebra(params, [&]<class Algebra>(const Algebra& algebra) {
+    const int d = params.d, value_dim = params.dv;
+    const std::int64_t size = streaming_state_size<Algebra>(d, value_dim);
+    const std::int64_t token = 2 * d + 2 * value_dim + 1 + backward_scratch<Algebra>(d, value_dim);
+    const bool adjoint_shared = (token + size) * static_cast<std::int64_t>(sizeof(T)) <= shared_memory_limit();
+    const std::int64_t bytes = shared_bytes_or_throw(token + (adjoint_shared ? size : 0), sizeof(T),
+                                                     "the GPU streaming backward's token and scratch", d, value_dim);
+    const std::int64_t per_head = ((length + checkpoint - 1) / checkpoint + checkpoint + 1 + (adjoint_shared ? 0 : 1)) * size;
+    // Heads in groups whose workspace stays within 8 GiB.
+    const std::int64_t budget = std::int64_t{8} << 30;
+    const std::int64_t group =
+        std::clamp<std::int64_t>(budget / (per_head * static_cast<std::int64_t>(sizeof(T))), 1, heads);
+    T* workspace = nullptr;
+    check(cudaMallocAsync(reinterpret_cast<void**>(&workspace), group * per_head * sizeof(T), stream),
+          "cudaMallocAsync (backward checkpoints and states)");
+    auto kernel = streaming_backward_kernel<Algebra, In, T>;
+    allow_shared(kernel, bytes);
+    for (std::int64_t first = 0; first < heads; first += group) {
+      kernel<<<blocks_for(std::min(group, heads - first), "streaming backward"), threads_per_block, bytes,
+               stream>>>(algebra, length, checkpoint, first, q, k, v, d_num, d_den, workspace, per_head,
+                         adjoint_shared, dq, dk, dv);
+      check_launch("streaming backward kernel");
+    }
+    check(cudaFreeAsync(workspace, stream), "cudaFreeAsync");
+  });
+}
+
 template <class T>
 std::int64_t launch_finish(const T& eps, std::int64_t rows, int dv, const T* num, const T* den, T* out,
                            CUstream_st* stream) {
@@ -392,6 +464,15 @@ template void launch_fill_gaussian<BFloat16>(BFloat16*, std::int64_t, std::uint6
                                         const In*, const In*, T*, T*, CUstream_st*);                    \
   template void launch_scan<In, T>(const AlgebraParams<T>&, std::int64_t, std::int64_t, std::int64_t,   \
                                    const In*, const In*, const In*, T*, T*, CUstream_st*);
+#define HLA_GPU_INSTANTIATE_BACKWARD(In, T)                                                                \
+  template void launch_streaming_backward<In, T>(const AlgebraParams<T>&, std::int64_t, std::int64_t,       \
+                                                 std::int64_t, const In*, const In*, const In*, const T*,   \
+                                                 const T*, T*, T*, T*, CUstream_st*);
+HLA_GPU_INSTANTIATE_BACKWARD(float, float)
+HLA_GPU_INSTANTIATE_BACKWARD(BFloat16, float)
+HLA_GPU_INSTANTIATE_BACKWARD(double, double)
+HLA_GPU_INSTANTIATE_BACKWARD(ModP, ModP)
+#undef HLA_GPU_INSTANTIATE_BACKWARD
 
 HLA_GPU_INSTANTIATE(float, float)
 HLA_GPU_INSTANTIATE(BFloat16, float)

@@ -22,6 +22,13 @@ template <class In, class T>
 void launch_scan(const AlgebraParams<T>& params, std::int64_t heads, std::int64_t length, std::int64_t chunk,
                  const In* q, const In* k, const In* v, T* num, T* den, CUstream_st* stream);
 
+// dq, dk [heads, n, d] and dv [heads, n, dv]: the streaming backward (backward.cuh) from the
+// adjoints d_num, d_den of the readouts, a state kept every `checkpoint` tokens.
+template <class In, class T>
+void launch_streaming_backward(const AlgebraParams<T>& params, std::int64_t heads, std::int64_t length,
+                               std::int64_t checkpoint, const In* q, const In* k, const In* v, const T* d_num,
+                               const T* d_den, T* dq, T* dk, T* dv, CUstream_st* stream);
+
 // out = num / (den + eps) row by row; returns the first row (over all heads) whose divisor is
 // zero in exact arithmetic (Z/p), or -1. Synchronizes the stream.
 template <class T>

@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "../cuda/launch.hpp"
+#include "hla/fast/backward.hpp"
 #include "hla/fast/gpu_status.hpp"
 #include "hla/fast/scan.hpp"
 
@@ -169,6 +170,18 @@ void terms(const OperatorSpec& spec, Form form, Implementation impl, const Probl
   detail::launch_scan(params, heads, problem.length, size, q, k, v, num, den, stream);
 }
 
+template <class In, class T>
+void gradients(const OperatorSpec& spec, Form form, const Problem& problem, std::int64_t checkpoint, const In* q,
+               const In* k, const In* v, const T* d_num, const T* d_den, T* dq, T* dk, T* dv, CUstream_st* stream) {
+  if (const auto why = backward_unavailable(spec, Implementation::gpu_streaming, form)) throw Error(*why);
+  validate_problem(problem);
+  if (checkpoint < 0) throw Error("checkpoint: must be >= 0 (0: ceil(sqrt(n))), got " + std::to_string(checkpoint));
+  if (checkpoint == 0) checkpoint = default_checkpoint(problem.length);
+  const auto params = device_params<T>(spec, Implementation::gpu_streaming, form, problem.key_dim, problem.value_dim);
+  detail::launch_streaming_backward(params, problem.batch * problem.heads, problem.length, checkpoint, q, k, v, d_num,
+                                    d_den, dq, dk, dv, stream);
+}
+
 std::optional<std::string> shape_unavailable(const OperatorSpec& spec, Form form, Implementation impl, int d,
                                              int dv, int scalar_bytes) {
   if (impl != Implementation::gpu_streaming && impl != Implementation::gpu_scan) {
@@ -286,6 +299,73 @@ std::vector<Terms<float>> terms_bf16(const OperatorSpec& spec, Form form, Implem
                                            [](float x) { return to_bfloat16(x); });
 }
 
+namespace {
+
+// gpu::terms for the forward (O, and the readouts a normalized operator's adjoint needs), the
+// adjoints of the readouts on the host, then gpu::gradients; q, k, v converted by `convert`.
+template <class In, class T, class U, class Convert>
+std::vector<Gradients<T>> gradients_round_trip(const OperatorSpec& spec, Form form,
+                                               const std::vector<Sequence<U>>& heads,
+                                               const std::vector<Matrix<T>>& d_outs, std::int64_t checkpoint,
+                                               Convert convert) {
+  if (const auto why = backward_unavailable(spec, Implementation::gpu_streaming, form)) throw Error(*why);
+  if (d_outs.size() != heads.size()) throw Error("GPU backward: one dO per sequence-head");
+  const std::vector<Terms<T>> forward = terms_round_trip<In, T>(spec, form, Implementation::gpu_streaming, heads, 1, convert);
+  if (heads.empty()) return {};
+  const Index n = heads.front().length(), d = heads.front().key_dim(), dv = heads.front().value_dim();
+  const std::size_t h = heads.size(), keys = n * d, values = n * dv;
+  DeviceArray<In> q(h * keys), k(h * keys), v(h * values);
+  DeviceArray<T> d_num(h * values), d_den(h * n), dq(h * keys), dk(h * keys), dvalue(h * values);
+  std::vector<In> staging;
+  const auto upload = [&](DeviceArray<In>& to, const Matrix<U>& from, std::size_t offset) {
+    staging.resize(from.size());
+    for (Index i = 0; i < from.size(); ++i) staging[i] = convert(from.data()[i]);
+    to.upload(staging.data(), offset, staging.size());
+  };
+  std::vector<Gradients<T>> out;
+  for (std::size_t i = 0; i < h; ++i) {
+    upload(q, heads[i].q, i * keys);
+    upload(k, heads[i].k, i * keys);
+    upload(v, heads[i].v, i * values);
+    const Terms<T> adjoint = reference::finish_adjoint(spec, forward[i], d_outs[i]);
+    d_num.upload(adjoint.num.data(), i * values, values);
+    d_den.upload(adjoint.den.data(), i * n, n);
+    out.push_back({Matrix<T>(n, d), Matrix<T>(n, d), Matrix<T>(n, dv), reference::finish(spec, forward[i])});
+  }
+  const Problem problem{1, static_cast<std::int64_t>(h), n, static_cast<int>(d), static_cast<int>(dv)};
+  gradients<In, T>(spec, form, problem, checkpoint, q.data(), k.data(), v.data(), d_num.data(), d_den.data(),
+                   dq.data(), dk.data(), dvalue.data());
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  for (std::size_t i = 0; i < h; ++i) {
+    dq.download(out[i].dq.data(), i * keys, keys);
+    dk.download(out[i].dk.data(), i * keys, keys);
+    dvalue.download(out[i].dv.data(), i * values, values);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<Gradients<float>> gradients(const OperatorSpec& spec, Form form, const std::vector<Sequence<float>>& heads,
+                                        const std::vector<Matrix<float>>& d_outs, std::int64_t checkpoint) {
+  return gradients_round_trip<float, float>(spec, form, heads, d_outs, checkpoint, [](float x) { return x; });
+}
+std::vector<Gradients<double>> gradients(const OperatorSpec& spec, Form form,
+                                         const std::vector<Sequence<double>>& heads,
+                                         const std::vector<Matrix<double>>& d_outs, std::int64_t checkpoint) {
+  return gradients_round_trip<double, double>(spec, form, heads, d_outs, checkpoint, [](double x) { return x; });
+}
+std::vector<Gradients<ModP>> gradients(const OperatorSpec& spec, Form form, const std::vector<Sequence<ModP>>& heads,
+                                       const std::vector<Matrix<ModP>>& d_outs, std::int64_t checkpoint) {
+  return gradients_round_trip<ModP, ModP>(spec, form, heads, d_outs, checkpoint, [](ModP x) { return x; });
+}
+std::vector<Gradients<float>> gradients_bf16(const OperatorSpec& spec, Form form,
+                                             const std::vector<Sequence<float>>& heads,
+                                             const std::vector<Matrix<float>>& d_outs, std::int64_t checkpoint) {
+  return gradients_round_trip<BFloat16, float>(spec, form, heads, d_outs, checkpoint,
+                                               [](float x) { return to_bfloat16(x); });
+}
+
 void fast_forward(const OperatorSpec& spec, const Problem& problem, const BFloat16* q, const BFloat16* k,
                   const BFloat16* v, float* num, CUstream_st* stream) {
   require_available(spec, Implementation::gpu_fast, Form::published);
@@ -336,6 +416,15 @@ HLA_GPU_INSTANTIATE(double, double)
 HLA_GPU_INSTANTIATE(double, Gauge<double>)
 HLA_GPU_INSTANTIATE(ModP, ModP)
 #undef HLA_GPU_INSTANTIATE
+
+#define HLA_GPU_INSTANTIATE_BACKWARD(In, T)                                                                      \
+  template void gradients<In, T>(const OperatorSpec&, Form, const Problem&, std::int64_t, const In*, const In*, \
+                                 const In*, const T*, const T*, T*, T*, T*, CUstream_st*);
+HLA_GPU_INSTANTIATE_BACKWARD(float, float)
+HLA_GPU_INSTANTIATE_BACKWARD(BFloat16, float)
+HLA_GPU_INSTANTIATE_BACKWARD(double, double)
+HLA_GPU_INSTANTIATE_BACKWARD(ModP, ModP)
+#undef HLA_GPU_INSTANTIATE_BACKWARD
 
 template void finish<float>(const OperatorSpec&, const Problem&, const float*, const float*, float*,
                             CUstream_st*);

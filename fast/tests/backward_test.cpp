@@ -195,9 +195,12 @@ TEST_CASE("backward/what has no backward yet is refused with a reason", "[backwa
   CHECK(fast::backward_unavailable(spec, Implementation::reference, Form::published) == std::nullopt);
   CHECK(fast::backward_unavailable(spec, Implementation::streaming, Form::corrected) == std::nullopt);
   CHECK(fast::backward_unavailable(spec, Implementation::scan, Form::corrected) == std::nullopt);
-  const auto why = fast::backward_unavailable(spec, Implementation::chunked, Form::corrected);
-  REQUIRE(why.has_value());
-  CHECK_THAT(*why, Catch::Contains("not built yet"));
+  CHECK(fast::backward_unavailable(spec, Implementation::gpu_streaming, Form::corrected) == std::nullopt);
+  for (const Implementation impl : {Implementation::chunked, Implementation::gpu_scan}) {
+    const auto why = fast::backward_unavailable(spec, impl, Form::corrected);
+    REQUIRE(why.has_value());
+    CHECK_THAT(*why, Catch::Contains("not built yet"));
+  }
   spec.decay = Rational(1, 2);
   const auto printed = fast::backward_unavailable(spec, Implementation::scan, Form::published);
   REQUIRE(printed.has_value());

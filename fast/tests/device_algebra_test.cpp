@@ -1,13 +1,17 @@
 // The device algebra (fast/cuda/algebra/) run on the host, where a thread block is one thread,
-// against the CPU algebra (fast/algebra/): every push and read of the streaming states and every
-// absorb, combine and read of the segment summaries equal the CPU's bit for bit in Z/p, for every
-// variant, option and form the GPU implementations have. So the kernels' formulas are checked on
+// against the CPU algebra (fast/algebra/): every push and read of the streaming states, every
+// absorb, combine and read of the segment summaries, and the streaming backward's kernel body
+// (fast/cuda/backward.cuh) equal the CPU's bit for bit in Z/p, for every variant, option and form
+// the GPU implementations have. So the kernels' formulas are checked on
 // every machine, CI included; the GPU tests check the drivers around them on the device.
 
 #include <catch2/catch.hpp>
 
 #include "../cuda/algebra/dispatch.cuh"
+#include "../cuda/backward.cuh"
+#include "hla/fast/backward.hpp"
 #include "hla/fast/scan.hpp"
+#include "hla/reference/random.hpp"
 #include "hla/fast/streaming.hpp"
 #include "hla/testing/generators.hpp"
 #include "hla/testing/property.hpp"
@@ -126,6 +130,27 @@ Terms<T> device_stream(const Algebra& algebra, const Sequence<T>& s) {
   return out;
 }
 
+// The GPU backward kernel's body on the host, each array sized as the kernel sizes it.
+template <class Algebra>
+Gradients<T> device_backward(const Algebra& algebra, const Sequence<T>& s, const Terms<T>& d_terms, Index checkpoint) {
+  const Index n = s.length(), d = s.key_dim(), dv = s.value_dim();
+  const Index size = gpu::streaming_state_size<Algebra>(d, dv);
+  Flat adjoint(size), checkpoints((n + checkpoint - 1) / checkpoint * size), states((checkpoint + 1) * size);
+  Flat q(d), k(d), v(dv), d_num(dv), d_den(1), work(gpu::backward_scratch<Algebra>(d, dv));
+  const gpu::BackwardArrays<T> arrays{adjoint.data(), checkpoints.data(), states.data(), q.data(), k.data(),
+                                      v.data(),       d_num.data(),       d_den.data(),  work.data()};
+  const auto load = [&](std::int64_t t, bool adjoints) {
+    for (Index i = 0; i < d; ++i) q[i] = s.q(t, i), k[i] = s.k(t, i);
+    for (Index j = 0; j < dv; ++j) v[j] = s.v(t, j);
+    if (!adjoints) return;
+    for (Index j = 0; j < dv; ++j) d_num[j] = d_terms.num(t, j);
+    d_den[0] = d_terms.den(t);
+  };
+  Matrix<T> dq(n, d), dk(n, d), dvalue(n, dv);  // row-major, as the kernel writes them
+  gpu::stream_backward(algebra, n, checkpoint, arrays, load, dq.data(), dk.data(), dvalue.data());
+  return {dq, dk, dvalue, {}};
+}
+
 }  // namespace
 
 TEST_CASE("device algebra/streaming push and read equal the CPU stream in Z/p", "[device][exact]") {
@@ -191,6 +216,40 @@ TEST_CASE("device algebra/absorb combine and read equal the CPU segments in Z/p"
               }
             });
       });
+    });
+  }
+}
+
+TEST_CASE("device algebra/the streaming backward equals the CPU stream's in Z/p", "[device][exact][backward]") {
+  for (const Config& c : configs()) {
+    if (c.impl != Implementation::gpu_streaming) continue;
+    property(name(c), [&c] {
+      const Sequence<Rational> exact = *testing::gen_any_sequence(8, 4).as("sequence");
+      OperatorSpec spec = c.spec;
+      if (spec.decayed()) spec.decay = *testing::gen_decay().as("gamma");
+      spec.normalize = *rc::gen::arbitrary<bool>().as("normalized");
+      spec.eps = spec.normalize ? Rational(1, 2) : Rational(0);
+      const Sequence<T> s = convert<T>(exact);
+      const Index n = s.length(), dv = s.value_dim();
+      Rng rng(*rc::gen::arbitrary<std::uint64_t>().as("cotangent seed"));
+      Matrix<T> d_out(n, dv);
+      for (Index i = 0; i < d_out.size(); ++i) d_out.data()[i] = ModP::from_residue(rng.next() % ModP::modulus);
+      const Index checkpoint = *testing::gen_position(1, n + 2).as("checkpoint");
+      Gradients<T> expected;
+      Terms<T> d_terms;
+      try {
+        expected = fast::streaming_gradients(spec, c.form, s, d_out, checkpoint);
+        d_terms = reference::finish_adjoint(spec, fast::streaming_terms(spec, c.form, s), d_out);
+      } catch (const Error&) {
+        RC_DISCARD("a normalized denominator is zero");
+      }
+      gpu::with_device_algebra(fast::algebra_params<T>(spec, c.impl, c.form, s.key_dim(), dv),
+                               [&](const auto& algebra) {
+                                 const Gradients<T> actual = device_backward(algebra, s, d_terms, checkpoint);
+                                 RC_ASSERT(actual.dq == expected.dq);
+                                 RC_ASSERT(actual.dk == expected.dk);
+                                 RC_ASSERT(actual.dv == expected.dv);
+                               });
     });
   }
 }

@@ -1,6 +1,7 @@
 // The GPU implementations against the reference: bit for bit in Z/p (every variant, option and
 // form, small random inputs; and n = 65536, d = dv = 64 against the CPU stream), bit for bit in
 // float64 on small integers, and within stated a-priori bounds in float32 and with bf16 inputs.
+// The same for the GPU streaming backward against the CPU's.
 // Without a usable GPU the executable reports "skipped" and exits with 77 (ctest: skipped).
 
 #include "hla/fast/gpu.hpp"
@@ -16,7 +17,7 @@
 #include <string_view>
 #include <utility>
 
-#include "hla/checking/gauge.hpp"
+#include "hla/checking/backward.hpp"
 #include "hla/fast/scan.hpp"
 #include "hla/fast/streaming.hpp"
 #include "hla/reference/definition.hpp"
@@ -253,6 +254,28 @@ Rational gpu_depth(const OperatorSpec& spec, Implementation method, Index t, Ind
   return Rational((r + 1) * (6 * levels + 4 * d + 16));
 }
 
+// The operators of the float32 bounds' tests: unnormalized, decay gamma, a ridge for hla2.
+OperatorSpec bound_spec(Variant variant, const Rational& gamma) {
+  OperatorSpec spec;
+  spec.variant = variant;
+  spec.decay = gamma;
+  if (variant == Variant::hla2) spec.ridge = Rational(1, 2);
+  return spec;
+}
+
+// Gaussian q, k, v (1/sqrt(d)-scaled), each rounded to float, or to bf16 for the bf16 path: the
+// exact results are computed on these, so an error is the GPU's float32 arithmetic alone.
+Sequence<Rational> representable_inputs(Rng& rng, Index n, Index d, Index dv, bool bf16) {
+  Sequence<Rational> s = gaussian_sequence(rng, n, d, dv);
+  for (Matrix<Rational>* m : {&s.q, &s.k, &s.v}) {
+    *m = m->unaryExpr([bf16](const Rational& x) {
+      const float f = from_rational<float>(x);
+      return exact_value(bf16 ? fast::gpu::to_float(fast::gpu::to_bfloat16(f)) : f);
+    });
+  }
+  return s;
+}
+
 // Largest |gpu - exact| / (gamma(K) gauge) over every entry; <= 1 is within the bound.
 double worst_ratio(const OperatorSpec& spec, Implementation method, const Terms<Rational>& exact,
                    const Terms<float>& gpu, const Terms<Gauge<Rational>>& gauge, Index d, Index chunk,
@@ -290,19 +313,10 @@ TEST_CASE("gpu/float32 and bf16-input results stay within the a-priori bound", "
     for (const Implementation method : methods) {
       for (const bool bf16 : {false, true}) {
         for (const Rational& gamma : {Rational(1), Rational(1, 2)}) {
-          OperatorSpec spec;
-          spec.variant = variant;
-          spec.decay = gamma;
-          if (variant == Variant::hla2) spec.ridge = Rational(1, 2);
+          const OperatorSpec spec = bound_spec(variant, gamma);
           const Index n = 96, d = 8, dv = 8, chunk = 16;
           Rng rng(seed + static_cast<int>(variant));
-          Sequence<Rational> s = gaussian_sequence(rng, n, d, dv);
-          for (Matrix<Rational>* m : {&s.q, &s.k, &s.v}) {
-            *m = m->unaryExpr([bf16](const Rational& x) {
-              const float f = from_rational<float>(x);
-              return exact_value(bf16 ? fast::gpu::to_float(fast::gpu::to_bfloat16(f)) : f);
-            });
-          }
+          const Sequence<Rational> s = representable_inputs(rng, n, d, dv, bf16);
           const Form form = fast::default_form(spec, fast::cpu_twin(method));
           const Terms<Rational> exact =
               fast::streaming_terms(spec, fast::default_form(spec, fast::Implementation::streaming), s);
@@ -504,6 +518,143 @@ TEST_CASE("gpu/one upload serves float64 float32 and gauge runs of every head", 
                 << ": worst gauge error / gamma_53(K) gauge = " << worst << "\n";
     }
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The streaming backward (fast::gpu::gradients).
+
+namespace {
+
+Matrix<ModP> random_field_matrix(std::uint64_t seed, Index rows, Index cols) {
+  return random_field_sequence(seed, rows, 1, cols).v;
+}
+
+// "" when equal, else the first differing entry of dQ, dK or dV.
+std::string first_difference(const Gradients<ModP>& got, const Gradients<ModP>& want) {
+  const std::pair<const char*, Matrix<ModP> Gradients<ModP>::*> parts[] = {
+      {"dQ", &Gradients<ModP>::dq}, {"dK", &Gradients<ModP>::dk}, {"dV", &Gradients<ModP>::dv}};
+  for (const auto& [name, part] : parts) {
+    const Matrix<ModP>&a = got.*part, &b = want.*part;
+    if (a.rows() != b.rows() || a.cols() != b.cols()) return std::string(name) + ": shapes differ";
+    for (Index i = 0; i < b.size(); ++i) {
+      if (a.data()[i] != b.data()[i]) {
+        std::ostringstream out;
+        out << name << "(" << i / b.cols() << ", " << i % b.cols() << "): " << a.data()[i] << " != " << b.data()[i];
+        return out.str();
+      }
+    }
+  }
+  return "";
+}
+
+// The GPU backward of one sequence-head at n = 65536 (HLA_GPU_LARGE_N), d = dv = 64, against the
+// CPU streaming backward, which the suite proves equal to the definition's gradients.
+void check_large_backward(const OperatorSpec& spec, Form form) {
+  const Index n = large_length(), d = 64, dv = 64;
+  const std::uint64_t seed = 70 + static_cast<int>(spec.variant);
+  INFO(describe(spec) << ", form " << fast::form_name(form) << ", n = " << n << ", d = dv = 64, seed " << seed);
+  const Sequence<ModP> s = random_field_sequence(seed, n, d, dv);
+  const Matrix<ModP> d_out = random_field_matrix(seed + 1, n, dv);
+  const Gradients<ModP> cpu = fast::streaming_gradients(spec, form, s, d_out);
+  const Gradients<ModP> gpu = fast::gpu::gradients(spec, form, {s}, {d_out})[0];
+  CHECK(first_difference(gpu, cpu) == "");
+}
+
+}  // namespace
+
+TEST_CASE("gpu backward/every variant option and form equals the CPU streaming backward in Z/p",
+          "[gpu][exact][backward]") {
+  for (const Variant variant : all_variants) {
+    property(std::string(variant_name(variant)) + ": dQ, dK, dV and O equal the CPU's", [variant] {
+      const OperatorSpec spec = *testing::gen_spec(variant).as("spec");
+      const auto heads = convert_all<ModP>(gen_heads<ModP>(12, 4));
+      const Index n = heads.front().length(), dv = heads.front().value_dim();
+      const auto checkpoint = *testing::gen_position(0, n + 2).as("checkpoint (0: the default)");
+      const auto seed = *rc::gen::arbitrary<std::uint64_t>().as("cotangent seed");
+      std::vector<Matrix<ModP>> d_outs;
+      for (std::size_t h = 0; h < heads.size(); ++h) d_outs.push_back(random_field_matrix(seed + h, n, dv));
+      for (const Form form : forms_of(spec, Implementation::gpu_streaming)) {
+        RC_LOG() << "form " << fast::form_name(form) << "\n";
+        std::vector<Gradients<ModP>> cpu;
+        try {
+          for (std::size_t h = 0; h < heads.size(); ++h)
+            cpu.push_back(fast::streaming_gradients(spec, form, heads[h], d_outs[h], checkpoint));
+        } catch (const Error&) {
+          RC_DISCARD("a normalized denominator is zero in Z/p");
+        }
+        const auto gpu = fast::gpu::gradients(spec, form, heads, d_outs, checkpoint);
+        for (std::size_t h = 0; h < heads.size(); ++h) {
+          RC_ASSERT(first_difference(gpu[h], cpu[h]) == "");
+          RC_ASSERT(gpu[h].output == cpu[h].output);
+        }
+      }
+    });
+  }
+}
+
+// The kernel computes the CPU stream's backward formulas in the CPU's grouping (sums aside, whose
+// order the rounding depth does not depend on), so the CPU backward's depths K (checking::Depth)
+// and exact gauge bound it: |g_hat - g| <= gamma(K) gauge for every entry (rounding_test.cpp).
+// float32 inputs, and bf16 inputs with float32 arithmetic; gamma in {1, 1/2}.
+TEST_CASE("gpu backward/float32 and bf16-input gradients stay within gamma(K) times the gauge",
+          "[gpu][float32][backward]") {
+  using D = checking::Depth<24>;
+  const std::uint64_t seed = 20261202;
+  INFO("seed " << seed);
+  for (const Variant variant : all_variants) {
+    for (const bool bf16 : {false, true}) {
+      for (const Rational& gamma : {Rational(1), Rational(1, 2)}) {
+        const OperatorSpec spec = bound_spec(variant, gamma);
+        const Index n = 64, d = 8, dv = 8;
+        Rng rng(seed + static_cast<int>(variant));
+        const Sequence<Rational> s = representable_inputs(rng, n, d, dv, bf16);
+        const Matrix<Rational> d_out = representable_inputs(rng, n, 1, dv, false).v;  // dO in float32
+        const Form form = fast::default_form(spec, Implementation::streaming);
+        const Gradients<Rational> exact = fast::streaming_gradients(spec, form, s, d_out);
+        const auto magnitude = [](const Matrix<Rational>& m) {
+          return Matrix<Gauge<Rational>>(m.unaryExpr([](const Rational& x) { return Gauge<Rational>(abs(x)); }));
+        };
+        const Gradients<Gauge<Rational>> gauge =
+            fast::streaming_gradients(spec, form, Sequence<Gauge<Rational>>{magnitude(s.q), magnitude(s.k), magnitude(s.v)},
+                                      magnitude(d_out));
+        const auto symbolic = [](Index rows, Index cols) { return Matrix<D>(Matrix<D>::Constant(rows, cols, D::input())); };
+        const Gradients<D> depth = fast::streaming_gradients(
+            spec, form, Sequence<D>{symbolic(n, d), symbolic(n, d), symbolic(n, dv)}, symbolic(n, dv));
+        const Sequence<float> inputs = convert<float>(s);
+        const Matrix<float> d_out32 = d_out.unaryExpr([](const Rational& x) { return from_rational<float>(x); });
+        const Gradients<float> gpu = bf16 ? fast::gpu::gradients_bf16(spec, form, {inputs}, {d_out32})[0]
+                                          : fast::gpu::gradients(spec, form, {inputs}, {d_out32})[0];
+        const Rational unit = exact_value(std::numeric_limits<float>::epsilon() / 2);
+        Rational worst = 0;
+        const auto within = [&](const Matrix<float>& got, const Matrix<Rational>& want, const Matrix<Gauge<Rational>>& g,
+                                const Matrix<D>& k) {
+          for (Index i = 0; i < want.size(); ++i) {
+            const Rational depth_k(k.data()[i].count());
+            const Rational bound = depth_k * unit / (1 - depth_k * unit) * g.data()[i].value();
+            const Rational error = abs(exact_value(got.data()[i]) - want.data()[i]);
+            if (error > 0) worst = std::max(worst, bound > 0 ? error / bound : Rational(1000000));
+          }
+        };
+        within(gpu.dq, exact.dq, gauge.dq, depth.dq);
+        within(gpu.dk, exact.dk, gauge.dk, depth.dk);
+        within(gpu.dv, exact.dv, gauge.dv, depth.dv);
+        INFO(describe(spec) << (bf16 ? ", bf16 inputs" : ", float32") << ": worst |error| / bound = " << to_double(worst));
+        CHECK(worst <= 1);
+        std::cout << "  backward " << describe(spec) << (bf16 ? " bf16" : " f32")
+                  << ": worst error / bound = " << to_double(worst) << "\n";
+      }
+    }
+  }
+}
+
+// n = 65536 and d = dv = 64 (HLA_GPU_LARGE_N overrides n).
+TEST_CASE("gpu/large/backward of hla2 masked with ridge and decay equals the CPU's in Z/p", "[gpu][large][backward]") {
+  check_large_backward(make_spec(Variant::hla2, true, Rational(999, 1000), Rational(1, 2)), Form::corrected);
+}
+TEST_CASE("gpu/large/backward of linear ahla and hla3 decayed equals the CPU's in Z/p", "[gpu][large][backward]") {
+  check_large_backward(make_spec(Variant::linear, true, Rational(999, 1000)), Form::published);
+  check_large_backward(make_spec(Variant::ahla, true, Rational(999, 1000)), Form::published);
+  check_large_backward(make_spec(Variant::hla3, true, Rational(999, 1000)), Form::corrected);
 }
 
 int main(int argc, char* argv[]) {

@@ -98,6 +98,57 @@ struct AhlaAlgebra {
     block::row_times(q, f.routed_value, p.d, p.dv, num);
     block::each(1, [&](int) { *den = block::dot(q, f.routed_mass, p.d); });
   }
+
+  // AhlaStream::backward (common.cuh, "The backward"): the read, then lines 6, 4-5 and 3 in
+  // reverse, with P_t and m_t of `after`.
+  static constexpr int backward_scratch_size(int, int dv) { return 2 * dv; }
+  HLA_HOST_DEVICE void backward(const T* after, const T*, T* adjoint, T* scratch, const T* q, const T* k,
+                                const T* v, const T* d_num, const T& d_den, T* grad_q, T* grad_k,
+                                T* grad_v) const {
+    const int d = p.d, dv = p.dv;
+    Fields<const T*> s(after, d, dv);
+    Fields<T*> a(adjoint, d, dv);
+    T *r = scratch, *d_r = scratch + dv;
+    block::each(d, [&](int i) {  // lines 7-9: dq = E d_num^T + d_den n
+      T sum(0);
+      for (int j = 0; j < dv; ++j) sum += s.routed_value[i * dv + j] * d_num[j];
+      grad_q[i] = sum + d_den * s.routed_mass[i];
+    });
+    block::row_times(q, s.key_value, d, dv, r);  // q^T P_t
+    block::each(d * dv, [&](int i) { a.routed_value[i] += q[i / dv] * d_num[i % dv]; });
+    block::each(d, [&](int i) { a.routed_mass[i] += d_den * q[i]; });
+    block::sync();
+    block::row_times(k, a.routed_value, d, dv, d_r);  // k^T a_E
+    block::sync();
+    // line 6: E += k (q^T P), n += (q . m) k (routed_update_adjoint)
+    const T sigma = block::dot(q, s.key_mass, d), d_sigma = block::dot(k, a.routed_mass, d);
+    block::each(d * dv, [&](int i) { a.key_value[i] += q[i / dv] * d_r[i % dv]; });
+    block::each(d, [&](int i) {
+      a.key_mass[i] += d_sigma * q[i];
+      T routed(0), carried(0);
+      for (int j = 0; j < dv; ++j) routed += a.routed_value[i * dv + j] * r[j];
+      for (int j = 0; j < dv; ++j) carried += s.key_value[i * dv + j] * d_r[j];
+      grad_k[i] = routed + sigma * a.routed_mass[i];
+      grad_q[i] += carried + d_sigma * s.key_mass[i];
+    });
+    block::sync();
+    block::each(d, [&](int i) {  // line 3: dk += a_P v^T + a_m, dv = k^T a_P
+      T sum(0);
+      for (int j = 0; j < dv; ++j) sum += a.key_value[i * dv + j] * v[j];
+      grad_k[i] += sum + a.key_mass[i];
+    });
+    block::row_times(k, a.key_value, d, dv, grad_v);
+    block::sync();
+    block::each(d * dv, [&](int i) {
+      a.key_value[i] = p.gamma * a.key_value[i];
+      a.routed_value[i] = p.gamma * a.routed_value[i];
+    });
+    block::each(d, [&](int i) {
+      a.key_mass[i] = p.gamma * a.key_mass[i];
+      a.routed_mass[i] = p.gamma * a.routed_mass[i];
+    });
+    block::sync();
+  }
 };
 
 }  // namespace hla::fast::gpu

@@ -7,6 +7,16 @@
 // q, k, v) is combine(s, token(q, k, v)) with the token's rank-one summary multiplied out, O(d^2 + d dv)
 // instead of O(d^2 dv). In Z/p both are the same polynomial, so the results agree bit for bit.
 //
+// The backward of a stream (the kernel and driver: fast/cuda/backward.cuh): backward(after, before,
+// adjoint, scratch, q, k, v, d_num, d_den, grad_q, grad_k, grad_v) is the CPU stream's backward()
+// on flat arrays. `after` and `before` are the states after and before token t; `adjoint` (laid
+// out as the stream's state) holds the adjoint of the state after t and becomes that of the state
+// before it; token t's gradients go to grad_q, grad_k (d) and grad_v (dv), given the adjoints
+// d_num (dv) and d_den of its readout. Each entry is computed with the CPU's operations in the
+// CPU's grouping (sums aside, whose order a rounding depth does not depend on), so the CPU's
+// depths and gauges bound it. `scratch` holds backward_scratch_size(d, dv) scalars. Ends with a
+// barrier.
+//
 // Conventions: every thread of the block calls every function. push/absorb end with a barrier;
 // read and combine do not (the caller synchronizes before the state or scratch changes again).
 // Everything is __host__ __device__: on the host a "block" is one thread (block.cuh), so the CPU

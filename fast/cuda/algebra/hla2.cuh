@@ -86,6 +86,102 @@ struct Hla2Algebra {
     });
   }
 
+  // Hla2Stream::backward (common.cuh, "The backward"): hla2_read_adjoint, then the push, last
+  // update first; C_{t-1}, m_{t-1} from `before`.
+  static constexpr int backward_scratch_size(int d, int dv) { return 3 * d + 2 * dv; }
+  HLA_HOST_DEVICE void backward(const T* after, const T* before, T* adjoint, T* scratch, const T* q, const T* k,
+                                const T* v, const T* d_num, const T& d_den, T* grad_q, T* grad_k,
+                                T* grad_v) const {
+    const int d = p.d, dv = p.dv;
+    Fields<const T*> s(after, d, dv), b(before, d, dv);
+    Fields<T*> a(adjoint, d, dv);
+    const Hla2Coefficients<T> cross = hla2_coefficients(p.form, p.gamma);
+    T *u = scratch, *d_u = u + d, *gain_k = d_u + d, *r = gain_k + d, *d_r = r + dv;
+    // read: u = q^T S + ridge q^T, d_u = d_num C^T + d_den m^T
+    block::each(d, [&](int j) {
+      T sum(0);
+      for (int i = 0; i < d; ++i) sum += q[i] * s.key_moment[i * d + j];
+      u[j] = sum + p.ridge * q[j];
+    });
+    block::each(d, [&](int i) {
+      T sum(0);
+      for (int j = 0; j < dv; ++j) sum += d_num[j] * s.query_value[i * dv + j];
+      d_u[i] = sum + d_den * s.query_mass[i];
+    });
+    if (p.masked) {
+      block::each(d, [&](int i) { gain_k[i] = cross.gain * k[i]; });
+      block::row_times(k, b.query_value, d, dv, r);  // k^T C_{t-1}
+    }
+    block::sync();
+    block::each(d * dv, [&](int i) {
+      const int row = i / dv, col = i % dv;
+      a.query_value[i] += u[row] * d_num[col];
+      if (p.masked) a.cross_value[i] -= q[row] * d_num[col];
+    });
+    block::each(d, [&](int i) {
+      a.query_mass[i] += d_den * u[i];
+      if (p.masked) a.cross_mass[i] -= d_den * q[i];
+    });
+    block::each(d * d, [&](int i) { a.key_moment[i] += q[i / d] * d_u[i % d]; });
+    block::each(d, [&](int i) {  // dq = S d_u + ridge d_u - (G d_num + d_den h)
+      T sum(0);
+      for (int j = 0; j < d; ++j) sum += s.key_moment[i * d + j] * d_u[j];
+      T value = sum + p.ridge * d_u[i];
+      if (p.masked) {
+        T cross_sum(0);
+        for (int j = 0; j < dv; ++j) cross_sum += s.cross_value[i * dv + j] * d_num[j];
+        value -= cross_sum + d_den * s.cross_mass[i];
+      }
+      grad_q[i] = value;
+    });
+    block::sync();
+    // push: dq += a_C v^T + a_m, dv = q^T a_C, dk = (a_S + a_S^T) k
+    block::each(d, [&](int i) {
+      T sum(0);
+      for (int j = 0; j < dv; ++j) sum += a.query_value[i * dv + j] * v[j];
+      grad_q[i] += sum + a.query_mass[i];
+    });
+    block::row_times(q, a.query_value, d, dv, grad_v);
+    block::each(d, [&](int i) {
+      T sum(0);
+      for (int j = 0; j < d; ++j) sum += (a.key_moment[i * d + j] + a.key_moment[j * d + i]) * k[j];
+      grad_k[i] = sum;
+    });
+    if (p.masked) block::row_times(gain_k, a.cross_value, d, dv, d_r);  // (gain k)^T a_G
+    block::sync();
+    // G += (gain k)(k^T C_{t-1}), h += (k . m_{t-1})(gain k): routed_update_adjoint
+    T d_sigma(0);
+    if (p.masked) {
+      const T sigma = block::dot(k, b.query_mass, d);
+      d_sigma = block::dot(gain_k, a.cross_mass, d);
+      block::each(d, [&](int i) {
+        T routed(0), carried(0);
+        for (int j = 0; j < dv; ++j) routed += a.cross_value[i * dv + j] * r[j];
+        for (int j = 0; j < dv; ++j) carried += b.query_value[i * dv + j] * d_r[j];
+        grad_k[i] += cross.gain * (routed + sigma * a.cross_mass[i]) + (carried + d_sigma * b.query_mass[i]);
+      });
+      block::sync();
+    }
+    block::each(d * dv, [&](int i) {
+      if (p.masked) {
+        a.query_value[i] = p.gamma * a.query_value[i] + k[i / dv] * d_r[i % dv];
+        a.cross_value[i] = cross.age * a.cross_value[i];
+      } else {
+        a.query_value[i] = p.gamma * a.query_value[i];
+      }
+    });
+    block::each(d, [&](int i) {
+      if (p.masked) {
+        a.query_mass[i] = p.gamma * a.query_mass[i] + d_sigma * k[i];
+        a.cross_mass[i] = cross.age * a.cross_mass[i];
+      } else {
+        a.query_mass[i] = p.gamma * a.query_mass[i];
+      }
+    });
+    block::each(d * d, [&](int i) { a.key_moment[i] = p.gamma * a.key_moment[i]; });
+    block::sync();
+  }
+
  private:
   // G = a G + b k (k^T C), h = a h + b k (k . m), read before C and m take the token.
   HLA_HOST_DEVICE void update(T* s, T* scratch, const T* q, const T* k, const T* v, const T& a,

@@ -100,6 +100,164 @@ struct Hla3PublishedAlgebra {
       *den = sum;
     });
   }
+  // Hla3PublishedStream::backward (common.cuh, "The backward"): the read, then lines 11, 10, 9 and
+  // the moments' updates in reverse, with the moments before the token from `before`.
+  static constexpr int backward_scratch_size(int d, int dv) { return 16 * d + 4 * dv; }
+  HLA_HOST_DEVICE void backward(const T* after, const T* before, T* adjoint, T* scratch, const T* q, const T* k,
+                                const T* v, const T* d_num, const T& d_den, T* grad_q, T* grad_k,
+                                T* grad_v) const {
+    const int d = p.d, dv = p.dv;
+    const T g = p.gamma;
+    Fields<const T*> s(after, d, dv), b(before, d, dv);
+    Fields<T*> a(adjoint, d, dv);
+    T *y = scratch, *z = y + d, *w = z + d, *x = w + d, *d_z = x + d, *d_y = d_z + d, *d_w = d_y + d;
+    T *bk = d_w + d, *a2 = bk + d, *a3 = a2 + d, *d_a3 = a3 + d, *d_b = d_a3 + d, *d_a2 = d_b + d;
+    T *d_u2 = d_a2 + d, *d_a1 = d_u2 + d, *d_u1 = d_a1 + d;
+    T *r2 = d_u1 + d, *r1 = r2 + dv, *d_r2 = r1 + dv, *d_r1 = d_r2 + dv;
+    // read: num = (S^Q (S^K q))^T P - q^T (G1 + G2 + G3), den = q^T S^K (S^Q m) - q^T (h1 + h2 + h3)
+    block::times_column(s.key_moment, q, d, d, y);
+    block::times_column(s.query_moment, s.key_mass, d, d, w);
+    block::times_column(s.key_value, d_num, d, dv, d_z);
+    block::each(d, [&](int i) {  // d_w = S^K^T d_x with d_x = d_den q
+      T sum(0);
+      for (int j = 0; j < d; ++j) sum += s.key_moment[j * d + i] * (d_den * q[j]);
+      d_w[i] = sum;
+    });
+    if (p.masked) {
+      block::times_column(b.query_moment, k, d, d, bk);  // S^Q_{t-1} k
+      block::times_column(b.key_moment, q, d, d, a2);    // S^K_{t-1} q
+      block::row_times(q, b.key_value, d, dv, r2);       // q^T P_{t-1}
+    }
+    block::sync();
+    block::times_column(s.query_moment, y, d, d, z);
+    block::times_column(s.key_moment, w, d, d, x);
+    block::each(d, [&](int i) {  // d_y = S^Q^T d_z
+      T sum(0);
+      for (int j = 0; j < d; ++j) sum += s.query_moment[j * d + i] * d_z[j];
+      d_y[i] = sum;
+    });
+    if (p.masked) {
+      block::times_column(b.key_moment, bk, d, d, a3);  // a3 = S^K_{t-1} S^Q_{t-1} k
+      block::row_times(bk, b.key_value, d, dv, r1);     // (S^Q_{t-1} k)^T P_{t-1}
+      block::each(d * dv, [&](int i) {
+        const T e = q[i / dv] * d_num[i % dv];
+        a.g1[i] -= e;
+        a.g2[i] -= e;
+        a.g3[i] -= e;
+      });
+      block::each(d, [&](int i) {
+        const T e = d_den * q[i];
+        a.h1[i] -= e;
+        a.h2[i] -= e;
+        a.h3[i] -= e;
+      });
+    }
+    block::sync();
+    block::each(d * dv, [&](int i) { a.key_value[i] += z[i / dv] * d_num[i % dv]; });
+    block::each(d * d, [&](int i) {
+      const int row = i / d, col = i % d;
+      a.query_moment[i] = a.query_moment[i] + d_z[row] * y[col] + d_w[row] * s.key_mass[col];
+      a.key_moment[i] = a.key_moment[i] + d_y[row] * q[col] + (d_den * q[row]) * w[col];
+    });
+    block::each(d, [&](int i) {
+      T mass(0), query(0);
+      for (int j = 0; j < d; ++j) mass += s.query_moment[j * d + i] * d_w[j];
+      a.key_mass[i] += mass;
+      for (int j = 0; j < d; ++j) query += s.key_moment[j * d + i] * d_y[j];
+      grad_q[i] = query + d_den * x[i];
+    });
+    if (p.masked) {
+      block::each(d, [&](int i) { d_a3[i] = block::product_entry(a.g3, v, dv, 1, i, 0) + a.h3[i]; });
+      block::row_times(a2, a.g2, d, dv, d_r2);
+      block::row_times(k, a.g1, d, dv, d_r1);
+    }
+    block::sync();
+    T d_sigma1(0), d_sigma2(0);
+    if (p.masked) {
+      const T sigma2 = block::dot(q, b.key_mass, d), sigma1 = block::dot(bk, b.key_mass, d);
+      d_sigma2 = block::dot(a2, a.h2, d);
+      d_sigma1 = block::dot(k, a.h1, d);
+      block::each(d, [&](int i) {
+        T cross(0);
+        for (int j = 0; j < dv; ++j)
+          cross += (s.g1[i * dv + j] + s.g2[i * dv + j] + s.g3[i * dv + j]) * d_num[j];
+        grad_q[i] -= cross + d_den * (s.h1[i] + s.h2[i] + s.h3[i]);
+        T sum(0);  // line 11: d_b = S^K_{t-1}^T d_a3
+        for (int j = 0; j < d; ++j) sum += b.key_moment[j * d + i] * d_a3[j];
+        d_b[i] = sum;
+        T routed2(0), carried2(0), routed1(0), carried1(0);  // lines 10 and 9: routed_update_adjoint
+        for (int j = 0; j < dv; ++j) {
+          routed2 += a.g2[i * dv + j] * r2[j];
+          carried2 += b.key_value[i * dv + j] * d_r2[j];
+          routed1 += a.g1[i * dv + j] * r1[j];
+          carried1 += b.key_value[i * dv + j] * d_r1[j];
+        }
+        d_a2[i] = routed2 + sigma2 * a.h2[i];
+        d_u2[i] = carried2 + d_sigma2 * b.key_mass[i];
+        d_a1[i] = routed1 + sigma1 * a.h1[i];
+        d_u1[i] = carried1 + d_sigma1 * b.key_mass[i];
+      });
+      block::row_times(a3, a.g3, d, dv, grad_v);  // line 11: dv = a3^T a_G3
+      block::sync();
+      block::each(d, [&](int i) {
+        T key(0), first(0), second(0);
+        for (int j = 0; j < d; ++j) {
+          key += b.query_moment[j * d + i] * d_b[j];
+          first += b.query_moment[j * d + i] * d_u1[j];
+          second += b.key_moment[j * d + i] * d_a2[j];
+        }
+        grad_q[i] += d_u2[i] + second;
+        grad_k[i] = key + (d_a1[i] + first);
+      });
+    }
+    block::each(d, [&](int i) {  // lines 6-7, the moments
+      T key(0), value(0), query(0);
+      for (int j = 0; j < d; ++j) key += (a.key_moment[i * d + j] + a.key_moment[j * d + i]) * k[j];
+      for (int j = 0; j < dv; ++j) value += a.key_value[i * dv + j] * v[j];
+      for (int j = 0; j < d; ++j) query += (a.query_moment[i * d + j] + a.query_moment[j * d + i]) * q[j];
+      const T moments = key + value + a.key_mass[i];
+      grad_k[i] = p.masked ? grad_k[i] + moments : moments;
+      grad_q[i] += query;
+    });
+    block::each(dv, [&](int j) {
+      T sum(0);
+      for (int i = 0; i < d; ++i) sum += k[i] * a.key_value[i * dv + j];
+      grad_v[j] = p.masked ? grad_v[j] + sum : sum;
+    });
+    block::sync();
+    block::each(d * d, [&](int i) {
+      const int row = i / d, col = i % d;
+      if (p.masked) {
+        a.key_moment[i] = g * a.key_moment[i] + (d_a3[row] * bk[col] + d_a2[row] * q[col]);
+        a.query_moment[i] = g * a.query_moment[i] + (d_b[row] * k[col] + d_u1[row] * k[col]);
+      } else {
+        a.key_moment[i] = g * a.key_moment[i];
+        a.query_moment[i] = g * a.query_moment[i];
+      }
+    });
+    block::each(d * dv, [&](int i) {
+      const int row = i / dv, col = i % dv;
+      if (p.masked) {
+        a.key_value[i] = g * a.key_value[i] + (q[row] * d_r2[col] + bk[row] * d_r1[col]);
+        a.g1[i] = g * a.g1[i];
+        a.g2[i] = g * a.g2[i];
+        a.g3[i] = g * a.g3[i];
+      } else {
+        a.key_value[i] = g * a.key_value[i];
+      }
+    });
+    block::each(d, [&](int i) {
+      if (p.masked) {
+        a.key_mass[i] = g * a.key_mass[i] + (d_sigma2 * q[i] + d_sigma1 * bk[i]);
+        a.h1[i] = g * a.h1[i];
+        a.h2[i] = g * a.h2[i];
+        a.h3[i] = g * a.h3[i];
+      } else {
+        a.key_mass[i] = g * a.key_mass[i];
+      }
+    });
+    block::sync();
+  }
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -157,6 +315,66 @@ struct Hla3Algebra {
       f.corrected_value[i] = g3 * f.corrected_value[i] + metric_query[i / dv] * z[i % dv];
     });
     block::each(d, [&](int i) { f.corrected_mass[i] = g3 * f.corrected_mass[i] + mass * metric_query[i]; });
+    block::sync();
+  }
+
+  // Hla3CorrectedStream::backward (common.cuh, "The backward"): the read, F and eta's update
+  // (z = S^K_t q, r = q^T P_t, sigma = q . m_t), then the moments'; S^K_t, P_t, m_t of `after`.
+  static constexpr int backward_scratch_size(int d, int dv) { return 2 * d + 2 * dv; }
+  HLA_HOST_DEVICE void backward(const T* after, const T*, T* adjoint, T* scratch, const T* q, const T* k,
+                                const T* v, const T* d_num, const T& d_den, T* grad_q, T* grad_k,
+                                T* grad_v) const {
+    const int d = p.d, dv = p.dv;
+    const T g = p.gamma, g3 = g * g * g;
+    Fields<const T*> s(after, d, dv);
+    Fields<T*> a(adjoint, d, dv);
+    T *z = scratch, *d_a = scratch + d, *r = scratch + 2 * d, *d_r = r + dv;
+    block::each(d, [&](int i) {  // read: dq = F d_num^T + d_den eta
+      T sum(0);
+      for (int j = 0; j < dv; ++j) sum += s.corrected_value[i * dv + j] * d_num[j];
+      grad_q[i] = sum + d_den * s.corrected_mass[i];
+    });
+    block::times_column(s.key_moment, q, d, d, z);
+    block::row_times(q, s.key_value, d, dv, r);
+    block::each(d * dv, [&](int i) { a.corrected_value[i] += q[i / dv] * d_num[i % dv]; });
+    block::each(d, [&](int i) { a.corrected_mass[i] += d_den * q[i]; });
+    block::sync();
+    // F += z (q^T P_t), eta += (q . m_t) z: routed_update_adjoint with a = z, u = q
+    block::row_times(z, a.corrected_value, d, dv, d_r);
+    const T sigma = block::dot(q, s.key_mass, d), d_sigma = block::dot(z, a.corrected_mass, d);
+    block::each(d, [&](int i) {
+      T sum(0);
+      for (int j = 0; j < dv; ++j) sum += a.corrected_value[i * dv + j] * r[j];
+      d_a[i] = sum + sigma * a.corrected_mass[i];
+    });
+    block::sync();
+    block::each(d * dv, [&](int i) { a.key_value[i] += q[i / dv] * d_r[i % dv]; });
+    block::each(d, [&](int i) {  // dq += (P d_r + d_sigma m) + S^T d_a
+      a.key_mass[i] += d_sigma * q[i];
+      T carried(0), metric(0);
+      for (int j = 0; j < dv; ++j) carried += s.key_value[i * dv + j] * d_r[j];
+      for (int j = 0; j < d; ++j) metric += s.key_moment[j * d + i] * d_a[j];
+      grad_q[i] += carried + d_sigma * s.key_mass[i] + metric;
+    });
+    block::each(d * d, [&](int i) { a.key_moment[i] += d_a[i / d] * q[i % d]; });
+    block::sync();
+    block::each(d, [&](int i) {  // the moments: dk = (a_S + a_S^T) k + a_P v^T + a_m, dv = k^T a_P
+      T moment(0), value(0);
+      for (int j = 0; j < d; ++j) moment += (a.key_moment[i * d + j] + a.key_moment[j * d + i]) * k[j];
+      for (int j = 0; j < dv; ++j) value += a.key_value[i * dv + j] * v[j];
+      grad_k[i] = moment + value + a.key_mass[i];
+    });
+    block::row_times(k, a.key_value, d, dv, grad_v);
+    block::sync();
+    block::each(d * d, [&](int i) { a.key_moment[i] = g * a.key_moment[i]; });
+    block::each(d * dv, [&](int i) {
+      a.key_value[i] = g * a.key_value[i];
+      a.corrected_value[i] = g3 * a.corrected_value[i];
+    });
+    block::each(d, [&](int i) {
+      a.key_mass[i] = g * a.key_mass[i];
+      a.corrected_mass[i] = g3 * a.corrected_mass[i];
+    });
     block::sync();
   }
 

@@ -52,6 +52,33 @@ struct LinearAlgebra {
   HLA_HOST_DEVICE void push(T* s, T* scratch, const T* q, const T* k, const T* v) const {
     absorb(s, scratch, q, k, v);
   }
+
+  // LinearStream::backward (common.cuh, "The backward"): the read, then the push.
+  static constexpr int backward_scratch_size(int, int) { return 0; }
+  HLA_HOST_DEVICE void backward(const T* after, const T*, T* adjoint, T*, const T* q, const T* k, const T* v,
+                                const T* d_num, const T& d_den, T* grad_q, T* grad_k, T* grad_v) const {
+    const int d = p.d, dv = p.dv;
+    Fields<const T*> s(after, d, dv);
+    Fields<T*> a(adjoint, d, dv);
+    block::each(d, [&](int i) {  // dq = P d_num^T + d_den m
+      T sum(0);
+      for (int j = 0; j < dv; ++j) sum += s.key_value[i * dv + j] * d_num[j];
+      grad_q[i] = sum + d_den * s.key_mass[i];
+    });
+    block::each(d * dv, [&](int i) { a.key_value[i] += q[i / dv] * d_num[i % dv]; });
+    block::each(d, [&](int i) { a.key_mass[i] += d_den * q[i]; });
+    block::sync();
+    block::each(d, [&](int i) {  // dk = a_P v^T + a_m, dv = k^T a_P
+      T sum(0);
+      for (int j = 0; j < dv; ++j) sum += a.key_value[i * dv + j] * v[j];
+      grad_k[i] = sum + a.key_mass[i];
+    });
+    block::row_times(k, a.key_value, d, dv, grad_v);
+    block::sync();
+    block::each(d * dv, [&](int i) { a.key_value[i] = p.gamma * a.key_value[i]; });
+    block::each(d, [&](int i) { a.key_mass[i] = p.gamma * a.key_mass[i]; });
+    block::sync();
+  }
 };
 
 }  // namespace hla::fast::gpu

@@ -1,7 +1,7 @@
 #pragma once
 
 // The backward (fast/backward.hpp) on the instrumented scalars, instantiated once in
-// checking/src/backward.cpp: the gauge of its rounding-error bound (Gauge<double>) and the
+// checking/src/backward_*.cpp: the gauge of its rounding-error bound (Gauge<double>) and the
 // rounding depths K in float and double (Depth<24>, Depth<53>). Include this, not fast/backward.hpp
 // alone, where the backward runs on them.
 

@@ -23,6 +23,7 @@
 #include "hla/fast/catalogue.hpp"
 #include "hla/fast/gpu_types.hpp"
 #include "hla/reference/gauge.hpp"
+#include "hla/reference/gradient.hpp"
 #include "hla/reference/sequence.hpp"
 
 namespace hla::fast::gpu {
@@ -42,6 +43,34 @@ template <class In, class T>
 void terms(const OperatorSpec& spec, Form form, Implementation impl, const Problem& problem,
            std::int64_t chunk, const In* q, const In* k, const In* v, T* num, T* den,
            CUstream_st* stream = nullptr);
+
+// The gradients of <dO, O> by the GPU streaming backward (Implementation::gpu_streaming): the
+// CPU's streaming backward (fast/backward.hpp) as a kernel, one thread block per sequence-head,
+// its formulas the CPU stream's (fast/cuda/algebra/common.cuh, "The backward"). Device pointers:
+// q, k, v as terms() reads them; d_num [.., value_dim] and d_den [..] the adjoints of the readouts
+// (reference::finish_adjoint: dO and zero for an unnormalized operator); dq, dk [.., key_dim] and
+// dv [.., value_dim] written. A state is kept every `checkpoint` tokens (0: ceil(sqrt(n))), in
+// device memory: (ceil(n / checkpoint) + checkpoint + 2) states per sequence-head, heads in groups
+// of at most 8 GiB. In/T: float/float, BFloat16/float, double/double, ModP/ModP. Asynchronous on
+// `stream`; throws hla::Error for what the catalogue says is unavailable.
+template <class In, class T>
+void gradients(const OperatorSpec& spec, Form form, const Problem& problem, std::int64_t checkpoint, const In* q,
+               const In* k, const In* v, const T* d_num, const T* d_den, T* dq, T* dk, T* dv,
+               CUstream_st* stream = nullptr);
+
+// Host convenience: the gradients of <dO_h, O_h> of every sequence-head h (and O_h), from a GPU
+// forward (terms) and the GPU backward; d_outs[h] has the shape of head h's output.
+std::vector<Gradients<float>> gradients(const OperatorSpec& spec, Form form, const std::vector<Sequence<float>>& heads,
+                                        const std::vector<Matrix<float>>& d_outs, std::int64_t checkpoint = 0);
+std::vector<Gradients<double>> gradients(const OperatorSpec& spec, Form form,
+                                         const std::vector<Sequence<double>>& heads,
+                                         const std::vector<Matrix<double>>& d_outs, std::int64_t checkpoint = 0);
+std::vector<Gradients<ModP>> gradients(const OperatorSpec& spec, Form form, const std::vector<Sequence<ModP>>& heads,
+                                       const std::vector<Matrix<ModP>>& d_outs, std::int64_t checkpoint = 0);
+// The same with bf16 inputs: q, k, v rounded to bf16 (to_bfloat16) on the way; dO stays float.
+std::vector<Gradients<float>> gradients_bf16(const OperatorSpec& spec, Form form,
+                                             const std::vector<Sequence<float>>& heads,
+                                             const std::vector<Matrix<float>>& d_outs, std::int64_t checkpoint = 0);
 
 // Why `impl` (gpu_streaming or gpu_scan) cannot run spec in `form` at d, dv in scalars of
 // scalar_bytes bytes on this device: the block's state or summary does not fit in shared memory
