@@ -89,6 +89,22 @@ py::object position(const std::optional<reports::Position>& p, const char* gradi
   return d;
 }
 
+// A diagnosis as the JSON has it: {"matches": [ids], "candidates": [{id, description, worst_ratio}]}.
+py::dict diagnosis(const std::vector<reports::CheckResult::Diagnosed>& forms, const std::vector<std::string>& matches) {
+  py::list candidates;
+  for (const auto& d : forms) {
+    py::dict c;
+    c["id"] = d.id;
+    c["description"] = d.description;
+    c["worst_ratio"] = d.ratio;
+    candidates.append(c);
+  }
+  py::dict out;
+  out["matches"] = matches;
+  out["candidates"] = candidates;
+  return out;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_hla, m) {
@@ -108,20 +124,7 @@ PYBIND11_MODULE(_hla, m) {
       .def_property_readonly("tight_ratio", [](const Result& r) { return r.result.tight_ratio; })
       .def_property_readonly("normwise_u", [](const Result& r) { return r.result.normwise_u; })
       .def_property_readonly("diagnosis",
-                             [](const Result& r) {
-                               py::list candidates;
-                               for (const auto& d : r.result.diagnosis) {
-                                 py::dict c;
-                                 c["id"] = d.id;
-                                 c["description"] = d.description;
-                                 c["worst_ratio"] = d.ratio;
-                                 candidates.append(c);
-                               }
-                               py::dict out;
-                               out["matches"] = r.result.matches;
-                               out["candidates"] = candidates;
-                               return out;
-                             })
+                             [](const Result& r) { return diagnosis(r.result.diagnosis, r.result.matches); })
       .def("summary", [](const Result& r) { return reports::check_summary(r.result, r.options); })
       .def("to_json",
            [](const Result& r) {
@@ -174,6 +177,8 @@ PYBIND11_MODULE(_hla, m) {
                                                reports::gradient_names[r.result.first_failure_part]);
                              })
       .def_property_readonly("tight_ratio", [](const GradientResult& r) { return r.result.tight_ratio; })
+      .def_property_readonly("diagnosis",
+                             [](const GradientResult& r) { return diagnosis(r.result.diagnosis, r.result.matches); })
       .def("summary", [](const GradientResult& r) { return reports::gradient_check_summary(r.result, r.options); })
       .def("to_json",
            [](const GradientResult& r) {

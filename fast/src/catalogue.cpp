@@ -128,10 +128,28 @@ const Mistake mistake_table[] = {
      }},
 };
 
+const Mistake backward_mistake_table[] = {
+    {"adjoint-late",
+     "each token's dK and dV read from the adjoint state before its own readout's term enters it (the "
+     "adjoint one step late)",
+     [](const Spec&, bool, Dim, Dim) { return true; }},
+    {"decay-outside-adjoint",
+     "the decay applied outside the adjoint state's update, A_t = g (A_{t+1} + q_t dO_t^T) for "
+     "g A_{t+1} + q_t dO_t^T (each readout's term decayed once too often)",
+     [](const Spec& s, bool, Dim, Dim) { return s.decay != 1; }},
+    {"cross-adjoint-dropped",
+     "the adjoint of the cross-summaries G, h not carried back: each token's dG, dh from its own readout only",
+     [](const Spec& s, bool, Dim, Dim) { return s.variant == Variant::hla2 && s.masked; }},
+};
+
 }  // namespace
 
 std::span<const Mistake> mistakes() {
   return mistake_table;
+}
+
+std::span<const Mistake> backward_mistakes() {
+  return backward_mistake_table;
 }
 
 const Finding* finding_for(const OperatorSpec& spec, Implementation impl, Form form) {

@@ -127,5 +127,8 @@ def test_check_grad_passes_a_correct_backward_and_fails_a_late_adjoint():
     bad = hla.check_grad(d_o, *linear_backward(q, k, v, d_o, 0.99, 0.25, late=True), q, k, v, **options)
     assert not bad.passed and not bad.sound
     assert bad.first_failure["gradient"] == "dK"
+    assert bad.diagnosis["matches"] == ["adjoint-late"], bad.summary()
+    assert json.loads(bad.to_json())["diagnosis"]["matches"] == ["adjoint-late"]
+    assert r.diagnosis == {"matches": [], "candidates": []}
     with pytest.raises(ValueError, match="dO and dV have the values' shape"):
         hla.check_grad(d_o[:, :8], *linear_backward(q, k, v, d_o, 0.99, 0.25), q, k, v, **options)

@@ -79,6 +79,7 @@ struct HeadOutcome {
   int first_failure_part = 0;
   double part_ratio[3] = {0, 0, 0};
   double distance_units[3] = {0, 0, 0}, own_distance_units[3] = {0, 0, 0}, tight[3] = {0, 0, 0};
+  double limit[3] = {0, 0, 0};  // the tight limit on the rms distance from the rounded reference
 };
 
 // One value head's backward runs: the reference, the toolkit's own, and each run's gauge.
@@ -214,8 +215,91 @@ HeadOutcome check_head(const CheckOptions& options, const Plan& plan, const Grad
     r.own_distance_units[p] = unit > 0 ? own_rms / unit : 0;
     const double limit = std::max(GradientCheckResult::tight_factor * own_rms, GradientCheckResult::tight_floor_units * unit);
     r.tight[p] = limit > 0 ? candidate_rms / limit : (candidate_rms > 0 ? INFINITY : 0);
+    r.limit[p] = limit;
   }
   return r;
+}
+
+// The streaming backward with one of the catalogue's backward mistakes (fast::backward_mistakes)
+// in every token's step, from the stream's own backward().
+struct MistakenStep {
+  std::string_view id;
+  double gamma;
+  template <class Stream>
+  fast::TokenGradient<double> operator()(const Stream& after, const Stream& before, const Vector<double>& q,
+                                   const Vector<double>& k, const RowVector<double>& v, const RowVector<double>& d_num,
+                                   const double& d_den, typename Stream::Adjoint& a) const {
+    if (id == "adjoint-late") {  // dK, dV from the adjoint without this token's readout
+      typename Stream::Adjoint later = a;
+      const fast::TokenGradient<double> push =
+          after.backward(before, q, k, v, RowVector<double>::Zero(d_num.size()), 0.0, later);
+      fast::TokenGradient<double> g = after.backward(before, q, k, v, d_num, d_den, a);
+      g.dk = push.dk;
+      g.dv = push.dv;
+      return g;
+    }
+    if (id == "decay-outside-adjoint") {  // the readout's term enters the adjoint decayed; dQ as it is
+      typename Stream::Adjoint own = a;
+      fast::TokenGradient<double> g = after.backward(before, q, k, v, RowVector<double>(gamma * d_num), gamma * d_den, a);
+      g.dq = after.backward(before, q, k, v, d_num, d_den, own).dq;
+      return g;
+    }
+    if (id == "cross-adjoint-dropped") {
+      fast::TokenGradient<double> g = after.backward(before, q, k, v, d_num, d_den, a);
+      if constexpr (requires { a.cross_value; }) {
+        a.cross_value.setZero();
+        a.cross_mass.setZero();
+      }
+      return g;
+    }
+    throw Error("hla check --grad: the catalogue's backward mistake " + std::string(id) + " has no computation here");
+  }
+};
+
+}  // namespace
+
+Gradients<double> mistaken_gradients(const CheckOptions& options, std::string_view id, const Sequence<double>& tokens,
+                                     const Matrix<double>& d_out) {
+  const OperatorSpec& spec = options.spec;
+  const fast::Form form = fast::default_form(spec, Implementation::streaming);
+  const MistakenStep step{id, to_double(spec.decay)};
+  const Sequence<double> s{tokens.q * options.scale, tokens.k, tokens.v};
+  Gradients<double> g = fast::with_stream<double>(spec, form, s.key_dim(), s.value_dim(), [&](auto stream) {
+    return fast::stream_gradients<double>(stream, spec, s, d_out, 0, step);
+  });
+  g.dq *= options.scale;
+  return g;
+}
+
+namespace {
+
+// The candidate's distance from a mistake's gradients (float64, rounded to the output format) over
+// the tight limit, the largest over dQ, dK, dV; the group's value heads combined as the reference's.
+double mistake_ratio(const CheckOptions& options, const Plan& plan, const GradientHead& head,
+                     const HeadOutcome& outcome, std::string_view id) {
+  const Index group = head.group, dv = head.tokens.value_dim() / group, n = head.tokens.length();
+  const Index d = head.tokens.key_dim();
+  Gradients<double> mistaken{Matrix<double>::Zero(n, d), Matrix<double>::Zero(n, d), Matrix<double>(n, group * dv), {}};
+  for (Index g = 0; g < group; ++g) {
+    const Gradients<double> x = mistaken_gradients(
+        options, id, {head.tokens.q, head.tokens.k, head.tokens.v.middleCols(g * dv, dv)}, head.d_out.middleCols(g * dv, dv));
+    mistaken.dq += x.dq;
+    mistaken.dk += x.dk;
+    mistaken.dv.middleCols(g * dv, dv) = x.dv;
+  }
+  double worst = 0;
+  for (int p = 0; p < 3; ++p) {
+    const Matrix<double>& c = part(head.candidate, p);
+    const Matrix<double>& f = part(mistaken, p);
+    double sq = 0;
+    for (Index i = 0; i < c.size(); ++i) {
+      const double x = c.data()[i] - round_to(plan.out, f.data()[i]);
+      sq += std::isfinite(x) ? x * x : INFINITY;
+    }
+    const double rms = std::sqrt(sq / double(std::max<Index>(1, c.size())));
+    worst = std::max(worst, outcome.limit[p] > 0 ? rms / outcome.limit[p] : (rms > 0 ? INFINITY : 0));
+  }
+  return worst;
 }
 
 std::string number_text(double x) {
@@ -325,6 +409,18 @@ GradientCheckResult check_gradients(const CheckOptions& options, const std::vect
   r.sound = r.worst_ratio <= 1;
   r.tight = r.tight_ratio <= 1;
   r.passed = r.sound && (options.criterion == Criterion::sound || r.tight);
+  if (!r.passed) {
+    r.diagnosed = r.tight_head;
+    for (const fast::Mistake& m : fast::backward_mistakes()) {
+      if (!m.applies(spec, options.scale != 1, d, dv)) continue;
+      const double ratio = mistake_ratio(options, plan, heads[tight_head], outcomes[tight_head], m.id);
+      r.diagnosis.push_back({std::string(m.id), std::string(m.description), ratio});
+    }
+    std::stable_sort(r.diagnosis.begin(), r.diagnosis.end(),
+                     [](const auto& a, const auto& b) { return a.ratio < b.ratio; });  // the closest first
+    for (const auto& x : r.diagnosis)
+      if (x.ratio <= 1) r.matches.push_back(x.id);
+  }
   return r;
 }
 
@@ -383,6 +479,19 @@ std::string gradient_check_summary(const GradientCheckResult& r, const CheckOpti
       << " units)\n";
   if (r.first_failure)
     out << "first failure: " << position_text(*r.first_failure, r.first_failure_part) << "\n";
+  if (!r.diagnosis.empty()) {
+    out << "diagnosis (batch " << r.diagnosed.batch << ", head " << r.diagnosed.head << "): ";
+    if (r.matches.empty()) {
+      const auto& closest = r.diagnosis.front();
+      out << "no backward mistake in the catalogue matches; the closest is " << closest.id << " ("
+          << closest.description << ") at " << number_text(closest.ratio) << "x the tight limit\n";
+    } else {
+      out << "the gradients match";
+      for (const auto& x : r.diagnosis)
+        if (x.ratio <= 1) out << "\n  " << x.id << ": " << x.description;
+      out << "\n";
+    }
+  }
   return out.str();
 }
 
@@ -404,7 +513,13 @@ void write_gradient_check_json(const GradientCheckResult& r, const CheckOptions&
         << ", \"distance_units\": " << number(r.distance_units[p])
         << ", \"own_distance_units\": " << number(r.own_distance_units[p]) << "}";
   out << "}, \"tight_ratio\": " << number(r.tight_ratio) << ", \"tight_factor\": " << number(GradientCheckResult::tight_factor)
-      << ", \"own\": \"" << r.own_name << "\", \"bound\": \"" << r.bound_name << "\", \"reference\": \""
+      << ", \"diagnosis\": {\"matches\": [";
+  for (std::size_t i = 0; i < r.matches.size(); ++i) out << (i ? ", " : "") << "\"" << r.matches[i] << "\"";
+  out << "], \"candidates\": [";
+  for (std::size_t i = 0; i < r.diagnosis.size(); ++i)
+    out << (i ? ", " : "") << "{\"id\": \"" << r.diagnosis[i].id << "\", \"description\": \"" << r.diagnosis[i].description
+        << "\", \"worst_ratio\": " << number(r.diagnosis[i].ratio) << "}";
+  out << "]}, \"own\": \"" << r.own_name << "\", \"bound\": \"" << r.bound_name << "\", \"reference\": \""
       << r.reference_name << "\", \"entries\": " << r.entries << ", \"heads\": " << r.heads << ", \"n\": " << r.n
       << ", \"precision\": \"" << format_name(options.precision) << "\", \"output_dtype\": \""
       << format_name(options.output_format.value_or(options.precision)) << "\"}\n";

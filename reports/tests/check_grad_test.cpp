@@ -3,10 +3,12 @@
 
 #include "hla/reports/check_grad.hpp"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <random>
 
 #include "hla/fast/backward.hpp"
+#include "hla/fast/catalogue.hpp"
 #include "hla/testing/property.hpp"
 
 using namespace hla;
@@ -132,10 +134,12 @@ TEST_CASE("check grad/the backward mistakes kernel authors make fail where they 
   struct Case {
     Mistake mistake;
     const char* what;
-    int part;  // the gradient the first failure names
+    int part;         // the gradient the first failure names
+    const char* id;   // the catalogue's backward mistake the diagnosis names
   };
-  for (const Case& c : {Case{Mistake::late_adjoint, "dK, dV from the adjoint before its own token's term", 1},
-                        Case{Mistake::decay_outside, "the decay applied outside the adjoint state", 1}}) {
+  for (const Case& c : {Case{Mistake::late_adjoint, "dK, dV from the adjoint before its own token's term", 1, "adjoint-late"},
+                        Case{Mistake::decay_outside, "the decay applied outside the adjoint state", 1,
+                             "decay-outside-adjoint"}}) {
     for (const Format out : {Format::f32, Format::bf16}) {
       INFO(c.what << ", output " << format_name(out) << ", seed " << seed << " (HLA_CHECK_SEED)");
       const Problem p = problem(seed, out, [&](const Sequence<double>& s, const Matrix<double>& d_out) {
@@ -148,6 +152,11 @@ TEST_CASE("check grad/the backward mistakes kernel authors make fail where they 
       REQUIRE(r.first_failure);
       CHECK(r.first_failure_part == c.part);  // dK: the first gradient the adjoint state feeds
       CHECK(r.part_ratio[0] <= 1);            // dQ reads the forward state: untouched by either
+      // The diagnosis names the mistake, and it alone (linear has no cross-summaries).
+      REQUIRE(r.matches.size() == 1);
+      CHECK(r.matches[0] == c.id);
+      CHECK(r.diagnosis.front().id == c.id);
+      CHECK_THAT(gradient_check_summary(r, p.options), Catch::Contains(std::string("the gradients match\n  ") + c.id));
     }
   }
   // A correct backward with the gradients of another operator (hla2 checked as linear) fails too.
@@ -156,6 +165,42 @@ TEST_CASE("check grad/the backward mistakes kernel authors make fail where they 
   });
   p.options.spec.variant = Variant::hla2;
   CHECK_FALSE(check_gradients(p.options, p.heads).passed);
+}
+
+// Every backward mistake of the catalogue, as a candidate rounded to float32: the check fails and
+// the diagnosis names that mistake first, for hla2 masked with decay (where all three apply) and
+// the other variants (where two do). A correct candidate passes with no diagnosis.
+TEST_CASE("check grad/every backward mistake is reachable: gradients that have it are named", "[check][backward]") {
+  const std::uint64_t seed = test_seed();
+  for (const Variant variant : all_variants) {
+    Problem p = problem(seed, Format::f32, [](const Sequence<double>&, const Matrix<double>&) { return Gradients<double>{}; });
+    p.options.spec.variant = variant;
+    p.options.spec.decay = Rational(9, 10);
+    std::size_t applied = 0;
+    for (const fast::Mistake& m : fast::backward_mistakes()) {
+      if (!m.applies(p.options.spec, true, 16, 16)) continue;
+      ++applied;
+      INFO(variant_name(variant) << ", " << m.id << ", seed " << seed << " (HLA_CHECK_SEED)");
+      for (GradientHead& h : p.heads) {
+        const Gradients<double> g = mistaken_gradients(p.options, m.id, h.tokens, h.d_out);
+        const auto f32 = [](const Matrix<double>& x) { return Matrix<double>(x.cast<float>().cast<double>()); };
+        h.candidate = {f32(g.dq), f32(g.dk), f32(g.dv), {}};
+      }
+      const GradientCheckResult r = check_gradients(p.options, p.heads);
+      INFO(gradient_check_summary(r, p.options));
+      CHECK_FALSE(r.passed);
+      REQUIRE_FALSE(r.diagnosis.empty());
+      CHECK(r.diagnosis.front().id == m.id);
+      CHECK(std::find(r.matches.begin(), r.matches.end(), std::string(m.id)) != r.matches.end());
+    }
+    CHECK(applied == (variant == Variant::hla2 ? 3u : 2u));
+  }
+  const Problem good = problem(seed, Format::f32, [](const Sequence<double>& s, const Matrix<double>& d_out) {
+    return user_backward(s, d_out, 0.99f, 0.25f, Mistake::none, Format::f32);
+  });
+  const GradientCheckResult r = check_gradients(good.options, good.heads);
+  CHECK(r.passed);
+  CHECK(r.diagnosis.empty());
 }
 
 TEST_CASE("check grad/what has no bound is refused with a reason", "[check][backward]") {

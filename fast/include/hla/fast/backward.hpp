@@ -35,9 +35,20 @@ inline Index default_checkpoint(Index n) {
   return c > 0 ? c : 1;
 }
 
-template <class T, class Stream>
+// One token's backward step: the stream's own backward() (a variant of it is hla check's diagnosis
+// of a kernel's backward: reports/src/check_grad.cpp).
+struct OwnBackward {
+  template <class Stream, class T>
+  TokenGradient<T> operator()(const Stream& after, const Stream& before, const Vector<T>& q, const Vector<T>& k,
+                              const RowVector<T>& v, const RowVector<T>& d_num, const T& d_den,
+                              typename Stream::Adjoint& a) const {
+    return after.backward(before, q, k, v, d_num, d_den, a);
+  }
+};
+
+template <class T, class Stream, class Step = OwnBackward>
 Gradients<T> stream_gradients(const Stream& initial, const OperatorSpec& spec, const Sequence<T>& s,
-                              const Matrix<T>& d_out, Index checkpoint) {
+                              const Matrix<T>& d_out, Index checkpoint, const Step& step = {}) {
   const Index n = s.length();
   if (checkpoint <= 0) checkpoint = default_checkpoint(n);
   const auto token = [&s](Index t) {
@@ -72,8 +83,8 @@ Gradients<T> stream_gradients(const Stream& initial, const OperatorSpec& spec, c
     for (Index t = last - 1; t >= first; --t) {
       const auto [q, k, v] = token(t);
       const std::size_t i = static_cast<std::size_t>(t - first);
-      const TokenGradient<T> tg =
-          states[i + 1].backward(states[i], q, k, v, d_terms.num.row(t), d_terms.den(t), adjoint);
+      const TokenGradient<T> tg = step(states[i + 1], states[i], q, k, v, RowVector<T>(d_terms.num.row(t)),
+                                       d_terms.den(t), adjoint);
       g.dq.row(t) = tg.dq.transpose();
       g.dk.row(t) = tg.dk.transpose();
       g.dv.row(t) = tg.dv;

@@ -46,6 +46,9 @@ struct Mistake {
   bool (*applies)(const OperatorSpec& spec, bool scaled, std::ptrdiff_t d, std::ptrdiff_t dv);
 };
 std::span<const Mistake> mistakes();
+// The backward mistakes that hla check --grad's diagnosis tries (docs/check.md "Gradients"), each
+// computed as the streaming backward with one token step changed (reports/src/check_grad.cpp).
+std::span<const Mistake> backward_mistakes();
 
 // The finding that makes `impl` in `form` differ from the reference on `spec`, or nullptr.
 // Every finding concerns a masked operator (ahla is always masked).

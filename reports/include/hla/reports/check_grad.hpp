@@ -13,6 +13,7 @@
 #include <iosfwd>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hla/reference/gradient.hpp"
@@ -54,6 +55,13 @@ struct GradientCheckResult {
   double tight_ratio = 0;  // max over heads and gradients of the distance over the tight limit
   int tight_part = 0;
   Position tight_head;  // its batch and head
+  // On FAIL, the diagnosis in the head with the largest tight ratio: each backward mistake of the
+  // catalogue that applies (fast::backward_mistakes), with the candidate's distance from its
+  // gradients over the tight limit (the largest over dQ, dK, dV), the closest first; `matches`
+  // those within it.
+  std::vector<CheckResult::Diagnosed> diagnosis;
+  std::vector<std::string> matches;
+  Position diagnosed;  // its batch and head
   std::string own_name;        // "float32 streaming backward"
   std::string bound_name;      // "streaming backward", "scan backward (chunks of 64)"
   std::string reference_name;  // "float64 streaming backward (CPU)"
@@ -71,6 +79,12 @@ GradientCheckResult check_gradients(const CheckOptions& options, const std::vect
 GradientCheckResult check_gradient_arrays(const CheckOptions& options, Layout layout, const ArrayView& q,
                                           const ArrayView& k, const ArrayView& v, const ArrayView& d_out,
                                           const ArrayView& dq, const ArrayView& dk, const ArrayView& dv);
+
+// One value head's gradients in float64 by the streaming backward with a backward mistake of the
+// catalogue (fast::backward_mistakes, by id) in every token's step: tokens and dQ as the candidate
+// reads and writes them (q before options.scale). The diagnosis compares the candidate with these.
+Gradients<double> mistaken_gradients(const CheckOptions& options, std::string_view id, const Sequence<double>& tokens,
+                                     const Matrix<double>& d_out);
 
 // The verdict line and the figures behind it, as check_summary gives them for an output.
 std::string gradient_check_summary(const GradientCheckResult& result, const CheckOptions& options);
