@@ -130,6 +130,15 @@ Terms<T> device_stream(const Algebra& algebra, const Sequence<T>& s) {
   return out;
 }
 
+// A random streaming case of config c: a sequence (n <= 8, d, dv <= 4) in Z/p, and c's operator
+// with a random decay where it has one.
+std::pair<OperatorSpec, Sequence<T>> gen_streaming_case(const Config& c) {
+  const Sequence<Rational> exact = *testing::gen_any_sequence(8, 4).as("sequence");
+  OperatorSpec spec = c.spec;
+  if (spec.decayed()) spec.decay = *testing::gen_decay().as("gamma");
+  return {spec, convert<T>(exact)};
+}
+
 // The GPU backward kernel's body on the host, each array sized as the kernel sizes it.
 template <class Algebra>
 Gradients<T> device_backward(const Algebra& algebra, const Sequence<T>& s, const Terms<T>& d_terms, Index checkpoint) {
@@ -157,10 +166,7 @@ TEST_CASE("device algebra/streaming push and read equal the CPU stream in Z/p", 
   for (const Config& c : configs()) {
     if (c.impl != Implementation::gpu_streaming) continue;
     property(name(c), [&c] {
-      const Sequence<Rational> exact = *testing::gen_any_sequence(8, 4).as("sequence");
-      OperatorSpec spec = c.spec;
-      if (spec.decayed()) spec.decay = *testing::gen_decay().as("gamma");
-      const Sequence<T> s = convert<T>(exact);
+      const auto [spec, s] = gen_streaming_case(c);
       const Terms<T> expected = fast::streaming_terms(spec, c.form, s);
       gpu::with_device_algebra(fast::algebra_params<T>(spec, c.impl, c.form, s.key_dim(), s.value_dim()),
                                [&](const auto& algebra) {
@@ -224,12 +230,9 @@ TEST_CASE("device algebra/the streaming backward equals the CPU stream's in Z/p"
   for (const Config& c : configs()) {
     if (c.impl != Implementation::gpu_streaming) continue;
     property(name(c), [&c] {
-      const Sequence<Rational> exact = *testing::gen_any_sequence(8, 4).as("sequence");
-      OperatorSpec spec = c.spec;
-      if (spec.decayed()) spec.decay = *testing::gen_decay().as("gamma");
+      auto [spec, s] = gen_streaming_case(c);
       spec.normalize = *rc::gen::arbitrary<bool>().as("normalized");
       spec.eps = spec.normalize ? Rational(1, 2) : Rational(0);
-      const Sequence<T> s = convert<T>(exact);
       const Index n = s.length(), dv = s.value_dim();
       Rng rng(*rc::gen::arbitrary<std::uint64_t>().as("cotangent seed"));
       Matrix<T> d_out(n, dv);
