@@ -90,7 +90,8 @@ py::object position(const std::optional<reports::Position>& p, const char* gradi
 }
 
 // A diagnosis as the JSON has it: {"matches": [ids], "candidates": [{id, description, worst_ratio}]}.
-py::dict diagnosis(const std::vector<reports::CheckResult::Diagnosed>& forms, const std::vector<std::string>& matches) {
+py::dict diagnosis(const std::vector<reports::CheckResult::Diagnosed>& forms,
+                   const std::vector<std::string>& matches) {
   py::list candidates;
   for (const auto& d : forms) {
     py::dict c;
@@ -177,9 +178,11 @@ PYBIND11_MODULE(_hla, m) {
                                                reports::gradient_names[r.result.first_failure_part]);
                              })
       .def_property_readonly("tight_ratio", [](const GradientResult& r) { return r.result.tight_ratio; })
-      .def_property_readonly("diagnosis",
-                             [](const GradientResult& r) { return diagnosis(r.result.diagnosis, r.result.matches); })
-      .def("summary", [](const GradientResult& r) { return reports::gradient_check_summary(r.result, r.options); })
+      .def_property_readonly(
+          "diagnosis",
+          [](const GradientResult& r) { return diagnosis(r.result.diagnosis, r.result.matches); })
+      .def("summary",
+           [](const GradientResult& r) { return reports::gradient_check_summary(r.result, r.options); })
       .def("to_json",
            [](const GradientResult& r) {
              std::ostringstream out;

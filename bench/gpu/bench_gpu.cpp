@@ -104,8 +104,8 @@ void dump_array(const std::string& path, const In* device, std::int64_t count) {
 // gpu-fast: the tensor-core path (gpu::fast_forward; bf16 inputs only), else gpu::terms; with
 // `backward`, gpu::gradients (num holds dO, den zero, as for an unnormalized operator).
 template <class In>
-double time_pass(const OperatorSpec& spec, fast::Implementation impl, const gpu::Problem& p, std::int64_t chunk,
-                 int reps, bool backward, double* spread, const std::string& dump) {
+double time_pass(const OperatorSpec& spec, fast::Implementation impl, const gpu::Problem& p,
+                 std::int64_t chunk, int reps, bool backward, double* spread, const std::string& dump) {
   const std::int64_t rows = p.batch * p.heads * p.length;
   In *q, *k, *v;
   float *num, *den, *dq = nullptr, *dk = nullptr, *dv = nullptr;
@@ -158,9 +158,9 @@ double time_pass(const OperatorSpec& spec, fast::Implementation impl, const gpu:
     dump_array(dump + "/v.f32", v, rows * p.value_dim);
     dump_array(dump + "/num.f32", num, rows * p.value_dim);
   }
-  for (void* ptr : {static_cast<void*>(q), static_cast<void*>(k), static_cast<void*>(v), static_cast<void*>(num),
-                    static_cast<void*>(den), static_cast<void*>(dq), static_cast<void*>(dk),
-                    static_cast<void*>(dv)}) {
+  for (void* ptr :
+       {static_cast<void*>(q), static_cast<void*>(k), static_cast<void*>(v), static_cast<void*>(num),
+        static_cast<void*>(den), static_cast<void*>(dq), static_cast<void*>(dk), static_cast<void*>(dv)}) {
     cudaFree(ptr);
   }
   cudaEventDestroy(start);

@@ -1,4 +1,4 @@
-// The backward in checking::Depth<24>, the rounding depths in float (hla/checking/backward.hpp: one unit per scalar).
+// The backward in checking::Depth<24>, the rounding depths in float (hla/checking/backward.hpp).
 #include "hla/checking/backward.hpp"
 
 namespace hla::fast {

@@ -1,4 +1,4 @@
-// The backward in Gauge<double>, the gauge of its rounding-error bound (hla/checking/backward.hpp: one unit per scalar).
+// The backward in Gauge<double>, the gauge of its rounding-error bound (hla/checking/backward.hpp).
 #include "hla/checking/backward.hpp"
 
 namespace hla::fast {

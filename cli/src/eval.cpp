@@ -189,7 +189,8 @@ Gradients<T> evaluate_gradients(const EvalRequest& req, fast::Form form, const S
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, ModP>)
       return fast::gpu::gradients(req.spec, form, {s}, {d_out}).front();
 #endif
-    throw Error("unreachable: --impl gpu-streaming --grad with --scalar " + std::string(scalar_kind_name(req.scalar)));
+    throw Error("unreachable: --impl gpu-streaming --grad with --scalar " +
+                std::string(scalar_kind_name(req.scalar)));
   }
   return fast::streaming_gradients(req.spec, form, s, d_out);
 }

@@ -53,7 +53,8 @@ HLA_HOST_DEVICE void stream_backward(const Algebra& algebra, std::int64_t length
   }
   block::fill(w.adjoint, size, T(0));
   for (std::int64_t segment = (length + checkpoint - 1) / checkpoint - 1; segment >= 0; --segment) {
-    const std::int64_t first = segment * checkpoint, last = length < first + checkpoint ? length : first + checkpoint;
+    const std::int64_t first = segment * checkpoint,
+                       last = length < first + checkpoint ? length : first + checkpoint;
     block::copy(w.checkpoints + segment * size, w.states, size);
     for (std::int64_t t = first; t < last; ++t) {
       T* before = w.states + (t - first) * size;
@@ -67,8 +68,8 @@ HLA_HOST_DEVICE void stream_backward(const Algebra& algebra, std::int64_t length
       const T* before = w.states + (t - first) * size;
       load(t, true);
       block::sync();
-      algebra.backward(before + size, before, w.adjoint, w.scratch, w.q, w.k, w.v, w.d_num, *w.d_den, grad_q + t * d,
-                       grad_k + t * d, grad_v + t * dv);
+      algebra.backward(before + size, before, w.adjoint, w.scratch, w.q, w.k, w.v, w.d_num, *w.d_den,
+                       grad_q + t * d, grad_k + t * d, grad_v + t * dv);
     }
   }
 }

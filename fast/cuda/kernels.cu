@@ -179,7 +179,8 @@ __global__ void streaming_backward_kernel(Algebra algebra, std::int64_t length, 
     block::each(value_dim, [&](int j) { w.d_num[j] = d_num[(first + t) * value_dim + j]; });
     block::each(1, [&](int) { *w.d_den = d_den[first + t]; });
   };
-  stream_backward(algebra, length, checkpoint, w, load, dq + first * d, dk + first * d, dv + first * value_dim);
+  stream_backward(algebra, length, checkpoint, w, load, dq + first * d, dk + first * d,
+                  dv + first * value_dim);
 }
 
 template <class T>
@@ -406,10 +407,13 @@ void launch_streaming_backward(const AlgebraParams<T>& params, std::int64_t head
     const int d = params.d, value_dim = params.dv;
     const std::int64_t size = streaming_state_size<Algebra>(d, value_dim);
     const std::int64_t token = 2 * d + 2 * value_dim + 1 + backward_scratch<Algebra>(d, value_dim);
-    const bool adjoint_shared = (token + size) * static_cast<std::int64_t>(sizeof(T)) <= shared_memory_limit();
-    const std::int64_t bytes = shared_bytes_or_throw(token + (adjoint_shared ? size : 0), sizeof(T),
-                                                     "the GPU streaming backward's token and scratch", d, value_dim);
-    const std::int64_t per_head = ((length + checkpoint - 1) / checkpoint + checkpoint + 1 + (adjoint_shared ? 0 : 1)) * size;
+    const bool adjoint_shared =
+        (token + size) * static_cast<std::int64_t>(sizeof(T)) <= shared_memory_limit();
+    const std::int64_t bytes =
+        shared_bytes_or_throw(token + (adjoint_shared ? size : 0), sizeof(T),
+                              "the GPU streaming backward's token and scratch", d, value_dim);
+    const std::int64_t per_head =
+        ((length + checkpoint - 1) / checkpoint + checkpoint + 1 + (adjoint_shared ? 0 : 1)) * size;
     // Heads in groups whose workspace stays within 8 GiB.
     const std::int64_t budget = std::int64_t{8} << 30;
     const std::int64_t group =
@@ -464,9 +468,9 @@ template void launch_fill_gaussian<BFloat16>(BFloat16*, std::int64_t, std::uint6
                                         const In*, const In*, T*, T*, CUstream_st*);                    \
   template void launch_scan<In, T>(const AlgebraParams<T>&, std::int64_t, std::int64_t, std::int64_t,   \
                                    const In*, const In*, const In*, T*, T*, CUstream_st*);
-#define HLA_GPU_INSTANTIATE_BACKWARD(In, T)                                                                \
-  template void launch_streaming_backward<In, T>(const AlgebraParams<T>&, std::int64_t, std::int64_t,       \
-                                                 std::int64_t, const In*, const In*, const In*, const T*,   \
+#define HLA_GPU_INSTANTIATE_BACKWARD(In, T)                                                               \
+  template void launch_streaming_backward<In, T>(const AlgebraParams<T>&, std::int64_t, std::int64_t,     \
+                                                 std::int64_t, const In*, const In*, const In*, const T*, \
                                                  const T*, T*, T*, T*, CUstream_st*);
 HLA_GPU_INSTANTIATE_BACKWARD(float, float)
 HLA_GPU_INSTANTIATE_BACKWARD(BFloat16, float)

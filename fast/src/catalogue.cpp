@@ -138,7 +138,8 @@ const Mistake backward_mistake_table[] = {
      "g A_{t+1} + q_t dO_t^T (each readout's term decayed once too often)",
      [](const Spec& s, bool, Dim, Dim) { return s.decay != 1; }},
     {"cross-adjoint-dropped",
-     "the adjoint of the cross-summaries G, h not carried back: each token's dG, dh from its own readout only",
+     "the adjoint of the cross-summaries G, h not carried back: each token's dG, dh from its own readout "
+     "only",
      [](const Spec& s, bool, Dim, Dim) { return s.variant == Variant::hla2 && s.masked; }},
 };
 

@@ -171,15 +171,18 @@ void terms(const OperatorSpec& spec, Form form, Implementation impl, const Probl
 }
 
 template <class In, class T>
-void gradients(const OperatorSpec& spec, Form form, const Problem& problem, std::int64_t checkpoint, const In* q,
-               const In* k, const In* v, const T* d_num, const T* d_den, T* dq, T* dk, T* dv, CUstream_st* stream) {
+void gradients(const OperatorSpec& spec, Form form, const Problem& problem, std::int64_t checkpoint,
+               const In* q, const In* k, const In* v, const T* d_num, const T* d_den, T* dq, T* dk, T* dv,
+               CUstream_st* stream) {
   if (const auto why = backward_unavailable(spec, Implementation::gpu_streaming, form)) throw Error(*why);
   validate_problem(problem);
-  if (checkpoint < 0) throw Error("checkpoint: must be >= 0 (0: ceil(sqrt(n))), got " + std::to_string(checkpoint));
+  if (checkpoint < 0)
+    throw Error("checkpoint: must be >= 0 (0: ceil(sqrt(n))), got " + std::to_string(checkpoint));
   if (checkpoint == 0) checkpoint = default_checkpoint(problem.length);
-  const auto params = device_params<T>(spec, Implementation::gpu_streaming, form, problem.key_dim, problem.value_dim);
-  detail::launch_streaming_backward(params, problem.batch * problem.heads, problem.length, checkpoint, q, k, v, d_num,
-                                    d_den, dq, dk, dv, stream);
+  const auto params =
+      device_params<T>(spec, Implementation::gpu_streaming, form, problem.key_dim, problem.value_dim);
+  detail::launch_streaming_backward(params, problem.batch * problem.heads, problem.length, checkpoint, q, k,
+                                    v, d_num, d_den, dq, dk, dv, stream);
 }
 
 std::optional<std::string> shape_unavailable(const OperatorSpec& spec, Form form, Implementation impl, int d,
@@ -310,7 +313,8 @@ std::vector<Gradients<T>> gradients_round_trip(const OperatorSpec& spec, Form fo
                                                Convert convert) {
   if (const auto why = backward_unavailable(spec, Implementation::gpu_streaming, form)) throw Error(*why);
   if (d_outs.size() != heads.size()) throw Error("GPU backward: one dO per sequence-head");
-  const std::vector<Terms<T>> forward = terms_round_trip<In, T>(spec, form, Implementation::gpu_streaming, heads, 1, convert);
+  const std::vector<Terms<T>> forward =
+      terms_round_trip<In, T>(spec, form, Implementation::gpu_streaming, heads, 1, convert);
   if (heads.empty()) return {};
   const Index n = heads.front().length(), d = heads.front().key_dim(), dv = heads.front().value_dim();
   const std::size_t h = heads.size(), keys = n * d, values = n * dv;
@@ -346,22 +350,26 @@ std::vector<Gradients<T>> gradients_round_trip(const OperatorSpec& spec, Form fo
 
 }  // namespace
 
-std::vector<Gradients<float>> gradients(const OperatorSpec& spec, Form form, const std::vector<Sequence<float>>& heads,
+std::vector<Gradients<float>> gradients(const OperatorSpec& spec, Form form,
+                                        const std::vector<Sequence<float>>& heads,
                                         const std::vector<Matrix<float>>& d_outs, std::int64_t checkpoint) {
   return gradients_round_trip<float, float>(spec, form, heads, d_outs, checkpoint, [](float x) { return x; });
 }
 std::vector<Gradients<double>> gradients(const OperatorSpec& spec, Form form,
                                          const std::vector<Sequence<double>>& heads,
                                          const std::vector<Matrix<double>>& d_outs, std::int64_t checkpoint) {
-  return gradients_round_trip<double, double>(spec, form, heads, d_outs, checkpoint, [](double x) { return x; });
+  return gradients_round_trip<double, double>(spec, form, heads, d_outs, checkpoint,
+                                              [](double x) { return x; });
 }
-std::vector<Gradients<ModP>> gradients(const OperatorSpec& spec, Form form, const std::vector<Sequence<ModP>>& heads,
+std::vector<Gradients<ModP>> gradients(const OperatorSpec& spec, Form form,
+                                       const std::vector<Sequence<ModP>>& heads,
                                        const std::vector<Matrix<ModP>>& d_outs, std::int64_t checkpoint) {
   return gradients_round_trip<ModP, ModP>(spec, form, heads, d_outs, checkpoint, [](ModP x) { return x; });
 }
 std::vector<Gradients<float>> gradients_bf16(const OperatorSpec& spec, Form form,
                                              const std::vector<Sequence<float>>& heads,
-                                             const std::vector<Matrix<float>>& d_outs, std::int64_t checkpoint) {
+                                             const std::vector<Matrix<float>>& d_outs,
+                                             std::int64_t checkpoint) {
   return gradients_round_trip<BFloat16, float>(spec, form, heads, d_outs, checkpoint,
                                                [](float x) { return to_bfloat16(x); });
 }
@@ -417,9 +425,9 @@ HLA_GPU_INSTANTIATE(double, Gauge<double>)
 HLA_GPU_INSTANTIATE(ModP, ModP)
 #undef HLA_GPU_INSTANTIATE
 
-#define HLA_GPU_INSTANTIATE_BACKWARD(In, T)                                                                      \
-  template void gradients<In, T>(const OperatorSpec&, Form, const Problem&, std::int64_t, const In*, const In*, \
-                                 const In*, const T*, const T*, T*, T*, T*, CUstream_st*);
+#define HLA_GPU_INSTANTIATE_BACKWARD(In, T)                                                          \
+  template void gradients<In, T>(const OperatorSpec&, Form, const Problem&, std::int64_t, const In*, \
+                                 const In*, const In*, const T*, const T*, T*, T*, T*, CUstream_st*);
 HLA_GPU_INSTANTIATE_BACKWARD(float, float)
 HLA_GPU_INSTANTIATE_BACKWARD(BFloat16, float)
 HLA_GPU_INSTANTIATE_BACKWARD(double, double)

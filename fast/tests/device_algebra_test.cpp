@@ -11,8 +11,8 @@
 #include "../cuda/backward.cuh"
 #include "hla/fast/backward.hpp"
 #include "hla/fast/scan.hpp"
-#include "hla/reference/random.hpp"
 #include "hla/fast/streaming.hpp"
+#include "hla/reference/random.hpp"
 #include "hla/testing/generators.hpp"
 #include "hla/testing/property.hpp"
 
@@ -141,12 +141,13 @@ std::pair<OperatorSpec, Sequence<T>> gen_streaming_case(const Config& c) {
 
 // The GPU backward kernel's body on the host, each array sized as the kernel sizes it.
 template <class Algebra>
-Gradients<T> device_backward(const Algebra& algebra, const Sequence<T>& s, const Terms<T>& d_terms, Index checkpoint) {
+Gradients<T> device_backward(const Algebra& algebra, const Sequence<T>& s, const Terms<T>& d_terms,
+                             Index checkpoint) {
   const Index n = s.length(), d = s.key_dim(), dv = s.value_dim();
   const Index size = gpu::streaming_state_size<Algebra>(d, dv);
   Flat adjoint(size), checkpoints((n + checkpoint - 1) / checkpoint * size), states((checkpoint + 1) * size);
   Flat q(d), k(d), v(dv), d_num(dv), d_den(1), work(gpu::backward_scratch<Algebra>(d, dv));
-  const gpu::BackwardArrays<T> arrays{adjoint.data(), checkpoints.data(), states.data(), q.data(), k.data(),
+  const gpu::BackwardArrays<T> arrays{adjoint.data(), checkpoints.data(), states.data(), q.data(),   k.data(),
                                       v.data(),       d_num.data(),       d_den.data(),  work.data()};
   const auto load = [&](std::int64_t t, bool adjoints) {
     for (Index i = 0; i < d; ++i) q[i] = s.q(t, i), k[i] = s.k(t, i);
@@ -226,7 +227,8 @@ TEST_CASE("device algebra/absorb combine and read equal the CPU segments in Z/p"
   }
 }
 
-TEST_CASE("device algebra/the streaming backward equals the CPU stream's in Z/p", "[device][exact][backward]") {
+TEST_CASE("device algebra/the streaming backward equals the CPU stream's in Z/p",
+          "[device][exact][backward]") {
   for (const Config& c : configs()) {
     if (c.impl != Implementation::gpu_streaming) continue;
     property(name(c), [&c] {
@@ -236,7 +238,8 @@ TEST_CASE("device algebra/the streaming backward equals the CPU stream's in Z/p"
       const Index n = s.length(), dv = s.value_dim();
       Rng rng(*rc::gen::arbitrary<std::uint64_t>().as("cotangent seed"));
       Matrix<T> d_out(n, dv);
-      for (Index i = 0; i < d_out.size(); ++i) d_out.data()[i] = ModP::from_residue(rng.next() % ModP::modulus);
+      for (Index i = 0; i < d_out.size(); ++i)
+        d_out.data()[i] = ModP::from_residue(rng.next() % ModP::modulus);
       const Index checkpoint = *testing::gen_position(1, n + 2).as("checkpoint");
       Gradients<T> expected;
       Terms<T> d_terms;

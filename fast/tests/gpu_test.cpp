@@ -539,7 +539,8 @@ std::string first_difference(const Gradients<ModP>& got, const Gradients<ModP>& 
     for (Index i = 0; i < b.size(); ++i) {
       if (a.data()[i] != b.data()[i]) {
         std::ostringstream out;
-        out << name << "(" << i / b.cols() << ", " << i % b.cols() << "): " << a.data()[i] << " != " << b.data()[i];
+        out << name << "(" << i / b.cols() << ", " << i % b.cols() << "): " << a.data()[i]
+            << " != " << b.data()[i];
         return out.str();
       }
     }
@@ -552,7 +553,8 @@ std::string first_difference(const Gradients<ModP>& got, const Gradients<ModP>& 
 void check_large_backward(const OperatorSpec& spec, Form form) {
   const Index n = large_length(), d = 64, dv = 64;
   const std::uint64_t seed = 70 + static_cast<int>(spec.variant);
-  INFO(describe(spec) << ", form " << fast::form_name(form) << ", n = " << n << ", d = dv = 64, seed " << seed);
+  INFO(describe(spec) << ", form " << fast::form_name(form) << ", n = " << n << ", d = dv = 64, seed "
+                      << seed);
   const Sequence<ModP> s = random_field_sequence(seed, n, d, dv);
   const Matrix<ModP> d_out = random_field_matrix(seed + 1, n, dv);
   const Gradients<ModP> cpu = fast::streaming_gradients(spec, form, s, d_out);
@@ -612,22 +614,26 @@ TEST_CASE("gpu backward/float32 and bf16-input gradients stay within gamma(K) ti
         const Form form = fast::default_form(spec, Implementation::streaming);
         const Gradients<Rational> exact = fast::streaming_gradients(spec, form, s, d_out);
         const auto magnitude = [](const Matrix<Rational>& m) {
-          return Matrix<Gauge<Rational>>(m.unaryExpr([](const Rational& x) { return Gauge<Rational>(abs(x)); }));
+          return Matrix<Gauge<Rational>>(
+              m.unaryExpr([](const Rational& x) { return Gauge<Rational>(abs(x)); }));
         };
-        const Gradients<Gauge<Rational>> gauge =
-            fast::streaming_gradients(spec, form, Sequence<Gauge<Rational>>{magnitude(s.q), magnitude(s.k), magnitude(s.v)},
-                                      magnitude(d_out));
-        const auto symbolic = [](Index rows, Index cols) { return Matrix<D>(Matrix<D>::Constant(rows, cols, D::input())); };
+        const Gradients<Gauge<Rational>> gauge = fast::streaming_gradients(
+            spec, form, Sequence<Gauge<Rational>>{magnitude(s.q), magnitude(s.k), magnitude(s.v)},
+            magnitude(d_out));
+        const auto symbolic = [](Index rows, Index cols) {
+          return Matrix<D>(Matrix<D>::Constant(rows, cols, D::input()));
+        };
         const Gradients<D> depth = fast::streaming_gradients(
             spec, form, Sequence<D>{symbolic(n, d), symbolic(n, d), symbolic(n, dv)}, symbolic(n, dv));
         const Sequence<float> inputs = convert<float>(s);
-        const Matrix<float> d_out32 = d_out.unaryExpr([](const Rational& x) { return from_rational<float>(x); });
+        const Matrix<float> d_out32 =
+            d_out.unaryExpr([](const Rational& x) { return from_rational<float>(x); });
         const Gradients<float> gpu = bf16 ? fast::gpu::gradients_bf16(spec, form, {inputs}, {d_out32})[0]
                                           : fast::gpu::gradients(spec, form, {inputs}, {d_out32})[0];
         const Rational unit = exact_value(std::numeric_limits<float>::epsilon() / 2);
         Rational worst = 0;
-        const auto within = [&](const Matrix<float>& got, const Matrix<Rational>& want, const Matrix<Gauge<Rational>>& g,
-                                const Matrix<D>& k) {
+        const auto within = [&](const Matrix<float>& got, const Matrix<Rational>& want,
+                                const Matrix<Gauge<Rational>>& g, const Matrix<D>& k) {
           for (Index i = 0; i < want.size(); ++i) {
             const Rational depth_k(k.data()[i].count());
             const Rational bound = depth_k * unit / (1 - depth_k * unit) * g.data()[i].value();
@@ -638,7 +644,8 @@ TEST_CASE("gpu backward/float32 and bf16-input gradients stay within gamma(K) ti
         within(gpu.dq, exact.dq, gauge.dq, depth.dq);
         within(gpu.dk, exact.dk, gauge.dk, depth.dk);
         within(gpu.dv, exact.dv, gauge.dv, depth.dv);
-        INFO(describe(spec) << (bf16 ? ", bf16 inputs" : ", float32") << ": worst |error| / bound = " << to_double(worst));
+        INFO(describe(spec) << (bf16 ? ", bf16 inputs" : ", float32")
+                            << ": worst |error| / bound = " << to_double(worst));
         CHECK(worst <= 1);
         std::cout << "  backward " << describe(spec) << (bf16 ? " bf16" : " f32")
                   << ": worst error / bound = " << to_double(worst) << "\n";
@@ -648,10 +655,12 @@ TEST_CASE("gpu backward/float32 and bf16-input gradients stay within gamma(K) ti
 }
 
 // n = 65536 and d = dv = 64 (HLA_GPU_LARGE_N overrides n).
-TEST_CASE("gpu/large/backward of hla2 masked with ridge and decay equals the CPU's in Z/p", "[gpu][large][backward]") {
+TEST_CASE("gpu/large/backward of hla2 masked with ridge and decay equals the CPU's in Z/p",
+          "[gpu][large][backward]") {
   check_large_backward(make_spec(Variant::hla2, true, Rational(999, 1000), Rational(1, 2)), Form::corrected);
 }
-TEST_CASE("gpu/large/backward of linear ahla and hla3 decayed equals the CPU's in Z/p", "[gpu][large][backward]") {
+TEST_CASE("gpu/large/backward of linear ahla and hla3 decayed equals the CPU's in Z/p",
+          "[gpu][large][backward]") {
   check_large_backward(make_spec(Variant::linear, true, Rational(999, 1000)), Form::published);
   check_large_backward(make_spec(Variant::ahla, true, Rational(999, 1000)), Form::published);
   check_large_backward(make_spec(Variant::hla3, true, Rational(999, 1000)), Form::corrected);

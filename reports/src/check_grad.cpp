@@ -6,10 +6,9 @@
 #include <iomanip>
 #include <sstream>
 
+#include "arrays.hpp"
 #include "hla/checking/backward.hpp"
 #include "hla/reports/candidates.hpp"
-
-#include "arrays.hpp"
 
 namespace hla::reports {
 
@@ -227,8 +226,9 @@ struct MistakenStep {
   double gamma;
   template <class Stream>
   fast::TokenGradient<double> operator()(const Stream& after, const Stream& before, const Vector<double>& q,
-                                   const Vector<double>& k, const RowVector<double>& v, const RowVector<double>& d_num,
-                                   const double& d_den, typename Stream::Adjoint& a) const {
+                                         const Vector<double>& k, const RowVector<double>& v,
+                                         const RowVector<double>& d_num, const double& d_den,
+                                         typename Stream::Adjoint& a) const {
     if (id == "adjoint-late") {  // dK, dV from the adjoint without this token's readout
       typename Stream::Adjoint later = a;
       const fast::TokenGradient<double> push =
@@ -240,7 +240,8 @@ struct MistakenStep {
     }
     if (id == "decay-outside-adjoint") {  // the readout's term enters the adjoint decayed; dQ as it is
       typename Stream::Adjoint own = a;
-      fast::TokenGradient<double> g = after.backward(before, q, k, v, RowVector<double>(gamma * d_num), gamma * d_den, a);
+      fast::TokenGradient<double> g =
+          after.backward(before, q, k, v, RowVector<double>(gamma * d_num), gamma * d_den, a);
       g.dq = after.backward(before, q, k, v, d_num, d_den, own).dq;
       return g;
     }
@@ -252,14 +253,15 @@ struct MistakenStep {
       }
       return g;
     }
-    throw Error("hla check --grad: the catalogue's backward mistake " + std::string(id) + " has no computation here");
+    throw Error("hla check --grad: the catalogue's backward mistake " + std::string(id) +
+                " has no computation here");
   }
 };
 
 }  // namespace
 
-Gradients<double> mistaken_gradients(const CheckOptions& options, std::string_view id, const Sequence<double>& tokens,
-                                     const Matrix<double>& d_out) {
+Gradients<double> mistaken_gradients(const CheckOptions& options, std::string_view id,
+                                     const Sequence<double>& tokens, const Matrix<double>& d_out) {
   const OperatorSpec& spec = options.spec;
   const fast::Form form = fast::default_form(spec, Implementation::streaming);
   const MistakenStep step{id, to_double(spec.decay)};
@@ -279,10 +281,12 @@ double mistake_ratio(const CheckOptions& options, const Plan& plan, const Gradie
                      const HeadOutcome& outcome, std::string_view id) {
   const Index group = head.group, dv = head.tokens.value_dim() / group, n = head.tokens.length();
   const Index d = head.tokens.key_dim();
-  Gradients<double> mistaken{Matrix<double>::Zero(n, d), Matrix<double>::Zero(n, d), Matrix<double>(n, group * dv), {}};
+  Gradients<double> mistaken{
+      Matrix<double>::Zero(n, d), Matrix<double>::Zero(n, d), Matrix<double>(n, group * dv), {}};
   for (Index g = 0; g < group; ++g) {
-    const Gradients<double> x = mistaken_gradients(
-        options, id, {head.tokens.q, head.tokens.k, head.tokens.v.middleCols(g * dv, dv)}, head.d_out.middleCols(g * dv, dv));
+    const Gradients<double> x =
+        mistaken_gradients(options, id, {head.tokens.q, head.tokens.k, head.tokens.v.middleCols(g * dv, dv)},
+                           head.d_out.middleCols(g * dv, dv));
     mistaken.dq += x.dq;
     mistaken.dk += x.dk;
     mistaken.dv.middleCols(g * dv, dv) = x.dv;
@@ -512,17 +516,19 @@ void write_gradient_check_json(const GradientCheckResult& r, const CheckOptions&
     out << (p ? ", " : "") << "\"" << gradient_names[p] << "\": {\"worst_ratio\": " << number(r.part_ratio[p])
         << ", \"distance_units\": " << number(r.distance_units[p])
         << ", \"own_distance_units\": " << number(r.own_distance_units[p]) << "}";
-  out << "}, \"tight_ratio\": " << number(r.tight_ratio) << ", \"tight_factor\": " << number(GradientCheckResult::tight_factor)
+  out << "}, \"tight_ratio\": " << number(r.tight_ratio)
+      << ", \"tight_factor\": " << number(GradientCheckResult::tight_factor)
       << ", \"diagnosis\": {\"matches\": [";
   for (std::size_t i = 0; i < r.matches.size(); ++i) out << (i ? ", " : "") << "\"" << r.matches[i] << "\"";
   out << "], \"candidates\": [";
   for (std::size_t i = 0; i < r.diagnosis.size(); ++i)
-    out << (i ? ", " : "") << "{\"id\": \"" << r.diagnosis[i].id << "\", \"description\": \"" << r.diagnosis[i].description
-        << "\", \"worst_ratio\": " << number(r.diagnosis[i].ratio) << "}";
+    out << (i ? ", " : "") << "{\"id\": \"" << r.diagnosis[i].id << "\", \"description\": \""
+        << r.diagnosis[i].description << "\", \"worst_ratio\": " << number(r.diagnosis[i].ratio) << "}";
   out << "]}, \"own\": \"" << r.own_name << "\", \"bound\": \"" << r.bound_name << "\", \"reference\": \""
-      << r.reference_name << "\", \"entries\": " << r.entries << ", \"heads\": " << r.heads << ", \"n\": " << r.n
-      << ", \"precision\": \"" << format_name(options.precision) << "\", \"output_dtype\": \""
-      << format_name(options.output_format.value_or(options.precision)) << "\"}\n";
+      << r.reference_name << "\", \"entries\": " << r.entries << ", \"heads\": " << r.heads
+      << ", \"n\": " << r.n << ", \"precision\": \"" << format_name(options.precision)
+      << "\", \"output_dtype\": \"" << format_name(options.output_format.value_or(options.precision))
+      << "\"}\n";
 }
 
 }  // namespace hla::reports

@@ -134,12 +134,13 @@ TEST_CASE("check grad/the backward mistakes kernel authors make fail where they 
   struct Case {
     Mistake mistake;
     const char* what;
-    int part;         // the gradient the first failure names
-    const char* id;   // the catalogue's backward mistake the diagnosis names
+    int part;        // the gradient the first failure names
+    const char* id;  // the catalogue's backward mistake the diagnosis names
   };
-  for (const Case& c : {Case{Mistake::late_adjoint, "dK, dV from the adjoint before its own token's term", 1, "adjoint-late"},
-                        Case{Mistake::decay_outside, "the decay applied outside the adjoint state", 1,
-                             "decay-outside-adjoint"}}) {
+  for (const Case& c :
+       {Case{Mistake::late_adjoint, "dK, dV from the adjoint before its own token's term", 1, "adjoint-late"},
+        Case{Mistake::decay_outside, "the decay applied outside the adjoint state", 1,
+             "decay-outside-adjoint"}}) {
     for (const Format out : {Format::f32, Format::bf16}) {
       INFO(c.what << ", output " << format_name(out) << ", seed " << seed << " (HLA_CHECK_SEED)");
       const Problem p = problem(seed, out, [&](const Sequence<double>& s, const Matrix<double>& d_out) {
@@ -156,7 +157,8 @@ TEST_CASE("check grad/the backward mistakes kernel authors make fail where they 
       REQUIRE(r.matches.size() == 1);
       CHECK(r.matches[0] == c.id);
       CHECK(r.diagnosis.front().id == c.id);
-      CHECK_THAT(gradient_check_summary(r, p.options), Catch::Contains(std::string("the gradients match\n  ") + c.id));
+      CHECK_THAT(gradient_check_summary(r, p.options),
+                 Catch::Contains(std::string("the gradients match\n  ") + c.id));
     }
   }
   // A correct backward with the gradients of another operator (hla2 checked as linear) fails too.
@@ -170,10 +172,12 @@ TEST_CASE("check grad/the backward mistakes kernel authors make fail where they 
 // Every backward mistake of the catalogue, as a candidate rounded to float32: the check fails and
 // the diagnosis names that mistake first, for hla2 masked with decay (where all three apply) and
 // the other variants (where two do). A correct candidate passes with no diagnosis.
-TEST_CASE("check grad/every backward mistake is reachable: gradients that have it are named", "[check][backward]") {
+TEST_CASE("check grad/every backward mistake is reachable: gradients that have it are named",
+          "[check][backward]") {
   const std::uint64_t seed = test_seed();
   for (const Variant variant : all_variants) {
-    Problem p = problem(seed, Format::f32, [](const Sequence<double>&, const Matrix<double>&) { return Gradients<double>{}; });
+    Problem p = problem(seed, Format::f32,
+                        [](const Sequence<double>&, const Matrix<double>&) { return Gradients<double>{}; });
     p.options.spec.variant = variant;
     p.options.spec.decay = Rational(9, 10);
     std::size_t applied = 0;
@@ -183,7 +187,9 @@ TEST_CASE("check grad/every backward mistake is reachable: gradients that have i
       INFO(variant_name(variant) << ", " << m.id << ", seed " << seed << " (HLA_CHECK_SEED)");
       for (GradientHead& h : p.heads) {
         const Gradients<double> g = mistaken_gradients(p.options, m.id, h.tokens, h.d_out);
-        const auto f32 = [](const Matrix<double>& x) { return Matrix<double>(x.cast<float>().cast<double>()); };
+        const auto f32 = [](const Matrix<double>& x) {
+          return Matrix<double>(x.cast<float>().cast<double>());
+        };
         h.candidate = {f32(g.dq), f32(g.dk), f32(g.dv), {}};
       }
       const GradientCheckResult r = check_gradients(p.options, p.heads);

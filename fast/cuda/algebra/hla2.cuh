@@ -89,8 +89,8 @@ struct Hla2Algebra {
   // Hla2Stream::backward (common.cuh, "The backward"): hla2_read_adjoint, then the push, last
   // update first; C_{t-1}, m_{t-1} from `before`.
   static constexpr int backward_scratch_size(int d, int dv) { return 3 * d + 2 * dv; }
-  HLA_HOST_DEVICE void backward(const T* after, const T* before, T* adjoint, T* scratch, const T* q, const T* k,
-                                const T* v, const T* d_num, const T& d_den, T* grad_q, T* grad_k,
+  HLA_HOST_DEVICE void backward(const T* after, const T* before, T* adjoint, T* scratch, const T* q,
+                                const T* k, const T* v, const T* d_num, const T& d_den, T* grad_q, T* grad_k,
                                 T* grad_v) const {
     const int d = p.d, dv = p.dv;
     Fields<const T*> s(after, d, dv), b(before, d, dv);

@@ -103,8 +103,8 @@ struct Hla3PublishedAlgebra {
   // Hla3PublishedStream::backward (common.cuh, "The backward"): the read, then lines 11, 10, 9 and
   // the moments' updates in reverse, with the moments before the token from `before`.
   static constexpr int backward_scratch_size(int d, int dv) { return 16 * d + 4 * dv; }
-  HLA_HOST_DEVICE void backward(const T* after, const T* before, T* adjoint, T* scratch, const T* q, const T* k,
-                                const T* v, const T* d_num, const T& d_den, T* grad_q, T* grad_k,
+  HLA_HOST_DEVICE void backward(const T* after, const T* before, T* adjoint, T* scratch, const T* q,
+                                const T* k, const T* v, const T* d_num, const T& d_den, T* grad_q, T* grad_k,
                                 T* grad_v) const {
     const int d = p.d, dv = p.dv;
     const T g = p.gamma;

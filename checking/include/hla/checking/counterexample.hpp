@@ -49,7 +49,8 @@ struct SearchBounds {
 // can fail (a polynomial identity tested at one random point, say); sizes it rules out are
 // skipped without spending the budget.
 template <class Zeros, class Fails, class MayFail>
-auto exhaustive_search(const SearchBounds& bounds, const Zeros& zeros, const Fails& fails, const MayFail& may_fail)
+auto exhaustive_search(const SearchBounds& bounds, const Zeros& zeros, const Fails& fails,
+                       const MayFail& may_fail)
     -> std::optional<decltype(zeros(Index(1), Index(1), Index(1)))> {
   long budget = bounds.budget;
   for (Index n = bounds.first_n; n <= bounds.last_n; ++n) {

@@ -39,9 +39,9 @@ inline Index default_checkpoint(Index n) {
 // of a kernel's backward: reports/src/check_grad.cpp).
 struct OwnBackward {
   template <class Stream, class T>
-  TokenGradient<T> operator()(const Stream& after, const Stream& before, const Vector<T>& q, const Vector<T>& k,
-                              const RowVector<T>& v, const RowVector<T>& d_num, const T& d_den,
-                              typename Stream::Adjoint& a) const {
+  TokenGradient<T> operator()(const Stream& after, const Stream& before, const Vector<T>& q,
+                              const Vector<T>& k, const RowVector<T>& v, const RowVector<T>& d_num,
+                              const T& d_den, typename Stream::Adjoint& a) const {
     return after.backward(before, q, k, v, d_num, d_den, a);
   }
 };
@@ -83,8 +83,8 @@ Gradients<T> stream_gradients(const Stream& initial, const OperatorSpec& spec, c
     for (Index t = last - 1; t >= first; --t) {
       const auto [q, k, v] = token(t);
       const std::size_t i = static_cast<std::size_t>(t - first);
-      const TokenGradient<T> tg = step(states[i + 1], states[i], q, k, v, RowVector<T>(d_terms.num.row(t)),
-                                       d_terms.den(t), adjoint);
+      const TokenGradient<T> tg =
+          step(states[i + 1], states[i], q, k, v, RowVector<T>(d_terms.num.row(t)), d_terms.den(t), adjoint);
       g.dq.row(t) = tg.dq.transpose();
       g.dk.row(t) = tg.dk.transpose();
       g.dv.row(t) = tg.dv;
@@ -233,15 +233,15 @@ Gradients<T> scan_gradients(const OperatorSpec& spec, Form form, const Sequence<
 }
 
 // The backward is instantiated once per scalar that several units use (fast/src/backward_*.cpp;
-// the instrumented scalars' in hla/checking/backward.hpp), not in every unit that calls it: the instantiations of every
-// algebra dominated those units' compile time (docs/perf.md, "CI's time").
-#define HLA_FAST_BACKWARD(prefix, T)                                                                           \
-  prefix template Gradients<T> streaming_gradients<T>(const OperatorSpec&, Form, const Sequence<T>&,            \
-                                                      const Matrix<T>&, Index);                                 \
-  prefix template Gradients<T> bracketed_scan_gradients<T>(const OperatorSpec&, Form, const Sequence<T>&,       \
-                                                           const Matrix<T>&, const ScanOptions&);               \
-  prefix template Gradients<T> scan_gradients<T>(const OperatorSpec&, Form, const Sequence<T>&, const Matrix<T>&, \
-                                                 const ScanOptions&);
+// the instrumented scalars' in hla/checking/backward.hpp), not in every unit that calls it: the
+// instantiations of every algebra dominated those units' compile time (docs/perf.md, "CI's time").
+#define HLA_FAST_BACKWARD(prefix, T)                                                                      \
+  prefix template Gradients<T> streaming_gradients<T>(const OperatorSpec&, Form, const Sequence<T>&,      \
+                                                      const Matrix<T>&, Index);                           \
+  prefix template Gradients<T> bracketed_scan_gradients<T>(const OperatorSpec&, Form, const Sequence<T>&, \
+                                                           const Matrix<T>&, const ScanOptions&);         \
+  prefix template Gradients<T> scan_gradients<T>(const OperatorSpec&, Form, const Sequence<T>&,           \
+                                                 const Matrix<T>&, const ScanOptions&);
 HLA_FAST_BACKWARD(extern, float)
 HLA_FAST_BACKWARD(extern, double)
 HLA_FAST_BACKWARD(extern, Mpfr)

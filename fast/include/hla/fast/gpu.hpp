@@ -54,23 +54,28 @@ void terms(const OperatorSpec& spec, Form form, Implementation impl, const Probl
 // of at most 8 GiB. In/T: float/float, BFloat16/float, double/double, ModP/ModP. Asynchronous on
 // `stream`; throws hla::Error for what the catalogue says is unavailable.
 template <class In, class T>
-void gradients(const OperatorSpec& spec, Form form, const Problem& problem, std::int64_t checkpoint, const In* q,
-               const In* k, const In* v, const T* d_num, const T* d_den, T* dq, T* dk, T* dv,
+void gradients(const OperatorSpec& spec, Form form, const Problem& problem, std::int64_t checkpoint,
+               const In* q, const In* k, const In* v, const T* d_num, const T* d_den, T* dq, T* dk, T* dv,
                CUstream_st* stream = nullptr);
 
 // Host convenience: the gradients of <dO_h, O_h> of every sequence-head h (and O_h), from a GPU
 // forward (terms) and the GPU backward; d_outs[h] has the shape of head h's output.
-std::vector<Gradients<float>> gradients(const OperatorSpec& spec, Form form, const std::vector<Sequence<float>>& heads,
-                                        const std::vector<Matrix<float>>& d_outs, std::int64_t checkpoint = 0);
+std::vector<Gradients<float>> gradients(const OperatorSpec& spec, Form form,
+                                        const std::vector<Sequence<float>>& heads,
+                                        const std::vector<Matrix<float>>& d_outs,
+                                        std::int64_t checkpoint = 0);
 std::vector<Gradients<double>> gradients(const OperatorSpec& spec, Form form,
                                          const std::vector<Sequence<double>>& heads,
-                                         const std::vector<Matrix<double>>& d_outs, std::int64_t checkpoint = 0);
-std::vector<Gradients<ModP>> gradients(const OperatorSpec& spec, Form form, const std::vector<Sequence<ModP>>& heads,
+                                         const std::vector<Matrix<double>>& d_outs,
+                                         std::int64_t checkpoint = 0);
+std::vector<Gradients<ModP>> gradients(const OperatorSpec& spec, Form form,
+                                       const std::vector<Sequence<ModP>>& heads,
                                        const std::vector<Matrix<ModP>>& d_outs, std::int64_t checkpoint = 0);
 // The same with bf16 inputs: q, k, v rounded to bf16 (to_bfloat16) on the way; dO stays float.
 std::vector<Gradients<float>> gradients_bf16(const OperatorSpec& spec, Form form,
                                              const std::vector<Sequence<float>>& heads,
-                                             const std::vector<Matrix<float>>& d_outs, std::int64_t checkpoint = 0);
+                                             const std::vector<Matrix<float>>& d_outs,
+                                             std::int64_t checkpoint = 0);
 
 // Why `impl` (gpu_streaming or gpu_scan) cannot run spec in `form` at d, dv in scalars of
 // scalar_bytes bytes on this device: the block's state or summary does not fit in shared memory

@@ -61,7 +61,7 @@ struct GradientCheckResult {
   // those within it.
   std::vector<CheckResult::Diagnosed> diagnosis;
   std::vector<std::string> matches;
-  Position diagnosed;  // its batch and head
+  Position diagnosed;          // its batch and head
   std::string own_name;        // "float32 streaming backward"
   std::string bound_name;      // "streaming backward", "scan backward (chunks of 64)"
   std::string reference_name;  // "float64 streaming backward (CPU)"
@@ -83,8 +83,8 @@ GradientCheckResult check_gradient_arrays(const CheckOptions& options, Layout la
 // One value head's gradients in float64 by the streaming backward with a backward mistake of the
 // catalogue (fast::backward_mistakes, by id) in every token's step: tokens and dQ as the candidate
 // reads and writes them (q before options.scale). The diagnosis compares the candidate with these.
-Gradients<double> mistaken_gradients(const CheckOptions& options, std::string_view id, const Sequence<double>& tokens,
-                                     const Matrix<double>& d_out);
+Gradients<double> mistaken_gradients(const CheckOptions& options, std::string_view id,
+                                     const Sequence<double>& tokens, const Matrix<double>& d_out);
 
 // The verdict line and the figures behind it, as check_summary gives them for an output.
 std::string gradient_check_summary(const GradientCheckResult& result, const CheckOptions& options);
