@@ -62,33 +62,49 @@ void check_same_shapes(const std::vector<Sequence<U>>& heads, const char* what) 
   }
 }
 
-// Uploads every head (converted by `convert`), runs terms<In, T>, downloads num and den.
-// Uploads every head (each entry converted by `convert`), calls run(problem, q, k, v, num, den) on
-// the device arrays, and downloads num and den.
+// Every head's q, k, v on the device, one head after another, each entry converted by `convert`.
+template <class In>
+struct DeviceHeads {
+  Problem problem;
+  std::size_t keys, values;  // per head
+  DeviceArray<In> q, k, v;
+
+  template <class U, class Convert>
+  DeviceHeads(const std::vector<Sequence<U>>& heads, const char* what, Convert convert)
+      : problem{1, static_cast<std::int64_t>(heads.size()), heads.front().length(),
+                static_cast<int>(heads.front().key_dim()), static_cast<int>(heads.front().value_dim())},
+        keys(heads.front().length() * heads.front().key_dim()),
+        values(heads.front().length() * heads.front().value_dim()),
+        q(heads.size() * keys),
+        k(heads.size() * keys),
+        v(heads.size() * values) {
+    check_same_shapes(heads, what);
+    validate_problem(problem);
+    std::vector<In> staging;
+    const auto upload = [&](DeviceArray<In>& to, const Matrix<U>& from, std::size_t offset) {
+      staging.resize(from.size());
+      for (Index i = 0; i < from.size(); ++i) staging[i] = convert(from.data()[i]);
+      to.upload(staging.data(), offset, staging.size());
+    };
+    for (std::size_t i = 0; i < heads.size(); ++i) {
+      upload(q, heads[i].q, i * keys);
+      upload(k, heads[i].k, i * keys);
+      upload(v, heads[i].v, i * values);
+    }
+  }
+};
+
+// Uploads every head (DeviceHeads), calls run(problem, q, k, v, num, den) on the device arrays,
+// and downloads num and den.
 template <class In, class T, class U, class Convert, class Run>
 std::vector<Terms<T>> round_trip(const std::vector<Sequence<U>>& heads, const char* what, Convert convert,
                                  Run run) {
   if (heads.empty()) return {};
-  const Index n = heads.front().length(), d = heads.front().key_dim(), dv = heads.front().value_dim();
-  check_same_shapes(heads, what);
-  const Problem problem{1, static_cast<std::int64_t>(heads.size()), n, static_cast<int>(d),
-                        static_cast<int>(dv)};
-  validate_problem(problem);
-  const std::size_t h = heads.size(), keys = n * d, values = n * dv;
-  DeviceArray<In> q(h * keys), k(h * keys), v(h * values);
+  DeviceHeads<In> in(heads, what, convert);
+  const Index n = in.problem.length, dv = in.problem.value_dim;
+  const std::size_t h = heads.size(), values = in.values;
   DeviceArray<T> num(h * values), den(h * n);
-  std::vector<In> staging;
-  const auto upload = [&](DeviceArray<In>& to, const Matrix<U>& from, std::size_t offset) {
-    staging.resize(from.size());
-    for (Index i = 0; i < from.size(); ++i) staging[i] = convert(from.data()[i]);
-    to.upload(staging.data(), offset, staging.size());
-  };
-  for (std::size_t i = 0; i < h; ++i) {
-    upload(q, heads[i].q, i * keys);
-    upload(k, heads[i].k, i * keys);
-    upload(v, heads[i].v, i * values);
-  }
-  run(problem, q.data(), k.data(), v.data(), num.data(), den.data());
+  run(in.problem, in.q.data(), in.k.data(), in.v.data(), num.data(), den.data());
   check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   std::vector<Terms<T>> out(h, Terms<T>{Matrix<T>(n, dv), Vector<T>(n)});
   for (std::size_t i = 0; i < h; ++i) {
@@ -316,29 +332,19 @@ std::vector<Gradients<T>> gradients_round_trip(const OperatorSpec& spec, Form fo
   const std::vector<Terms<T>> forward =
       terms_round_trip<In, T>(spec, form, Implementation::gpu_streaming, heads, 1, convert);
   if (heads.empty()) return {};
-  const Index n = heads.front().length(), d = heads.front().key_dim(), dv = heads.front().value_dim();
-  const std::size_t h = heads.size(), keys = n * d, values = n * dv;
-  DeviceArray<In> q(h * keys), k(h * keys), v(h * values);
+  DeviceHeads<In> in(heads, "GPU backward", convert);
+  const Index n = in.problem.length, d = in.problem.key_dim, dv = in.problem.value_dim;
+  const std::size_t h = heads.size(), keys = in.keys, values = in.values;
   DeviceArray<T> d_num(h * values), d_den(h * n), dq(h * keys), dk(h * keys), dvalue(h * values);
-  std::vector<In> staging;
-  const auto upload = [&](DeviceArray<In>& to, const Matrix<U>& from, std::size_t offset) {
-    staging.resize(from.size());
-    for (Index i = 0; i < from.size(); ++i) staging[i] = convert(from.data()[i]);
-    to.upload(staging.data(), offset, staging.size());
-  };
   std::vector<Gradients<T>> out;
   for (std::size_t i = 0; i < h; ++i) {
-    upload(q, heads[i].q, i * keys);
-    upload(k, heads[i].k, i * keys);
-    upload(v, heads[i].v, i * values);
     const Terms<T> adjoint = reference::finish_adjoint(spec, forward[i], d_outs[i]);
     d_num.upload(adjoint.num.data(), i * values, values);
     d_den.upload(adjoint.den.data(), i * n, n);
     out.push_back({Matrix<T>(n, d), Matrix<T>(n, d), Matrix<T>(n, dv), reference::finish(spec, forward[i])});
   }
-  const Problem problem{1, static_cast<std::int64_t>(h), n, static_cast<int>(d), static_cast<int>(dv)};
-  gradients<In, T>(spec, form, problem, checkpoint, q.data(), k.data(), v.data(), d_num.data(), d_den.data(),
-                   dq.data(), dk.data(), dvalue.data());
+  gradients<In, T>(spec, form, in.problem, checkpoint, in.q.data(), in.k.data(), in.v.data(), d_num.data(),
+                   d_den.data(), dq.data(), dk.data(), dvalue.data());
   check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   for (std::size_t i = 0; i < h; ++i) {
     dq.download(out[i].dq.data(), i * keys, keys);
