@@ -146,13 +146,15 @@ CommandLine::CommandLine() {
 
   bench = app.add_subcommand("bench", "benchmarks");
   bench->require_subcommand(1);
-  bench_cpu = bench->add_subcommand("cpu", "tokens/s of streaming and the chunked form on 1 and 2 threads");
+  bench_cpu = bench->add_subcommand(
+      "cpu", "tokens/s of streaming and the chunked form on 1 and 2 threads, forward or backward");
   bench_cpu->add_option("--variant", bench_variant, "linear | hla2 | ahla (masked, float32)");
   bench_cpu->add_option("--n", bench_options.n, "sequence length");
   bench_cpu->add_option("--d", bench_options.d, "key dimension");
   bench_cpu->add_option("--dv", bench_options.dv, "value dimension");
   bench_cpu->add_option("--chunk", bench_options.chunk, "chunk size");
   bench_cpu->add_option("--repetitions", bench_options.repetitions, "timed repetitions (median reported)");
+  bench_cpu->add_option("--pass", bench_pass, "forward (O) | backward (the gradients of <dO, O>, and O)");
 }
 
 EvalRequest CommandLine::eval_request() const {
@@ -239,6 +241,10 @@ std::string parse_error_message(const CommandLine& command, int argc, const char
 bench::CpuBenchOptions CommandLine::bench_request() const {
   bench::CpuBenchOptions out = bench_options;
   out.variant = parse_choice("--variant", bench_variant, parse_variant(bench_variant), "linear, hla2, ahla");
+  const std::optional<bool> backward = bench_pass == "forward"    ? std::optional<bool>(false)
+                                       : bench_pass == "backward" ? std::optional<bool>(true)
+                                                                  : std::nullopt;
+  out.backward = parse_choice("--pass", bench_pass, backward, "forward, backward");
   return out;
 }
 

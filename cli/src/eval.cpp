@@ -176,23 +176,34 @@ Matrix<T> evaluate(const EvalRequest& req, fast::Form form, const Sequence<T>& s
 }
 
 // The gradients of <dO, O>: the reference's reverse mode on the matrix forms, the streaming backward
-// (CPU or GPU) or the scan's (the catalogue's backward_unavailable has refused the rest).
+// (CPU or GPU), the scan's or the chunk-parallel form's (the catalogue's backward_unavailable has
+// refused the rest).
 template <class T>
 Gradients<T> evaluate_gradients(const EvalRequest& req, fast::Form form, const Sequence<T>& s, const Matrix<T>& d_out) {
-  if (req.impl == fast::Implementation::reference) {
-    require_square_matrices<T>(10, s.length(), "--grad with --impl reference: the n x n matrices of the adjoints");
-    return reference::gradients(req.spec, s, d_out);
-  }
-  if (req.impl == fast::Implementation::scan) return fast::scan_gradients(req.spec, form, s, d_out, req.scan);
-  if (req.impl == fast::Implementation::gpu_streaming) {
+  using enum fast::Implementation;
+  switch (req.impl) {
+    case reference:
+      require_square_matrices<T>(10, s.length(),
+                                 "--grad with --impl reference: the n x n matrices of the adjoints");
+      return reference::gradients(req.spec, s, d_out);
+    case streaming:
+      return fast::streaming_gradients(req.spec, form, s, d_out);
+    case scan:
+      return fast::scan_gradients(req.spec, form, s, d_out, req.scan);
+    case chunked:
+      return fast::chunked_gradients(req.spec, form, s, d_out, req.scan);
+    case gpu_streaming:
 #if defined(HLA_HAVE_CUDA)
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, ModP>)
-      return fast::gpu::gradients(req.spec, form, {s}, {d_out}).front();
+      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, ModP>)
+        return fast::gpu::gradients(req.spec, form, {s}, {d_out}).front();
 #endif
-    throw Error("unreachable: --impl gpu-streaming --grad with --scalar " +
-                std::string(scalar_kind_name(req.scalar)));
+      break;
+    case gpu_scan:
+    case gpu_fast:
+      break;
   }
-  return fast::streaming_gradients(req.spec, form, s, d_out);
+  throw Error("unreachable: --impl " + std::string(fast::implementation_name(req.impl)) +
+              " --grad with --scalar " + std::string(scalar_kind_name(req.scalar)));
 }
 
 // --grad and the three gradient outputs come together.

@@ -6,6 +6,9 @@
 #include <iomanip>
 #include <iostream>
 #include <sstream>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include "hla/bench/cpu.hpp"
 #include "hla/cli/command.hpp"
@@ -63,6 +66,12 @@ findings (docs/findings.md)
 }  // namespace
 
 int main(int argc, char** argv) {
+#if defined(__GLIBC__)
+  // Each heap growth keeps 64 MiB more than asked: the chunked forms' per-chunk temporaries on
+  // several threads otherwise make glibc shrink and regrow the threads' heaps, page-faulting
+  // under one lock (the chunked backward ran no faster on 2 threads than on 1: docs/perf.md).
+  mallopt(M_TOP_PAD, 64 << 20);
+#endif
   io::install_interrupt_handling();
   cli::CommandLine command;
   CLI::App& app = command.app;

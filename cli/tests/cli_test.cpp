@@ -270,15 +270,15 @@ TEST_CASE("cli/eval writes the operator's output", "[cli]") {
 TEST_CASE("cli/eval --grad writes the gradients of <dO, O>", "[cli][gradient]") {
   Workspace w;
   w.matrix("do.npy", 3, 1, {2, -1, 3});
-  const OperatorSpec spec = hla3_spec();
   const Sequence<Rational> input{w.exact("q.npy"), w.exact("k.npy"), w.exact("v.npy")};
-  const Gradients<Rational> expected = reference::gradients(spec, input, w.exact("do.npy"));
-  const Matrix<Rational> expected_output = reference::output(spec, input);
   const std::string outputs = " --grad " + w.path("do.npy") + " --out-dq " + w.path("dq.npy") + " --out-dk " +
                               w.path("dk.npy") + " --out-dv " + w.path("dv.npy");
-  for (const char* impl : {"reference", "streaming", "scan --chunk 2 --threads 2"}) {
-    const Run r = w.eval(std::string(hla3_flags) + " --impl " + impl + outputs);
-    INFO(impl << ": " << r.err);
+  // Each implementation's files hold the exact gradients and O, correctly rounded.
+  const auto writes_exact = [&](const std::string& flags, const OperatorSpec& spec, const char* impl) {
+    const Gradients<Rational> expected = reference::gradients(spec, input, w.exact("do.npy"));
+    const Matrix<Rational> expected_output = reference::output(spec, input);
+    const Run r = w.eval(flags + " --impl " + impl + outputs);
+    INFO(flags << " --impl " << impl << ": " << r.err);
     REQUIRE(r.status == 0);
     const std::pair<const char*, const Matrix<Rational>*> files[] = {
         {"out.npy", &expected_output}, {"dq.npy", &expected.dq}, {"dk.npy", &expected.dk}, {"dv.npy", &expected.dv}};
@@ -286,16 +286,22 @@ TEST_CASE("cli/eval --grad writes the gradients of <dO, O>", "[cli][gradient]") 
       const io::NpyMatrix got = io::read_npy_matrix(w.path(name));
       REQUIRE(got.rows == want->rows());
       REQUIRE(got.cols == want->cols());
-      for (Index i = 0; i < want->size(); ++i)  // correctly rounded from the exact gradient
+      for (Index i = 0; i < want->size(); ++i)
         CHECK(got.values[std::size_t(i)] == to_double(want->data()[i]));
     }
-  }
+  };
+  for (const char* impl : {"reference", "streaming", "scan --chunk 2 --threads 2"})
+    writes_exact(hla3_flags, hla3_spec(), impl);
+  OperatorSpec hla2 = hla3_spec();  // the chunk-parallel form has hla2, normalized and decayed too
+  hla2.variant = Variant::hla2;
+  writes_exact("--variant hla2 --normalize --eps 0.1 --decay 3/4", hla2, "chunked --chunk 2 --threads 2");
   for (const char* name : {"dq.npy", "dk.npy", "dv.npy"}) fs::remove(w.path(name));
   // Bad input: one line, nothing written.
   check_rejected(w, w.eval("--grad " + w.path("do.npy") + " --out-dq " + w.path("dq.npy")), "--grad",
                  "needs --out-dk");
   check_rejected(w, w.eval("--out-dv " + w.path("dv.npy")), "--out-dv", "needs --grad");
-  check_rejected(w, w.eval("--impl chunked" + outputs), "--grad", "not built yet");
+  check_rejected(w, w.eval(std::string(hla3_flags) + " --impl chunked" + outputs), "--impl chunked",
+                 "no chunk-parallel matrix form for hla3");
   w.matrix("do2.npy", 2, 1, {1, 1});
   check_rejected(w, w.eval("--grad " + w.path("do2.npy") + " --out-dq " + w.path("dq.npy") + " --out-dk " +
                            w.path("dk.npy") + " --out-dv " + w.path("dv.npy")),

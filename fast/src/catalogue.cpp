@@ -217,7 +217,9 @@ std::optional<std::string> unavailable(const OperatorSpec& spec, Implementation 
 std::optional<std::string> backward_unavailable(const OperatorSpec& spec, Implementation impl, Form form) {
   if (auto why = unavailable(spec, impl, form)) return why;
   if (impl == reference) return std::nullopt;
-  if (impl == streaming || impl == gpu_streaming) return std::nullopt;
+  // The chunk forms' backward is that of their own forward pass, published or corrected (Figures
+  // 1(C) and 2(C) as printed carry with the corrected operator, so no bracketing question arises).
+  if (impl == streaming || impl == gpu_streaming || impl == chunked) return std::nullopt;
   if (impl == scan) {
     // F3, F4: the printed decayed operators are not associative, so a scan's gradient would depend
     // on its bracketing; F2: the printed third-order scan's O(d^3 dv) maps have no adjoints here.

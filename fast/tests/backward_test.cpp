@@ -1,7 +1,7 @@
-// The streaming and the scan backward (fast/backward.hpp): the default forms' gradients equal the
-// exact gradients of the definition (reference::gradients) bit for bit, whatever the checkpoint
-// interval, chunk size and thread count; every form's, published or corrected, are the exact
-// gradients of its own forward pass (checked by forward mode on that pass), and a published form's
+// The streaming, the scan and the chunk-parallel backward (fast/backward.hpp): the default forms'
+// gradients equal the exact gradients of the definition (reference::gradients) bit for bit,
+// whatever the checkpoint interval, chunk size and thread count; every form's, published or corrected, are
+// the exact gradients of its own forward pass (checked by forward mode on that pass), and a published form's
 // differ from the definition's where a finding says its forward pass does.
 
 #include "hla/fast/backward.hpp"
@@ -23,12 +23,26 @@ namespace {
 
 using testing::projected;
 
-// The backward of `impl` (streaming: checkpoint = `every`; scan: chunk = `every`, 1 to 3 threads).
+// The CPU implementations with a backward.
+constexpr Implementation cpu_backwards[] = {Implementation::streaming, Implementation::scan,
+                                            Implementation::chunked};
+
+// Whether `impl` has a backward for some spec of `variant` (the chunk-parallel form has none for hla3).
+bool has_backward(Implementation impl, Variant variant) {
+  OperatorSpec spec;
+  spec.variant = variant;
+  return !fast::backward_unavailable(spec, impl, fast::default_form(spec, impl));
+}
+
+// The backward of `impl` (streaming: checkpoint = `every`; scan and chunked: chunk = `every`, 1 to
+// 3 threads).
 template <class T>
 Gradients<T> backward(Implementation impl, const OperatorSpec& spec, Form form, const Sequence<T>& s,
                       const Matrix<T>& d_out, Index every) {
   if (impl == Implementation::streaming) return fast::streaming_gradients(spec, form, s, d_out, every);
   const int threads = *rc::gen::inRange(1, 4).as("threads");
+  if (impl == Implementation::chunked)
+    return fast::chunked_gradients(spec, form, s, d_out, fast::ScanOptions{every, threads});
   return fast::scan_gradients(spec, form, s, d_out, fast::ScanOptions{every, threads});
 }
 
@@ -50,11 +64,12 @@ void equals_reference(Implementation impl, Variant variant, int max_n, int max_d
   RC_ASSERT(exact.output == fast.output);
 }
 
-// equals_reference for both backward implementations and every variant, 200 cases each.
+// equals_reference for every CPU backward and every variant it has, 200 cases each.
 template <class T>
 void every_backward_equals_reference(const std::string& scalar, int max_n, int max_d) {
-  for (const Implementation impl : {Implementation::streaming, Implementation::scan})
+  for (const Implementation impl : cpu_backwards)
     for (const Variant variant : all_variants) {
+      if (!has_backward(impl, variant)) continue;
       property(std::string(variant_name(variant)) + ": " + std::string(fast::implementation_name(impl)) +
                    " dQ dK dV equal reference::gradients" + scalar,
                [=] { equals_reference<T>(impl, variant, max_n, max_d); }, 200);
@@ -63,11 +78,13 @@ void every_backward_equals_reference(const std::string& scalar, int max_n, int m
 
 }  // namespace
 
-TEST_CASE("backward/streaming and scan gradients equal the definition's exactly - Rational", "[backward][exact]") {
+TEST_CASE("backward/every CPU backward's gradients equal the definition's exactly - Rational",
+          "[backward][exact]") {
   every_backward_equals_reference<Rational>("", 9, 3);
 }
 
-TEST_CASE("backward/streaming and scan gradients equal the definition's exactly - ModP", "[backward][exact]") {
+TEST_CASE("backward/every CPU backward's gradients equal the definition's exactly - ModP",
+          "[backward][exact]") {
   every_backward_equals_reference<ModP>(" in Z/p", 40, 6);
 }
 
@@ -144,6 +161,31 @@ TEST_CASE("backward/each scan form's gradients are those of its own bracketing",
   }
 }
 
+TEST_CASE("backward/each chunk form's gradients are those of its own forward pass", "[backward][exact]") {
+  for (const Variant variant : all_variants) {
+    if (!has_backward(Implementation::chunked, variant)) continue;
+    property(
+        std::string(variant_name(variant)) +
+            ": in each form, <grad, E> is its chunk form's directional derivative",
+        [variant] {
+          const auto [spec, s, e, d_out] = draw_direction_case(variant);
+          const Index chunk = *testing::gen_position(1, s.length() + 2).as("chunk");
+          const fast::ScanOptions options{chunk, *rc::gen::inRange(1, 3).as("threads")};
+          for (const Form form : {Form::published, Form::corrected}) {
+            if (fast::backward_unavailable(spec, Implementation::chunked, form)) continue;
+            RC_PRE(testing::denominators_nonzero(spec, fast::chunked_terms(spec, form, s, options)));
+            const Gradients<Rational> g = fast::chunked_gradients(spec, form, s, d_out, options);
+            RC_ASSERT(g.output == fast::chunked_output(spec, form, s, options));
+            const auto output = [&](const auto& moved) {
+              return fast::chunked_output(spec, form, moved, options);
+            };
+            RC_ASSERT(projected(g, e) == testing::directional(output, s, e, d_out));
+          }
+        },
+        100);
+  }
+}
+
 TEST_CASE("backward/the printed scan operators' gradients are not the serial recurrence's", "[backward][exact]") {
   // Sec. 4.2: "a reverse (decayed) scan applying (+)*_gamma ... yields gradients that match those
   // of the serial recurrence". With decay the printed (+)_gamma of hla2 (F3) and AHLA (F4) is not
@@ -196,11 +238,10 @@ TEST_CASE("backward/what has no backward yet is refused with a reason", "[backwa
   CHECK(fast::backward_unavailable(spec, Implementation::streaming, Form::corrected) == std::nullopt);
   CHECK(fast::backward_unavailable(spec, Implementation::scan, Form::corrected) == std::nullopt);
   CHECK(fast::backward_unavailable(spec, Implementation::gpu_streaming, Form::corrected) == std::nullopt);
-  for (const Implementation impl : {Implementation::chunked, Implementation::gpu_scan}) {
-    const auto why = fast::backward_unavailable(spec, impl, Form::corrected);
-    REQUIRE(why.has_value());
-    CHECK_THAT(*why, Catch::Contains("not built yet"));
-  }
+  CHECK(fast::backward_unavailable(spec, Implementation::chunked, Form::corrected) == std::nullopt);
+  const auto why = fast::backward_unavailable(spec, Implementation::gpu_scan, Form::corrected);
+  REQUIRE(why.has_value());
+  CHECK_THAT(*why, Catch::Contains("not built yet"));
   spec.decay = Rational(1, 2);
   const auto printed = fast::backward_unavailable(spec, Implementation::scan, Form::published);
   REQUIRE(printed.has_value());
@@ -209,6 +250,7 @@ TEST_CASE("backward/what has no backward yet is refused with a reason", "[backwa
   third.variant = Variant::hla3;
   CHECK(fast::backward_unavailable(third, Implementation::scan, Form::published).has_value());
   CHECK(fast::backward_unavailable(third, Implementation::scan, Form::corrected) == std::nullopt);
+  CHECK(fast::backward_unavailable(third, Implementation::chunked, Form::corrected).has_value());
   spec.variant = Variant::linear;  // linear attention has one form
   CHECK(fast::backward_unavailable(spec, Implementation::streaming, Form::corrected).has_value());
 }
@@ -231,8 +273,10 @@ TEST_CASE("backward/token j's gradients do not read dO before j, bit for bit in 
   // O_t depends on tokens up to t only, so d<dO, O>/d(token j) is a sum over t >= j: changing the
   // rows of dO before j leaves rows j.. of dQ, dK, dV unchanged. Each backward processes tokens
   // from the last, so this holds bit for bit in floating point too.
-  for (const Implementation impl : {Implementation::reference, Implementation::streaming, Implementation::scan})
+  for (const Implementation impl :
+       {Implementation::reference, Implementation::streaming, Implementation::scan, Implementation::chunked})
     for (const Variant variant : all_variants) {
+      if (impl != Implementation::reference && !has_backward(impl, variant)) continue;
       property(std::string(variant_name(variant)) + ": " + std::string(fast::implementation_name(impl)) +
                    ", rows j.. of the gradients from rows j.. of dO",
                [impl, variant] {

@@ -17,14 +17,10 @@ namespace {
 using fast::Implementation;
 
 // The backward whose bound the sound criterion takes, as --algorithm says: by default the
-// streaming backward's; the scan's when named (its depth and gauge runs on the instrumented scalars
-// are about 20x the streaming's: docs/perf.md); there is no chunked one yet.
+// streaming backward's; the scan's or the chunk-parallel form's when named (the scan's depth and
+// gauge runs on the instrumented scalars are about 20x the streaming's: docs/perf.md).
 Implementation bound_implementation(const CheckOptions& options) {
-  if (!options.algorithm) return Implementation::streaming;
-  if (*options.algorithm == Implementation::chunked)
-    throw Error("--algorithm chunked: there is no chunked backward yet to bound a gradient (docs/gradients.md); "
-                "use streaming, scan or any");
-  return *options.algorithm;
+  return options.algorithm ? *options.algorithm : Implementation::streaming;
 }
 
 template <class T>
@@ -32,6 +28,8 @@ Gradients<T> backward(const CheckOptions& options, Implementation impl, const Se
   const OperatorSpec& spec = options.spec;
   const fast::Form form = fast::default_form(spec, impl);
   if (impl == Implementation::streaming) return fast::streaming_gradients(spec, form, s, d_out);
+  if (impl == Implementation::chunked)
+    return fast::chunked_gradients(spec, form, s, d_out, fast::ScanOptions{options.chunk, 1});
   return fast::scan_gradients(spec, form, s, d_out, fast::ScanOptions{options.chunk, 1});
 }
 

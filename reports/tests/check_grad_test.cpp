@@ -103,10 +103,13 @@ TEST_CASE("check grad/a correct user backward passes, and the toolkit's own floa
       CHECK(r.tight);
       CHECK(r.entries == 2 * 96 * 48);
     }
-  // The toolkit's float32 streaming and scan backwards as candidates, for every variant masked
-  // with decay: within the bound of the loosest of them.
+  // The toolkit's float32 streaming, scan and chunked backwards as candidates, for every variant
+  // masked with decay: within the default bound, and the chunked one within its own
+  // (--algorithm chunked: the bound from the chunk-parallel backward's depths and gauges).
   for (const Variant variant : all_variants) {
-    for (const fast::Implementation impl : {fast::Implementation::streaming, fast::Implementation::scan}) {
+    for (const fast::Implementation impl :
+         {fast::Implementation::streaming, fast::Implementation::scan, fast::Implementation::chunked}) {
+      if (impl == fast::Implementation::chunked && variant == Variant::hla3) continue;  // no chunk form
       INFO(variant_name(variant) << ", " << fast::implementation_name(impl) << ", seed " << seed << " (HLA_CHECK_SEED)");
       Problem p = problem(seed, Format::f32, [&](const Sequence<double>& s, const Matrix<double>& d_out) {
         OperatorSpec spec;
@@ -115,12 +118,16 @@ TEST_CASE("check grad/a correct user backward passes, and the toolkit's own floa
         const auto narrow = [](const Matrix<double>& m) { return Matrix<float>(m.cast<float>()); };
         const Sequence<float> x{narrow(s.q * 0.25), narrow(s.k), narrow(s.v)};
         const fast::Form form = fast::default_form(spec, impl);
-        const Gradients<float> g = impl == fast::Implementation::streaming
-                                       ? fast::streaming_gradients(spec, form, x, narrow(d_out), 16)
-                                       : fast::scan_gradients(spec, form, x, narrow(d_out), fast::ScanOptions{32, 1});
+        const Gradients<float> g =
+            impl == fast::Implementation::streaming
+                ? fast::streaming_gradients(spec, form, x, narrow(d_out), 16)
+            : impl == fast::Implementation::scan
+                ? fast::scan_gradients(spec, form, x, narrow(d_out), fast::ScanOptions{32, 1})
+                : fast::chunked_gradients(spec, form, x, narrow(d_out), fast::ScanOptions{32, 2});
         return Gradients<double>{g.dq.cast<double>() * 0.25, g.dk.cast<double>(), g.dv.cast<double>(), {}};
       });
       p.options.spec.variant = variant;
+      if (impl == fast::Implementation::chunked) p.options.algorithm = impl;
       const GradientCheckResult r = check_gradients(p.options, p.heads);
       INFO(gradient_check_summary(r, p.options));
       CHECK(r.sound);
@@ -215,9 +222,6 @@ TEST_CASE("check grad/what has no bound is refused with a reason", "[check][back
   });
   p.options.spec.normalize = true;
   CHECK_THROWS_WITH(check_gradients(p.options, p.heads), Catch::Contains("unnormalized operators only"));
-  p.options.spec.normalize = false;
-  p.options.algorithm = fast::Implementation::chunked;
-  CHECK_THROWS_WITH(check_gradients(p.options, p.heads), Catch::Contains("no chunked backward yet"));
 }
 
 TEST_CASE("check grad/grouped value heads: dQ and dK sum the group's, and forgetting to sum fails", "[check][backward]") {

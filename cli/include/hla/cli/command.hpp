@@ -58,6 +58,7 @@ struct CommandLine {
   bool fuzz_list = false;
   bench::CpuBenchOptions bench_options;
   std::string bench_variant = "hla2";
+  std::string bench_pass = "forward";
 };
 
 // The one line hla prints for a parse error: CLI11's, or for an unknown subcommand one that names

@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "hla/fast/chunked.hpp"
 #include "hla/fast/scan.hpp"
 #include "hla/fast/streaming.hpp"
 #include "hla/reference/gradient.hpp"
@@ -232,6 +233,79 @@ Gradients<T> scan_gradients(const OperatorSpec& spec, Form form, const Sequence<
   return bracketed_scan_gradients(spec, form, s, d_out, options);
 }
 
+template <class Chunks, class T>
+concept ChunksWithBackward = requires(const Chunks& form, const chunked_detail::Chunk<T>& ch,
+                                      const typename Chunks::Summary& x, typename Chunks::Summary& y,
+                                      const chunked_detail::ReadoutAdjoints<T>& d,
+                                      chunked_detail::ChunkGradients<T>& g) {
+  { form.outputs_adjoint(ch, x, d, g) } -> std::same_as<typename Chunks::Summary>;
+  form.summary_adjoint(ch, x, g);
+  form.segments().combine_adjoint(x, x, x, y, y);
+};
+
+// The chunk-parallel form's backward: the reverse mode of chunked_terms_with's pass, each chunk's
+// part by matrix products (its form's outputs_adjoint and summary_adjoint, chunked/<variant>.hpp),
+// the chunks' carries by the paper's reverse scan (p. 7) over the chunk summaries:
+//   1. per chunk, in parallel: the adjoint of its readouts through outputs(), to its tokens' rows
+//      of dQ, dK, dV and to its carry;
+//   2. chunk after chunk, from the last: carry_{c+1} = carry_c (+) sum_c backwards (combine_adjoint
+//      at the forward's carries and summaries), the adjoint of each carry and each chunk's summary;
+//   3. per chunk, in parallel: the adjoint of its summary through summary(), to its tokens' rows.
+// For the associative operator the Blelloch scan's carries are carry_c (+) sum_c exactly, so this
+// is the gradient of the forward pass. Memory: the inputs' size for dQ, dK, dV, 4 summaries per
+// chunk (summary, carry and their adjoints: O(chunks (d^2 + d dv))) and each thread's C x C and
+// C x d temporaries; time: one forward pass plus about three times its matrix products.
+template <class Chunks, class T>
+Gradients<T> chunked_gradients_with(Chunks form, const OperatorSpec& spec, const Sequence<T>& s,
+                                    const Matrix<T>& d_out, const ScanOptions& options) {
+  using Summary = typename Chunks::Summary;
+  const ChunkedPass<Chunks, T> pass(form, s, options);
+  const std::vector<Summary> sums = pass.summaries();
+  const std::vector<Summary> carry = pass.carries(sums);
+  const Terms<T> terms = pass.outputs(carry);
+  const Terms<T> d_terms = reference::finish_adjoint(spec, terms, d_out);
+  const Index n = s.length(), chunks = pass.count();
+  const int threads = pass.threads();
+  Gradients<T> g{Matrix<T>::Zero(n, s.key_dim()), Matrix<T>::Zero(n, s.key_dim()),
+                 Matrix<T>::Zero(n, s.value_dim()), reference::finish(spec, terms)};
+  const auto rows = [&](Index c) {
+    const Index b = pass.begin(c), l = pass.length(c);
+    return chunked_detail::ChunkGradients<T>{g.dq.middleRows(b, l), g.dk.middleRows(b, l),
+                                             g.dv.middleRows(b, l)};
+  };
+  const auto& seg = form.segments();
+  std::vector<Summary> d_carry(chunks, seg.identity()), d_sums(chunks, seg.identity());
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+  for (Index c = 0; c < chunks; ++c) {
+    const Index b = pass.begin(c), l = pass.length(c);
+    chunked_detail::ChunkGradients<T> chunk_rows = rows(c);
+    d_carry[c] = form.outputs_adjoint(pass.chunk(c), carry[c],
+                                      {d_terms.num.middleRows(b, l), d_terms.den.segment(b, l)}, chunk_rows);
+  }
+  for (Index c = chunks - 2; c >= 0; --c)
+    seg.combine_adjoint(carry[c], sums[c], d_carry[c + 1], d_carry[c], d_sums[c]);
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+  for (Index c = 0; c < chunks; ++c) {
+    chunked_detail::ChunkGradients<T> chunk_rows = rows(c);
+    form.summary_adjoint(pass.chunk(c), d_sums[c], chunk_rows);
+  }
+  return g;
+}
+
+// d<dO, O>/dQ, dK, dV through the chunk-parallel form of spec in `form` (chunked_gradients_with),
+// and O: the corrected forms' equal reference::gradients; a published one's are those of its own
+// forward pass. Throws hla::Error where the catalogue's backward_unavailable says why.
+template <class T>
+Gradients<T> chunked_gradients(const OperatorSpec& spec, Form form, const Sequence<T>& s,
+                               const Matrix<T>& d_out, const ScanOptions& options) {
+  if (const auto why = backward_unavailable(spec, Implementation::chunked, form)) throw Error(*why);
+  validate(options);
+  return with_chunks<T>(spec, form, s.key_dim(), s.value_dim(), [&](auto chunks) -> Gradients<T> {
+    static_assert(ChunksWithBackward<decltype(chunks), T>, "every chunk form has a backward");
+    return chunked_gradients_with(std::move(chunks), spec, s, d_out, options);
+  });
+}
+
 // The backward is instantiated once per scalar that several units use (fast/src/backward_*.cpp;
 // the instrumented scalars' in hla/checking/backward.hpp), not in every unit that calls it: the
 // instantiations of every algebra dominated those units' compile time (docs/perf.md, "CI's time").
@@ -241,7 +315,9 @@ Gradients<T> scan_gradients(const OperatorSpec& spec, Form form, const Sequence<
   prefix template Gradients<T> bracketed_scan_gradients<T>(const OperatorSpec&, Form, const Sequence<T>&, \
                                                            const Matrix<T>&, const ScanOptions&);         \
   prefix template Gradients<T> scan_gradients<T>(const OperatorSpec&, Form, const Sequence<T>&,           \
-                                                 const Matrix<T>&, const ScanOptions&);
+                                                 const Matrix<T>&, const ScanOptions&);                   \
+  prefix template Gradients<T> chunked_gradients<T>(const OperatorSpec&, Form, const Sequence<T>&,        \
+                                                    const Matrix<T>&, const ScanOptions&);
 HLA_FAST_BACKWARD(extern, float)
 HLA_FAST_BACKWARD(extern, double)
 HLA_FAST_BACKWARD(extern, Mpfr)

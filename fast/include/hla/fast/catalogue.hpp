@@ -69,8 +69,9 @@ std::optional<std::string> unavailable(const OperatorSpec& spec, Implementation 
 void require_available(const OperatorSpec& spec, Implementation impl, Form form);
 
 // Why `impl` has no backward (the gradients of <dO, O>, docs/gradients.md) for spec in `form`,
-// as one line, or nullopt when it has: the reference (by reverse mode on the matrix forms) and
-// the streaming forms, published and corrected, so far. Includes unavailable()'s reasons.
+// as one line, or nullopt when it has: the reference (by reverse mode on the matrix forms), the
+// streaming forms (CPU and GPU) and the chunk forms, published and corrected, and the scan forms but
+// the printed ones a finding affects. Includes unavailable()'s reasons.
 std::optional<std::string> backward_unavailable(const OperatorSpec& spec, Implementation impl, Form form);
 
 // The algebra that `impl` runs for `spec` in `form`: the one map from (operator, form, strategy)

@@ -13,6 +13,8 @@
 // (g^tau q_t^T E), both in the chunk (intra), and i in the chunk with j earlier,
 // g^tau sum_{i<=t in chunk} (q_t.k_i) q_i^T P; Figure 2(C) prints that sum over i < t: finding F6.
 
+#include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "hla/fast/chunked/ahla.hpp"
@@ -22,48 +24,94 @@
 
 namespace hla::fast {
 
+// One chunk-parallel pass over a sequence with a chunk form: the layout, each chunk's view, the
+// chunk summaries and the outputs given the carries. The forward (chunked_terms_with) and the
+// backward (chunked_gradients_with, backward.hpp) run the same pass.
+template <class Chunks, class T>
+class ChunkedPass {
+ public:
+  using Summary = typename Chunks::Summary;
+
+  ChunkedPass(Chunks& form, const Sequence<T>& s, const ScanOptions& options)
+      : form_(form),
+        s_(s),
+        layout_(chunk_layout(s.length(), options)),
+        threads_(threads_for(options, layout_.count)),
+        full_(layout_.size, form.gamma()),
+        tail_(s.length() - (layout_.count - 1) * layout_.size, form.gamma()) {
+    if constexpr (requires { form.reserve(layout_.count); }) form.reserve(layout_.count);
+  }
+  ChunkedPass(const ChunkedPass&) = delete;  // its chunks refer to its shapes
+  ChunkedPass& operator=(const ChunkedPass&) = delete;
+
+  Index count() const { return layout_.count; }
+  int threads() const { return threads_; }
+  Index begin(Index c) const { return c * layout_.size; }
+  Index length(Index c) const { return std::min(s_.length(), begin(c) + layout_.size) - begin(c); }
+  chunked_detail::Chunk<T> chunk(Index c) const {
+    const Index b = begin(c), l = length(c);
+    return {s_.q.middleRows(b, l), s_.k.middleRows(b, l), s_.v.middleRows(b, l),
+            l == layout_.size ? full_ : tail_, c};
+  }
+
+  // Each chunk's own summary, in parallel.
+  std::vector<Summary> summaries() const {
+    std::vector<Summary> sums(layout_.count, form_.segments().identity());
+#pragma omp parallel for num_threads(threads_) schedule(static) if (threads_ > 1)
+    for (Index c = 0; c < layout_.count; ++c) sums[c] = form_.summary(chunk(c));
+    return sums;
+  }
+
+  // The exclusive scan of the summaries: carry[c], the summary of every token before chunk c.
+  std::vector<Summary> carries(std::vector<Summary> sums) const {
+    const auto& seg = form_.segments();
+    exclusive_scan(
+        sums, seg.identity(), [&seg](const Summary& a, const Summary& b) { return seg.combine(a, b); },
+        threads_);
+    return sums;
+  }
+
+  // Each chunk's outputs given its carry, in parallel.
+  Terms<T> outputs(const std::vector<Summary>& carry) const {
+    Terms<T> out{Matrix<T>(s_.length(), s_.value_dim()), Vector<T>(s_.length())};
+#pragma omp parallel for num_threads(threads_) schedule(static) if (threads_ > 1)
+    for (Index c = 0; c < layout_.count; ++c) {
+      const Terms<T> part = form_.outputs(chunk(c), carry[c]);
+      out.num.middleRows(begin(c), part.num.rows()) = part.num;
+      out.den.segment(begin(c), part.den.size()) = part.den;
+    }
+    return out;
+  }
+
+ private:
+  Chunks& form_;
+  const Sequence<T>& s_;
+  ChunkLayout layout_;
+  int threads_;
+  chunked_detail::ChunkShape<T> full_, tail_;
+};
+
 // Chunk summaries in parallel, an exclusive scan across chunks, then each chunk's outputs.
 template <class Chunks, class T>
 Terms<T> chunked_terms_with(Chunks form, const Sequence<T>& s, const ScanOptions& options) {
-  using Summary = typename Chunks::Summary;
-  const Index n = s.length();
-  const ChunkLayout layout = chunk_layout(n, options);
-  const Index chunk = layout.size, chunks = layout.count;
-  if constexpr (requires { form.reserve(chunks); }) form.reserve(chunks);
-  const int threads = threads_for(options, chunks);
-  const auto& seg = form.segments();
-  const chunked_detail::ChunkShape<T> full(chunk, form.gamma());
-  const chunked_detail::ChunkShape<T> tail(n - (chunks - 1) * chunk, form.gamma());
-  const auto chunk_of = [&](Index c) {
-    const Index begin = c * chunk, length = std::min(n, begin + chunk) - begin;
-    return chunked_detail::Chunk<T>{s.q.middleRows(begin, length), s.k.middleRows(begin, length),
-                                    s.v.middleRows(begin, length), length == chunk ? full : tail, c};
-  };
-  std::vector<Summary> carry(chunks, seg.identity());
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
-  for (Index c = 0; c < chunks; ++c) {
-    carry[c] = form.summary(chunk_of(c));
-  }
-  exclusive_scan(
-      carry, seg.identity(), [&seg](const Summary& a, const Summary& b) { return seg.combine(a, b); },
-      threads);
-  Terms<T> out{Matrix<T>(n, s.value_dim()), Vector<T>(n)};
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
-  for (Index c = 0; c < chunks; ++c) {
-    const Terms<T> part = form.outputs(chunk_of(c), carry[c]);
-    out.num.middleRows(c * chunk, part.num.rows()) = part.num;
-    out.den.segment(c * chunk, part.den.size()) = part.den;
-  }
-  return out;
+  const ChunkedPass<Chunks, T> pass(form, s, options);
+  return pass.outputs(pass.carries(pass.summaries()));
+}
+
+// Calls f with the chunk form of spec in `form` (the catalogue's algebra for the chunked strategy).
+template <class T, class F>
+decltype(auto) with_chunks(const OperatorSpec& spec, Form form, Index d, Index dv, F&& f) {
+  const auto params = algebra_params<T>(spec, Implementation::chunked, form, d, dv);
+  return with_algebra<LinearChunks<T>, Hla2Chunks<T>, Hla2MaskedChunks<T>, AhlaChunks<T>>(params,
+                                                                                          std::forward<F>(f));
 }
 
 template <class T>
 Terms<T> chunked_terms(const OperatorSpec& spec, Form form, const Sequence<T>& s,
                        const ScanOptions& options) {
   validate(options);
-  const auto params = algebra_params<T>(spec, Implementation::chunked, form, s.key_dim(), s.value_dim());
-  return with_algebra<LinearChunks<T>, Hla2Chunks<T>, Hla2MaskedChunks<T>, AhlaChunks<T>>(
-      params, [&](auto chunks) { return chunked_terms_with(std::move(chunks), s, options); });
+  return with_chunks<T>(spec, form, s.key_dim(), s.value_dim(),
+                        [&](auto chunks) { return chunked_terms_with(std::move(chunks), s, options); });
 }
 
 template <class T>

@@ -294,6 +294,24 @@ class Hla2MomentSegments {
             q.dot(s.masked_mass) + ridge_ * q.dot(s.query_mass)};
   }
 
+  // The adjoint for the chunk-parallel form's backward (chunked_gradients):
+  // F_AB = rho_B^2 F_A + F_B + rho_B S_A C_B, f alike; the moments rho_B X_A + X_B.
+  void combine_adjoint(const Summary& a, const Summary& b, const Summary& d, Summary& d_a,
+                       Summary& d_b) const {
+    const T rho2 = b.rho * b.rho;
+    d_a.key_moment += b.rho * (d.key_moment + d.masked_value * b.query_value.transpose() +
+                               d.masked_mass * b.query_mass.transpose());
+    d_a.query_value += b.rho * d.query_value;
+    d_a.query_mass += b.rho * d.query_mass;
+    d_a.masked_value += rho2 * d.masked_value;
+    d_a.masked_mass += rho2 * d.masked_mass;
+    d_b.key_moment += d.key_moment;
+    d_b.query_value += d.query_value + b.rho * (a.key_moment.transpose() * d.masked_value);
+    d_b.query_mass += d.query_mass + b.rho * (a.key_moment.transpose() * d.masked_mass);
+    d_b.masked_value += d.masked_value;
+    d_b.masked_mass += d.masked_mass;
+  }
+
  private:
   Index d_, dv_;
   T gamma_, ridge_;

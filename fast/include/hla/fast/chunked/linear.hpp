@@ -31,6 +31,35 @@ class LinearChunks {
             weights.rowwise().sum() + ch.offset.cwiseProduct(ch.q * p.key_mass)};
   }
 
+  // outputs(): with dW = (dN V^T + dd 1^T) . L_g, dQ = dW K + diag(g^tau) (dN P^T + dd m^T),
+  // dK = dW^T Q, dV = W_g^T dN; the carry's dP = (diag(g^tau) Q)^T dN, dm = (diag(g^tau) Q)^T dd.
+  Summary outputs_adjoint(const chunked_detail::Chunk<T>& ch, const Summary& p,
+                          const chunked_detail::ReadoutAdjoints<T>& d,
+                          chunked_detail::ChunkGradients<T>& g) const {
+    const Matrix<T> weights = Matrix<T>(ch.q * ch.k.transpose()).cwiseProduct(ch.decay);
+    Matrix<T> d_weights = d.num * ch.v.transpose();
+    d_weights.colwise() += d.den;
+    d_weights = d_weights.cwiseProduct(ch.decay);
+    const Matrix<T> offset_q = chunked_detail::scale_rows(ch.offset, Matrix<T>(ch.q));
+    g.dq += d_weights * ch.k +
+            chunked_detail::scale_rows(
+                ch.offset, Matrix<T>(d.num * p.key_value.transpose() + d.den * p.key_mass.transpose()));
+    g.dk += d_weights.transpose() * ch.q;
+    g.dv += weights.transpose() * d.num;
+    Summary d_carry = segments_.identity();
+    d_carry.key_value = offset_q.transpose() * d.num;
+    d_carry.key_mass = offset_q.transpose() * d.den;
+    return d_carry;
+  }
+
+  // summary(): P = (D K)^T V, m = (D K)^T 1 with D = diag(age).
+  void summary_adjoint(const chunked_detail::Chunk<T>& ch, const Summary& d,
+                       chunked_detail::ChunkGradients<T>& g) const {
+    g.dk += ch.age.asDiagonal() *
+            Matrix<T>(ch.v * d.key_value.transpose() + Vector<T>::Ones(ch.q.rows()) * d.key_mass.transpose());
+    g.dv += ch.age.asDiagonal() * Matrix<T>(ch.k * d.key_value);
+  }
+
  private:
   T gamma_;
   Segments segments_;

@@ -1,7 +1,14 @@
 #pragma once
 
 // What every chunk form (chunked/<variant>.hpp) works on: a chunk's tokens, masks and powers of
-// gamma.
+// gamma, and for the backward the adjoints of its readouts and its rows of the gradients.
+//
+// A chunk form has summary(chunk) and outputs(chunk, carry) (chunked.hpp runs them); one with a
+// backward (backward.hpp, chunked_gradients) also has their adjoints, each the reverse mode of the
+// method it is named after, written out as matrix products:
+//   outputs_adjoint(chunk, carry, d_readouts, g) -> d_carry, adding to g what flows from the readouts
+//     to the chunk's tokens (the carry held fixed);
+//   summary_adjoint(chunk, d_summary, g), adding to g what flows from the chunk's summary.
 
 #include "hla/reference/definition.hpp"
 
@@ -42,6 +49,19 @@ struct Chunk {
   const Matrix<T>& causal = shape.causal;
   const Matrix<T>& strict = shape.strict;
   const T& rho = shape.rho;
+};
+
+// The adjoints of one chunk's readouts, d<dO, O>/d num and d den (views of the whole sequence's).
+template <class T>
+struct ReadoutAdjoints {
+  Eigen::Ref<const Matrix<T>> num;
+  Eigen::Ref<const Vector<T>> den;
+};
+
+// One chunk's rows of dQ, dK, dV: views of the whole sequence's, which each adjoint adds to.
+template <class T>
+struct ChunkGradients {
+  Eigen::Ref<Matrix<T>> dq, dk, dv;
 };
 
 // Row-scales m by w: diag(w) m.
