@@ -1,11 +1,12 @@
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
-
-#include "hla/testing/property.hpp"
-
 #include <iostream>
 #include <random>
+#include <stdexcept>
+#include <string>
 #include <string_view>
+
+#include "hla/testing/property.hpp"
 
 namespace hla::testing {
 
@@ -29,6 +30,19 @@ std::uint64_t seed_from(const char* variable, const std::string& what) {
   const std::uint64_t seed = env != nullptr ? std::strtoull(env, nullptr, 10) : std::random_device{}();
   std::cout << what << " seed " << seed << " (" << variable << "=" << seed << " reruns it)\n";
   return seed;
+}
+
+int cases_divisor() {
+  static const int divisor = [] {
+    const char* env = std::getenv("HLA_CASES_DIVISOR");
+    if (env == nullptr) return 1;
+    char* end = nullptr;
+    const long value = std::strtol(env, &end, 10);
+    if (*env == '\0' || *end != '\0' || value < 1 || value > 1000000)
+      throw std::invalid_argument(std::string("HLA_CASES_DIVISOR: '") + env + "' is not a positive integer");
+    return static_cast<int>(value);
+  }();
+  return divisor;
 }
 
 }  // namespace hla::testing
