@@ -254,7 +254,7 @@ concept ChunksWithBackward = requires(const Chunks& form, const chunked_detail::
 // For the associative operator the Blelloch scan's carries are carry_c (+) sum_c exactly, so this
 // is the gradient of the forward pass. Memory: the inputs' size for dQ, dK, dV, 4 summaries per
 // chunk (summary, carry and their adjoints: O(chunks (d^2 + d dv))) and each thread's C x C and
-// C x d temporaries; time: one forward pass plus about three times its matrix products.
+// C x d temporaries; time: one forward pass plus about four times its matrix products.
 template <class Chunks, class T>
 Gradients<T> chunked_gradients_with(Chunks form, const OperatorSpec& spec, const Sequence<T>& s,
                                     const Matrix<T>& d_out, const ScanOptions& options) {
