@@ -141,13 +141,11 @@ TEST_CASE("check grad/the backward mistakes kernel authors make fail where they 
   struct Case {
     Mistake mistake;
     const char* what;
-    int part;        // the gradient the first failure names
     const char* id;  // the catalogue's backward mistake the diagnosis names
   };
   for (const Case& c :
-       {Case{Mistake::late_adjoint, "dK, dV from the adjoint before its own token's term", 1, "adjoint-late"},
-        Case{Mistake::decay_outside, "the decay applied outside the adjoint state", 1,
-             "decay-outside-adjoint"}}) {
+       {Case{Mistake::late_adjoint, "dK, dV from the adjoint before its own token's term", "adjoint-late"},
+        Case{Mistake::decay_outside, "the decay applied outside the adjoint state", "decay-outside-adjoint"}}) {
     for (const Format out : {Format::f32, Format::bf16}) {
       INFO(c.what << ", output " << format_name(out) << ", seed " << seed << " (HLA_CHECK_SEED)");
       const Problem p = problem(seed, out, [&](const Sequence<double>& s, const Matrix<double>& d_out) {
@@ -158,8 +156,12 @@ TEST_CASE("check grad/the backward mistakes kernel authors make fail where they 
       CHECK_FALSE(r.passed);
       CHECK_FALSE(r.sound);
       REQUIRE(r.first_failure);
-      CHECK(r.first_failure_part == c.part);  // dK: the first gradient the adjoint state feeds
-      CHECK(r.part_ratio[0] <= 1);            // dQ reads the forward state: untouched by either
+      // dK and dV read the adjoint state: both fail (which of them first depends on the seed); dQ
+      // reads the forward state, untouched by either mistake.
+      CHECK(r.first_failure_part != 0);
+      CHECK(r.part_ratio[1] > 1);
+      CHECK(r.part_ratio[2] > 1);
+      CHECK(r.part_ratio[0] <= 1);
       // The diagnosis names the mistake, and it alone (linear has no cross-summaries).
       REQUIRE(r.matches.size() == 1);
       CHECK(r.matches[0] == c.id);
@@ -326,7 +328,9 @@ TEST_CASE("check grad/arrays in bthd and bhtd with grouped heads give what their
     CHECK(from_arrays.worst_ratio == from_heads.worst_ratio);
     CHECK(from_arrays.entries == batches * n * (2 * d + groups * d));
     REQUIRE(from_arrays.first_failure);
-    CHECK(from_arrays.first_failure->head == 0);  // dK of the query/key head: the group's sum
-    CHECK(from_arrays.worst.head == (from_arrays.worst_part == 2 ? 1 : 0));  // dV: the faulty value head
+    // dQ and dK are the query/key head's (the group's sum), dV the faulty value head's: which of
+    // them fails first depends on the seed, where each is reported does not.
+    CHECK(from_arrays.first_failure->head == (from_arrays.first_failure_part == 2 ? 1 : 0));
+    CHECK(from_arrays.worst.head == (from_arrays.worst_part == 2 ? 1 : 0));
   }
 }
