@@ -61,7 +61,7 @@ class AhlaChunks {
                           chunked_detail::ChunkGradients<T>& g) const {
     const Matrix<T> a = ch.q * ch.k.transpose();
     const Matrix<T> w_decayed = a.cwiseProduct(ch.decay);
-    const Matrix<T> mask = routes_own_token_ ? ch.causal : ch.strict;
+    const Matrix<T>& mask = routes_own_token_ ? ch.causal : ch.strict;
     const Matrix<T> routed = a.cwiseProduct(mask);
     const Matrix<T> routed_tokens = w_decayed * ch.v;  // Y
     const Vector<T> routed_ones = w_decayed.rowwise().sum();

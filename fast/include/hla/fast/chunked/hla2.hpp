@@ -19,6 +19,34 @@ void local_adjoint(const Chunk<T>& ch, const Matrix<T>& d_local, ChunkGradients<
   g.dk += w_decayed.transpose() * d_local + d_w.transpose() * ch.q;
 }
 
+// The ridge's share of an hla2 chunk's readout, the same in both chunk forms: lambda ((Q Q^T) . L_g)
+// in the weights and lambda diag(g^tau) Q (C, m) from the carry C, m of the earlier queries.
+template <class T>
+Matrix<T> ridge_weights(const Chunk<T>& ch, const T& ridge) {
+  return ridge * Matrix<T>(ch.q * ch.q.transpose()).cwiseProduct(ch.decay);
+}
+template <class T>
+void add_ridge_carry(const Chunk<T>& ch, const T& ridge, const Matrix<T>& query_value, const Vector<T>& query_mass,
+                     Matrix<T>& num, Vector<T>& den) {
+  num += ridge * scale_rows(ch.offset, Matrix<T>(ch.q * query_value));
+  den += ridge * ch.offset.cwiseProduct(ch.q * query_mass);
+}
+
+// The adjoint of that share, given dA = dN V^T + dd 1^T of the weights: dQ += (dA_r + dA_r^T) Q +
+// lambda diag(g^tau) (dN C^T + dd m^T) with dA_r = lambda dA . L_g; the carry's dC, dm are added
+// to d_query_value, d_query_mass.
+template <class T>
+void ridge_adjoint(const Chunk<T>& ch, const T& ridge, const Matrix<T>& query_value, const Vector<T>& query_mass,
+                   const ReadoutAdjoints<T>& d, const Matrix<T>& d_weights, Matrix<T>& dq, Matrix<T>& d_query_value,
+                   Vector<T>& d_query_mass) {
+  const Matrix<T> d_ridge = ridge * d_weights.cwiseProduct(ch.decay);
+  const Matrix<T> offset_q = scale_rows(ch.offset, Matrix<T>(ch.q));
+  dq += Matrix<T>(d_ridge + d_ridge.transpose()) * ch.q +
+        ridge * scale_rows(ch.offset, Matrix<T>(d.num * query_value.transpose() + d.den * query_mass.transpose()));
+  d_query_value += ridge * (offset_q.transpose() * d.num);
+  d_query_mass += ridge * (offset_q.transpose() * d.den);
+}
+
 }  // namespace chunked_detail
 
 // hla2 unmasked (ridge, decay), and masked as printed in Figure 1(C): carry and intra term only,
@@ -67,7 +95,7 @@ class Hla2Chunks {
     Matrix<T> weights =
         masked_ ? Matrix<T>(Matrix<T>(ch.q * u.transpose()).cwiseProduct(ch.decay)).cwiseProduct(ch.decay)
                 : Matrix<T>(Matrix<T>(u * ch.q.transpose()).cwiseProduct(ch.decay));
-    if (ridge_ != T(0)) weights += ridge_ * Matrix<T>(ch.q * ch.q.transpose()).cwiseProduct(ch.decay);
+    if (ridge_ != T(0)) weights += chunked_detail::ridge_weights(ch, ridge_);
     const Matrix<T> metric_queries = ch.q * p.key_moment;  // rows q_t^T S
     if (!masked_) {  // cross: g^tau q_t^T S sum_{j<=t} g^(t-j) q_j v_j^T
       weights += chunked_detail::scale_rows(
@@ -83,10 +111,7 @@ class Hla2Chunks {
     const Vector<T> offset2 = ch.offset.cwiseProduct(ch.offset);
     Matrix<T> num = weights * ch.v + chunked_detail::scale_rows(offset2, carried);
     Vector<T> den = weights.rowwise().sum() + offset2.cwiseProduct(carried_mass);
-    if (ridge_ != T(0)) {
-      num += ridge_ * chunked_detail::scale_rows(ch.offset, Matrix<T>(ch.q * p.query_value));
-      den += ridge_ * ch.offset.cwiseProduct(ch.q * p.query_mass);
-    }
+    if (ridge_ != T(0)) chunked_detail::add_ridge_carry(ch, ridge_, p.query_value, p.query_mass, num, den);
     if (!masked_) {  // unmasked: also the chunk's keys with the earlier queries (U's rows: q_t^T S_loc,t)
       num += chunked_detail::scale_rows(ch.offset, Matrix<T>(u * p.query_value));
       den += ch.offset.cwiseProduct(u * p.query_mass);
@@ -144,14 +169,9 @@ class Hla2Chunks {
       d_carry.query_mass += offset_u.transpose() * d.den;
     }
     if (ridge_ != T(0)) {
-      const Matrix<T> offset_q = scale_rows(ch.offset, Matrix<T>(ch.q));
-      weights += ridge_ * Matrix<T>(ch.q * ch.q.transpose()).cwiseProduct(ch.decay);
-      const Matrix<T> d_ridge = ridge_ * d_weights.cwiseProduct(ch.decay);
-      dq += Matrix<T>(d_ridge + d_ridge.transpose()) * ch.q +
-            ridge_ * scale_rows(ch.offset, Matrix<T>(d.num * p.query_value.transpose() +
-                                                     d.den * p.query_mass.transpose()));
-      d_carry.query_value += ridge_ * (offset_q.transpose() * d.num);
-      d_carry.query_mass += ridge_ * (offset_q.transpose() * d.den);
+      weights += chunked_detail::ridge_weights(ch, ridge_);
+      chunked_detail::ridge_adjoint(ch, ridge_, p.query_value, p.query_mass, d, d_weights, dq, d_carry.query_value,
+                                    d_carry.query_mass);
     }
     dq += d_metric_queries * p.key_moment.transpose();
     d_carry.key_moment = ch.q.transpose() * d_metric_queries;
@@ -235,14 +255,11 @@ class Hla2MaskedChunks {
         local_metric_queries_[ch.index];
     Matrix<T> weights =
         Matrix<T>(ch.q * metric_queries.transpose()).cwiseProduct(ch.decay).cwiseProduct(ch.decay);
-    if (ridge_ != T(0)) weights += ridge_ * Matrix<T>(ch.q * ch.q.transpose()).cwiseProduct(ch.decay);
+    if (ridge_ != T(0)) weights += chunked_detail::ridge_weights(ch, ridge_);
     const Vector<T> offset2 = ch.offset.cwiseProduct(ch.offset);
     Matrix<T> num = weights * ch.v + chunked_detail::scale_rows(offset2, Matrix<T>(ch.q * p.masked_value));
     Vector<T> den = weights.rowwise().sum() + offset2.cwiseProduct(ch.q * p.masked_mass);
-    if (ridge_ != T(0)) {
-      num += ridge_ * chunked_detail::scale_rows(ch.offset, Matrix<T>(ch.q * p.query_value));
-      den += ridge_ * ch.offset.cwiseProduct(ch.q * p.query_mass);
-    }
+    if (ridge_ != T(0)) chunked_detail::add_ridge_carry(ch, ridge_, p.query_value, p.query_mass, num, den);
     return {num, den};
   }
 
@@ -270,19 +287,21 @@ class Hla2MaskedChunks {
         chunked_detail::scale_rows(
             offset2, Matrix<T>(d.num * p.masked_value.transpose() + d.den * p.masked_mass.transpose())) +
         chunked_detail::scale_rows(ch.offset, Matrix<T>(d_metric_queries * p.key_moment.transpose()));
+    Summary d_carry{offset_q.transpose() * d_metric_queries,
+                    Matrix<T>::Zero(p.query_value.rows(), p.query_value.cols()),
+                    Vector<T>::Zero(p.query_mass.size()),
+                    offset2_q.transpose() * d.num,
+                    offset2_q.transpose() * d.den,
+                    T(1)};
     if (ridge_ != T(0)) {
-      weights += ridge_ * Matrix<T>(ch.q * ch.q.transpose()).cwiseProduct(ch.decay);
-      const Matrix<T> d_ridge = ridge_ * d_weights.cwiseProduct(ch.decay);
-      dq += Matrix<T>(d_ridge + d_ridge.transpose()) * ch.q +
-            ridge_ * chunked_detail::scale_rows(ch.offset, Matrix<T>(d.num * p.query_value.transpose() +
-                                                                     d.den * p.query_mass.transpose()));
+      weights += chunked_detail::ridge_weights(ch, ridge_);
+      chunked_detail::ridge_adjoint(ch, ridge_, p.query_value, p.query_mass, d, d_weights, dq, d_carry.query_value,
+                                    d_carry.query_mass);
     }
     g.dq += dq;
     g.dv += weights.transpose() * d.num;
     chunked_detail::local_adjoint(ch, d_metric_queries, g);
-    return {offset_q.transpose() * d_metric_queries, ridge_ * (offset_q.transpose() * d.num),
-            ridge_ * (offset_q.transpose() * d.den), offset2_q.transpose() * d.num,
-            offset2_q.transpose() * d.den,           T(1)};
+    return d_carry;
   }
 
   // summary(), with D = diag(age): dK = D K (dS + dS^T), dQ = D (V dC^T + 1 dm^T),
