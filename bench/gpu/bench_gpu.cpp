@@ -1,7 +1,7 @@
 // Times the GPU forward (masked, unnormalized) on [batch, heads, n, d] inputs with CUDA events:
 // warm-up, then the median of --reps runs, inputs drawn on the device (never zeros). Prints one
 // CSV line per configuration; bench/gpu/run.py adds the peers and the roofline floors.
-// `--pass backward` times the streaming backward (gpu::gradients, method streaming only) instead,
+// `--pass backward` times the backward (gpu::gradients, methods streaming and scan) instead,
 // from dO drawn like v; its forward pass, which the gradients of a normalized operator need, is not
 // included.
 
@@ -127,10 +127,12 @@ double time_pass(const OperatorSpec& spec, fast::Implementation impl, const gpu:
   gpu::fill_gaussian(v, rows * p.value_dim, 3, 1.0f);
   const fast::Form form = fast::default_form(spec, impl);
   const bool on_matrix_units = impl == fast::Implementation::gpu_fast;
-  if (backward && impl != fast::Implementation::gpu_streaming)
-    throw Error("--pass backward: the GPU backward is the streaming one (--methods streaming)");
+  if (backward && impl != fast::Implementation::gpu_streaming && impl != fast::Implementation::gpu_scan)
+    throw Error(
+        "--pass backward: the GPU backward is the streaming or the scan one (--methods streaming,scan)");
   const auto run = [&] {
-    if (backward) return gpu::gradients<In, float>(spec, form, p, 0, q, k, v, num, den, dq, dk, dv);
+    if (backward)
+      return gpu::gradients<In, float>(spec, form, p, {impl, 0, chunk}, q, k, v, num, den, dq, dk, dv);
     if constexpr (std::is_same_v<In, gpu::BFloat16>) {
       if (on_matrix_units) return gpu::fast_forward(spec, p, q, k, v, num);
     }

@@ -193,12 +193,12 @@ Gradients<T> evaluate_gradients(const EvalRequest& req, fast::Form form, const S
     case chunked:
       return fast::chunked_gradients(req.spec, form, s, d_out, req.scan);
     case gpu_streaming:
+    case gpu_scan:
 #if defined(HLA_HAVE_CUDA)
       if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, ModP>)
-        return fast::gpu::gradients(req.spec, form, {s}, {d_out}).front();
+        return fast::gpu::gradients(req.spec, form, {s}, {d_out}, {req.impl, 0, req.scan.chunk}).front();
 #endif
       break;
-    case gpu_scan:
     case gpu_fast:
       break;
   }

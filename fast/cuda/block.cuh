@@ -63,6 +63,15 @@ HLA_HOST_DEVICE T product_entry(const T* a, const T* b, int inner, int cols, int
   return sum;
 }
 
+// (A^T B)_ij for A [inner, a_cols], B [inner, cols].
+template <class T>
+HLA_HOST_DEVICE T transposed_product_entry(const T* a, const T* b, int inner, int a_cols, int cols, int i,
+                                           int j) {
+  T sum(0);
+  for (int l = 0; l < inner; ++l) sum += a[l * a_cols + i] * b[l * cols + j];
+  return sum;
+}
+
 template <class T>
 HLA_HOST_DEVICE void fill(T* x, int count, const T& value) {
   each(count, [&](int i) { x[i] = value; });

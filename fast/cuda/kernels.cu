@@ -143,20 +143,35 @@ __global__ void chunk_outputs_kernel(Algebra algebra, std::int64_t length, std::
   }
 }
 
-// The streaming backward (backward.cuh), one block per sequence-head from first_head: in shared
-// memory one token's q, k, v, d_num, d_den and the scratch, then the adjoint where it fits
-// (adjoint_shared); in `workspace`, per block, the adjoint where it does not, the checkpoints and
-// the segment's states.
+// What one launch of backward_kernel works on: each sequence-head's tokens in chunks of `chunk`
+// (the streaming backward: one chunk, the whole sequence), block b on work item first_item + b,
+// chunk item % chunks of head item / chunks. The scan's passes 1 and 3 (backward.cuh) also read
+// `carries` ([head][padded] summaries of carry_stride scalars: the state before each chunk) and
+// `adjoints` ([head][chunks] stream states): pass 1 (own) starts each chunk from a zero adjoint and
+// writes the adjoint of its carry to adjoints[item]; pass 3 starts it from adjoints[item + 1] (the
+// last chunk from zero). Per block, in `workspace`: the adjoint where it does not fit in shared
+// memory (adjoint_shared), the checkpoints and the segment's states.
+template <class T>
+struct BackwardWork {
+  std::int64_t length = 0, chunk = 0, chunks = 1, checkpoint = 1, first_item = 0;
+  const T* carries = nullptr;
+  std::int64_t padded = 0, carry_stride = 0;
+  T* adjoints = nullptr;
+  bool own = false;
+  T* workspace = nullptr;
+  std::int64_t per_block = 0;
+  bool adjoint_shared = false;
+};
+
+// The streaming backward (backward.cuh) of one chunk of one sequence-head per block: in shared
+// memory one token's q, k, v, d_num, d_den and the scratch, then the adjoint where it fits.
 template <class Algebra, class In, class T>
-__global__ void streaming_backward_kernel(Algebra algebra, std::int64_t length, std::int64_t checkpoint,
-                                          std::int64_t first_head, const In* q, const In* k, const In* v,
-                                          const T* d_num, const T* d_den, T* workspace,
-                                          std::int64_t workspace_per_head, bool adjoint_shared, T* dq, T* dk,
-                                          T* dv) {
+__global__ void backward_kernel(Algebra algebra, BackwardWork<T> work, const In* q, const In* k, const In* v,
+                                const T* d_num, const T* d_den, T* dq, T* dk, T* dv) {
   const int d = algebra.p.d, value_dim = algebra.p.dv;
   const std::int64_t size = streaming_state_size<Algebra>(d, value_dim);
   const Shared<T> sh(shared_scalars<T>(), 0, d, value_dim);
-  T* own = workspace + static_cast<std::int64_t>(blockIdx.x) * workspace_per_head;
+  T* own = work.workspace + static_cast<std::int64_t>(blockIdx.x) * work.per_block;
   BackwardArrays<T> w{};
   w.q = sh.q;
   w.k = sh.k;
@@ -164,23 +179,46 @@ __global__ void streaming_backward_kernel(Algebra algebra, std::int64_t length, 
   w.d_num = sh.scratch;
   w.d_den = w.d_num + value_dim;
   w.scratch = w.d_den + 1;
-  if (adjoint_shared) {
+  if (work.adjoint_shared) {
     w.adjoint = w.scratch + backward_scratch<Algebra>(d, value_dim);
   } else {
     w.adjoint = own;
     own += size;
   }
+  const std::int64_t item = work.first_item + blockIdx.x, head = item / work.chunks, c = item % work.chunks;
+  const std::int64_t begin = c * work.chunk, count = std::min(work.length, begin + work.chunk) - begin;
   w.checkpoints = own;
-  w.states = own + (length + checkpoint - 1) / checkpoint * size;
-  const std::int64_t first = (first_head + blockIdx.x) * length;
+  w.states = own + (count + work.checkpoint - 1) / work.checkpoint * size;
+  const std::int64_t first = head * work.length + begin;
   const auto load = [&](std::int64_t t, bool adjoints) {
     load_token(sh, q, k, v, first + t, d, value_dim);
     if (!adjoints) return;
     block::each(value_dim, [&](int j) { w.d_num[j] = d_num[(first + t) * value_dim + j]; });
     block::each(1, [&](int) { *w.d_den = d_den[first + t]; });
   };
-  stream_backward(algebra, length, checkpoint, w, load, dq + first * d, dk + first * d,
-                  dv + first * value_dim);
+  const T* initial = work.carries ? work.carries + (head * work.padded + c) * work.carry_stride : nullptr;
+  const T* after =
+      work.adjoints && !work.own && c + 1 < work.chunks ? work.adjoints + (item + 1) * size : nullptr;
+  stream_backward(algebra, count, work.checkpoint, w, load, dq + first * d, dk + first * d,
+                  dv + first * value_dim, initial, after);
+  if (work.own) {
+    block::sync();
+    block::copy(w.adjoint, work.adjoints + item * size, size);
+  }
+}
+
+// Pass 2 of the scan's backward (backward.cuh, carry_adjoints): one block per sequence-head, its
+// chunks from the last back; carries and sums [head][padded], adjoints [head][chunks].
+template <class Algebra, class T>
+__global__ void carry_adjoints_kernel(Algebra algebra, std::int64_t chunks, std::int64_t padded,
+                                      const T* carries, const T* sums, T* adjoints, T* work) {
+  const int d = algebra.p.d, dv = algebra.p.dv;
+  const std::int64_t size = Algebra::summary_size(d, dv), head = blockIdx.x;
+  carry_adjoints(
+      algebra, chunks, [&](std::int64_t c) { return carries + (head * padded + c) * size; },
+      [&](std::int64_t c) { return sums + (head * padded + c) * size; },
+      adjoints + head * chunks * streaming_state_size<Algebra>(d, dv),
+      work + head * carry_adjoint_work<Algebra>(d, dv));
 }
 
 template <class T>
@@ -269,35 +307,32 @@ std::int64_t blocks_for(std::int64_t count, const char* what) {
   return count;
 }
 
-// The three stages of the scan for one algebra.
+// Stages 1 and 2 of the scan: each chunk's summary, then the carries by Blelloch's exclusive scan,
+// into `summaries` [heads][padded]; `sums`, where given, keeps the chunk summaries.
 template <class Algebra, class In, class T>
-void scan_with(const Algebra& algebra, std::int64_t heads, std::int64_t length, std::int64_t chunk,
-               const In* q, const In* k, const In* v, T* num, T* den, CUstream_st* stream) {
+void scan_carries(const Algebra& algebra, std::int64_t heads, std::int64_t length, std::int64_t chunk,
+                  std::int64_t padded, const In* q, const In* k, const In* v, T* summaries, T* sums,
+                  CUstream_st* stream) {
   const int d = algebra.p.d, dv = algebra.p.dv;
   const std::int64_t size = Algebra::summary_size(d, dv);
   const std::int64_t scan_scratch = combine_scratch<Algebra>(d, dv);
-  const std::int64_t chunks = (length + chunk - 1) / chunk;
-  std::int64_t padded = 1;
-  while (padded < chunks) padded *= 2;
   const std::int64_t bytes =
       shared_bytes_or_throw(chunk_scalars<Algebra>(d, dv), sizeof(T), "the GPU scan's chunk summary", d, dv);
-
-  T* summaries = nullptr;
   T* work = nullptr;
   const std::int64_t work_blocks = std::max<std::int64_t>(padded / 2, 1) * heads;
-  check(cudaMallocAsync(reinterpret_cast<void**>(&summaries), heads * padded * size * sizeof(T), stream),
-        "cudaMallocAsync (chunk summaries)");
   check(cudaMallocAsync(reinterpret_cast<void**>(&work), work_blocks * (size + scan_scratch) * sizeof(T),
                         stream),
         "cudaMallocAsync (scan workspace)");
-  const dim3 chunk_grid(blocks_for(padded, "chunks"), heads);
-
   auto summary = chunk_summary_kernel<Algebra, In, T>;
   allow_shared(summary, bytes);
-  summary<<<chunk_grid, threads_per_block, bytes, stream>>>(algebra, length, chunk, padded, q, k, v,
-                                                            summaries);
+  summary<<<dim3(blocks_for(padded, "chunks"), heads), threads_per_block, bytes, stream>>>(
+      algebra, length, chunk, padded, q, k, v, summaries);
   check_launch("chunk summary kernel");
-
+  if (sums) {
+    check(
+        cudaMemcpyAsync(sums, summaries, heads * padded * size * sizeof(T), cudaMemcpyDeviceToDevice, stream),
+        "cudaMemcpyAsync (chunk summaries)");
+  }
   for (std::int64_t stride = 1; stride < padded; stride *= 2) {
     const dim3 grid(padded / (2 * stride), heads);
     sweep_kernel<true, Algebra, T>
@@ -312,14 +347,105 @@ void scan_with(const Algebra& algebra, std::int64_t heads, std::int64_t length, 
         <<<grid, threads_per_block, 0, stream>>>(algebra, padded, stride, summaries, work);
     check_launch("down-sweep kernel");
   }
+  check(cudaFreeAsync(work, stream), "cudaFreeAsync");
+}
 
+std::int64_t padded_count(std::int64_t chunks) {
+  std::int64_t padded = 1;
+  while (padded < chunks) padded *= 2;
+  return padded;
+}
+
+template <class T>
+T* device_alloc(std::int64_t count, const char* what, CUstream_st* stream) {
+  T* p = nullptr;
+  check(cudaMallocAsync(reinterpret_cast<void**>(&p), count * sizeof(T), stream),
+        (std::string("cudaMallocAsync (") + what + ")").c_str());
+  return p;
+}
+
+// The scan for one algebra: its carries, then stage 3.
+template <class Algebra, class In, class T>
+void scan_with(const Algebra& algebra, std::int64_t heads, std::int64_t length, std::int64_t chunk,
+               const In* q, const In* k, const In* v, T* num, T* den, CUstream_st* stream) {
+  const int d = algebra.p.d, dv = algebra.p.dv;
+  const std::int64_t size = Algebra::summary_size(d, dv);
+  const std::int64_t chunks = (length + chunk - 1) / chunk, padded = padded_count(chunks);
+  T* summaries = device_alloc<T>(heads * padded * size, "chunk summaries", stream);
+  scan_carries(algebra, heads, length, chunk, padded, q, k, v, summaries, static_cast<T*>(nullptr), stream);
+  const std::int64_t bytes =
+      shared_bytes_or_throw(chunk_scalars<Algebra>(d, dv), sizeof(T), "the GPU scan's chunk summary", d, dv);
   auto outputs = chunk_outputs_kernel<Algebra, In, T>;
   allow_shared(outputs, bytes);
   outputs<<<dim3(blocks_for(chunks, "chunks"), heads), threads_per_block, bytes, stream>>>(
       algebra, length, chunk, padded, q, k, v, summaries, num, den);
   check_launch("chunk outputs kernel");
   check(cudaFreeAsync(summaries, stream), "cudaFreeAsync");
-  check(cudaFreeAsync(work, stream), "cudaFreeAsync");
+}
+
+// backward_kernel over `items` work items (heads x chunks), in groups whose workspace stays within
+// 8 GiB: per block ceil(chunk / checkpoint) checkpoints, checkpoint + 1 states and, where it does
+// not fit in shared memory, the adjoint.
+template <class Algebra, class In, class T>
+void run_backward(const Algebra& algebra, BackwardWork<T> work, std::int64_t items, const In* q, const In* k,
+                  const In* v, const T* d_num, const T* d_den, T* dq, T* dk, T* dv, CUstream_st* stream) {
+  const int d = algebra.p.d, value_dim = algebra.p.dv;
+  const std::int64_t size = streaming_state_size<Algebra>(d, value_dim);
+  const std::int64_t token = 2 * d + 2 * value_dim + 1 + backward_scratch<Algebra>(d, value_dim);
+  work.adjoint_shared = (token + size) * static_cast<std::int64_t>(sizeof(T)) <= shared_memory_limit();
+  const std::int64_t bytes = shared_bytes_or_throw(token + (work.adjoint_shared ? size : 0), sizeof(T),
+                                                   "the GPU backward's token and scratch", d, value_dim);
+  work.per_block = ((work.chunk + work.checkpoint - 1) / work.checkpoint + work.checkpoint + 1 +
+                    (work.adjoint_shared ? 0 : 1)) *
+                   size;
+  const std::int64_t budget = std::int64_t{8} << 30;
+  const std::int64_t group =
+      std::clamp<std::int64_t>(budget / (work.per_block * static_cast<std::int64_t>(sizeof(T))), 1, items);
+  work.workspace = device_alloc<T>(group * work.per_block, "backward checkpoints and states", stream);
+  auto kernel = backward_kernel<Algebra, In, T>;
+  allow_shared(kernel, bytes);
+  for (std::int64_t first = 0; first < items; first += group) {
+    work.first_item = first;
+    kernel<<<blocks_for(std::min(group, items - first), "backward"), threads_per_block, bytes, stream>>>(
+        algebra, work, q, k, v, d_num, d_den, dq, dk, dv);
+    check_launch("backward kernel");
+  }
+  check(cudaFreeAsync(work.workspace, stream), "cudaFreeAsync");
+}
+
+// The scan's backward for one algebra (backward.cuh): the forward's carries, pass 1, pass 2, pass 3.
+// Device memory besides run_backward's: the carries and the chunk summaries (2 heads padded
+// summaries) and one stream state per chunk.
+template <class Algebra, class In, class T>
+void scan_backward_with(const Algebra& algebra, std::int64_t heads, std::int64_t length, std::int64_t chunk,
+                        std::int64_t checkpoint, const In* q, const In* k, const In* v, const T* d_num,
+                        const T* d_den, T* dq, T* dk, T* dv, CUstream_st* stream) {
+  const int d = algebra.p.d, value_dim = algebra.p.dv;
+  const std::int64_t size = Algebra::summary_size(d, value_dim),
+                     state = streaming_state_size<Algebra>(d, value_dim);
+  const std::int64_t chunks = (length + chunk - 1) / chunk, padded = padded_count(chunks);
+  T* carries = device_alloc<T>(heads * padded * size, "chunk carries", stream);
+  T* sums = device_alloc<T>(heads * padded * size, "chunk summaries", stream);
+  T* adjoints = device_alloc<T>(heads * chunks * state, "chunk adjoints", stream);
+  T* work = device_alloc<T>(heads * carry_adjoint_work<Algebra>(d, value_dim), "carry adjoint work", stream);
+  scan_carries(algebra, heads, length, chunk, padded, q, k, v, carries, sums, stream);
+  BackwardWork<T> pass{};
+  pass.length = length;
+  pass.chunk = chunk;
+  pass.chunks = chunks;
+  pass.checkpoint = checkpoint;
+  pass.carries = carries;
+  pass.padded = padded;
+  pass.carry_stride = size;
+  pass.adjoints = adjoints;
+  pass.own = true;
+  run_backward(algebra, pass, heads * chunks, q, k, v, d_num, d_den, dq, dk, dv, stream);
+  carry_adjoints_kernel<Algebra, T><<<blocks_for(heads, "carry adjoints"), threads_per_block, 0, stream>>>(
+      algebra, chunks, padded, carries, sums, adjoints, work);
+  check_launch("carry adjoints kernel");
+  pass.own = false;
+  run_backward(algebra, pass, heads * chunks, q, k, v, d_num, d_den, dq, dk, dv, stream);
+  for (T* p : {carries, sums, adjoints, work}) check(cudaFreeAsync(p, stream), "cudaFreeAsync");
 }
 
 }  // namespace
@@ -404,32 +530,27 @@ void launch_streaming_backward(const AlgebraParams<T>& params, std::int64_t head
                                const T* d_den, T* dq, T* dk, T* dv, CUstream_st* stream) {
   if (heads == 0 || length == 0) return;
   with_device_algebra(params, [&]<class Algebra>(const Algebra& algebra) {
-    const int d = params.d, value_dim = params.dv;
-    const std::int64_t size = streaming_state_size<Algebra>(d, value_dim);
-    const std::int64_t token = 2 * d + 2 * value_dim + 1 + backward_scratch<Algebra>(d, value_dim);
-    const bool adjoint_shared =
-        (token + size) * static_cast<std::int64_t>(sizeof(T)) <= shared_memory_limit();
-    const std::int64_t bytes =
-        shared_bytes_or_throw(token + (adjoint_shared ? size : 0), sizeof(T),
-                              "the GPU streaming backward's token and scratch", d, value_dim);
-    const std::int64_t per_head =
-        ((length + checkpoint - 1) / checkpoint + checkpoint + 1 + (adjoint_shared ? 0 : 1)) * size;
-    // Heads in groups whose workspace stays within 8 GiB.
-    const std::int64_t budget = std::int64_t{8} << 30;
-    const std::int64_t group =
-        std::clamp<std::int64_t>(budget / (per_head * static_cast<std::int64_t>(sizeof(T))), 1, heads);
-    T* workspace = nullptr;
-    check(cudaMallocAsync(reinterpret_cast<void**>(&workspace), group * per_head * sizeof(T), stream),
-          "cudaMallocAsync (backward checkpoints and states)");
-    auto kernel = streaming_backward_kernel<Algebra, In, T>;
-    allow_shared(kernel, bytes);
-    for (std::int64_t first = 0; first < heads; first += group) {
-      kernel<<<blocks_for(std::min(group, heads - first), "streaming backward"), threads_per_block, bytes,
-               stream>>>(algebra, length, checkpoint, first, q, k, v, d_num, d_den, workspace, per_head,
-                         adjoint_shared, dq, dk, dv);
-      check_launch("streaming backward kernel");
+    BackwardWork<T> work{};
+    work.length = work.chunk = length;
+    work.checkpoint = checkpoint;
+    run_backward(algebra, work, heads, q, k, v, d_num, d_den, dq, dk, dv, stream);
+  });
+}
+
+template <class In, class T>
+void launch_scan_backward(const AlgebraParams<T>& params, std::int64_t heads, std::int64_t length,
+                          std::int64_t chunk, std::int64_t checkpoint, const In* q, const In* k, const In* v,
+                          const T* d_num, const T* d_den, T* dq, T* dk, T* dv, CUstream_st* stream) {
+  if (heads == 0 || length == 0) return;
+  if (heads > 65535) throw Error("GPU scan: at most 65535 sequence-heads per call");
+  with_device_algebra(params, [&]<class Algebra>(const Algebra& algebra) {
+    if constexpr (Algebra::has_segments && requires { Algebra::carry_adjoint_scratch_size(0, 0); }) {
+      scan_backward_with(algebra, heads, length, chunk, checkpoint, q, k, v, d_num, d_den, dq, dk, dv,
+                         stream);
+    } else {
+      throw Error(
+          "GPU scan backward: this algebra has no carry adjoint (the catalogue's backward_unavailable)");
     }
-    check(cudaFreeAsync(workspace, stream), "cudaFreeAsync");
   });
 }
 
@@ -471,7 +592,10 @@ template void launch_fill_gaussian<BFloat16>(BFloat16*, std::int64_t, std::uint6
 #define HLA_GPU_INSTANTIATE_BACKWARD(In, T)                                                               \
   template void launch_streaming_backward<In, T>(const AlgebraParams<T>&, std::int64_t, std::int64_t,     \
                                                  std::int64_t, const In*, const In*, const In*, const T*, \
-                                                 const T*, T*, T*, T*, CUstream_st*);
+                                                 const T*, T*, T*, T*, CUstream_st*);                     \
+  template void launch_scan_backward<In, T>(const AlgebraParams<T>&, std::int64_t, std::int64_t,          \
+                                            std::int64_t, std::int64_t, const In*, const In*, const In*,  \
+                                            const T*, const T*, T*, T*, T*, CUstream_st*);
 HLA_GPU_INSTANTIATE_BACKWARD(float, float)
 HLA_GPU_INSTANTIATE_BACKWARD(BFloat16, float)
 HLA_GPU_INSTANTIATE_BACKWARD(double, double)

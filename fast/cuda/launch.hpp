@@ -29,6 +29,14 @@ void launch_streaming_backward(const AlgebraParams<T>& params, std::int64_t head
                                std::int64_t checkpoint, const In* q, const In* k, const In* v, const T* d_num,
                                const T* d_den, T* dq, T* dk, T* dv, CUstream_st* stream);
 
+// The same by the scan's backward (backward.cuh): the forward's chunks of `chunk` tokens, each
+// chunk's backward in two passes from its carry, between them the carries' adjoints, chunk after
+// chunk from the last; a state kept every `checkpoint` tokens within a chunk.
+template <class In, class T>
+void launch_scan_backward(const AlgebraParams<T>& params, std::int64_t heads, std::int64_t length,
+                          std::int64_t chunk, std::int64_t checkpoint, const In* q, const In* k, const In* v,
+                          const T* d_num, const T* d_den, T* dq, T* dk, T* dv, CUstream_st* stream);
+
 // out = num / (den + eps) row by row; returns the first row (over all heads) whose divisor is
 // zero in exact arithmetic (Z/p), or -1. Synchronizes the stream.
 template <class T>

@@ -228,6 +228,18 @@ std::optional<std::string> backward_unavailable(const OperatorSpec& spec, Implem
              std::string(f->id) + "); its backward is not built, the corrected form's is";
     return std::nullopt;
   }
+  if (impl == gpu_scan && (spec.variant != Variant::hla3 || spec.masked)) {
+    // Each chunk's tokens go through the stream's backward from the chunk's carry
+    // (fast/cuda/backward.cuh): the printed stream and the printed scan must be one operator.
+    const Finding* f = finding_for(spec, streaming, form);
+    if (!f) f = finding_for(spec, scan, form);
+    if (f)
+      return "--form published: the GPU scan's backward of " + describe(spec) +
+             " runs each chunk through the stream from its carry, and the printed stream or scan is not "
+             "the operator (docs/findings.md, " +
+             std::string(f->id) + "); the corrected form's runs";
+    return std::nullopt;
+  }
   return "the backward of " + describe(spec) + " by " + std::string(implementation_name(impl)) +
          " is not built yet (docs/gradients.md)";
 }

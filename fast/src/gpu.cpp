@@ -187,18 +187,31 @@ void terms(const OperatorSpec& spec, Form form, Implementation impl, const Probl
 }
 
 template <class In, class T>
-void gradients(const OperatorSpec& spec, Form form, const Problem& problem, std::int64_t checkpoint,
+void gradients(const OperatorSpec& spec, Form form, const Problem& problem, const BackwardOptions& options,
                const In* q, const In* k, const In* v, const T* d_num, const T* d_den, T* dq, T* dk, T* dv,
                CUstream_st* stream) {
-  if (const auto why = backward_unavailable(spec, Implementation::gpu_streaming, form)) throw Error(*why);
+  const Implementation impl = options.impl;
+  if (impl != Implementation::gpu_streaming && impl != Implementation::gpu_scan) {
+    throw Error("gpu::gradients: " + std::string(implementation_name(impl)) + " is not a generic GPU kernel");
+  }
+  if (const auto why = backward_unavailable(spec, impl, form)) throw Error(*why);
   validate_problem(problem);
-  if (checkpoint < 0)
-    throw Error("checkpoint: must be >= 0 (0: ceil(sqrt(n))), got " + std::to_string(checkpoint));
-  if (checkpoint == 0) checkpoint = default_checkpoint(problem.length);
-  const auto params =
-      device_params<T>(spec, Implementation::gpu_streaming, form, problem.key_dim, problem.value_dim);
-  detail::launch_streaming_backward(params, problem.batch * problem.heads, problem.length, checkpoint, q, k,
-                                    v, d_num, d_den, dq, dk, dv, stream);
+  if (options.checkpoint < 0)
+    throw Error("checkpoint: must be >= 0 (0: the default), got " + std::to_string(options.checkpoint));
+  const auto params = device_params<T>(spec, impl, form, problem.key_dim, problem.value_dim);
+  const std::int64_t heads = problem.batch * problem.heads;
+  if (impl == Implementation::gpu_streaming) {
+    const std::int64_t checkpoint =
+        options.checkpoint ? options.checkpoint : default_checkpoint(problem.length);
+    detail::launch_streaming_backward(params, heads, problem.length, checkpoint, q, k, v, d_num, d_den, dq,
+                                      dk, dv, stream);
+    return;
+  }
+  if (options.chunk < 1) throw Error("--chunk: must be >= 1, got " + std::to_string(options.chunk));
+  const std::int64_t chunk = std::min<std::int64_t>(options.chunk, std::max<std::int64_t>(problem.length, 1));
+  const std::int64_t checkpoint = options.checkpoint ? options.checkpoint : default_checkpoint(chunk);
+  detail::launch_scan_backward(params, heads, problem.length, chunk, checkpoint, q, k, v, d_num, d_den, dq,
+                               dk, dv, stream);
 }
 
 std::optional<std::string> shape_unavailable(const OperatorSpec& spec, Form form, Implementation impl, int d,
@@ -325,12 +338,12 @@ namespace {
 template <class In, class T, class U, class Convert>
 std::vector<Gradients<T>> gradients_round_trip(const OperatorSpec& spec, Form form,
                                                const std::vector<Sequence<U>>& heads,
-                                               const std::vector<Matrix<T>>& d_outs, std::int64_t checkpoint,
-                                               Convert convert) {
-  if (const auto why = backward_unavailable(spec, Implementation::gpu_streaming, form)) throw Error(*why);
+                                               const std::vector<Matrix<T>>& d_outs,
+                                               const BackwardOptions& options, Convert convert) {
+  if (const auto why = backward_unavailable(spec, options.impl, form)) throw Error(*why);
   if (d_outs.size() != heads.size()) throw Error("GPU backward: one dO per sequence-head");
   const std::vector<Terms<T>> forward =
-      terms_round_trip<In, T>(spec, form, Implementation::gpu_streaming, heads, 1, convert);
+      terms_round_trip<In, T>(spec, form, options.impl, heads, options.chunk, convert);
   if (heads.empty()) return {};
   DeviceHeads<In> in(heads, "GPU backward", convert);
   const Index n = in.problem.length, d = in.problem.key_dim, dv = in.problem.value_dim;
@@ -343,7 +356,7 @@ std::vector<Gradients<T>> gradients_round_trip(const OperatorSpec& spec, Form fo
     d_den.upload(adjoint.den.data(), i * n, n);
     out.push_back({Matrix<T>(n, d), Matrix<T>(n, d), Matrix<T>(n, dv), reference::finish(spec, forward[i])});
   }
-  gradients<In, T>(spec, form, in.problem, checkpoint, in.q.data(), in.k.data(), in.v.data(), d_num.data(),
+  gradients<In, T>(spec, form, in.problem, options, in.q.data(), in.k.data(), in.v.data(), d_num.data(),
                    d_den.data(), dq.data(), dk.data(), dvalue.data());
   check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   for (std::size_t i = 0; i < h; ++i) {
@@ -358,25 +371,27 @@ std::vector<Gradients<T>> gradients_round_trip(const OperatorSpec& spec, Form fo
 
 std::vector<Gradients<float>> gradients(const OperatorSpec& spec, Form form,
                                         const std::vector<Sequence<float>>& heads,
-                                        const std::vector<Matrix<float>>& d_outs, std::int64_t checkpoint) {
-  return gradients_round_trip<float, float>(spec, form, heads, d_outs, checkpoint, [](float x) { return x; });
+                                        const std::vector<Matrix<float>>& d_outs,
+                                        const BackwardOptions& options) {
+  return gradients_round_trip<float, float>(spec, form, heads, d_outs, options, [](float x) { return x; });
 }
 std::vector<Gradients<double>> gradients(const OperatorSpec& spec, Form form,
                                          const std::vector<Sequence<double>>& heads,
-                                         const std::vector<Matrix<double>>& d_outs, std::int64_t checkpoint) {
-  return gradients_round_trip<double, double>(spec, form, heads, d_outs, checkpoint,
-                                              [](double x) { return x; });
+                                         const std::vector<Matrix<double>>& d_outs,
+                                         const BackwardOptions& options) {
+  return gradients_round_trip<double, double>(spec, form, heads, d_outs, options, [](double x) { return x; });
 }
 std::vector<Gradients<ModP>> gradients(const OperatorSpec& spec, Form form,
                                        const std::vector<Sequence<ModP>>& heads,
-                                       const std::vector<Matrix<ModP>>& d_outs, std::int64_t checkpoint) {
-  return gradients_round_trip<ModP, ModP>(spec, form, heads, d_outs, checkpoint, [](ModP x) { return x; });
+                                       const std::vector<Matrix<ModP>>& d_outs,
+                                       const BackwardOptions& options) {
+  return gradients_round_trip<ModP, ModP>(spec, form, heads, d_outs, options, [](ModP x) { return x; });
 }
 std::vector<Gradients<float>> gradients_bf16(const OperatorSpec& spec, Form form,
                                              const std::vector<Sequence<float>>& heads,
                                              const std::vector<Matrix<float>>& d_outs,
-                                             std::int64_t checkpoint) {
-  return gradients_round_trip<BFloat16, float>(spec, form, heads, d_outs, checkpoint,
+                                             const BackwardOptions& options) {
+  return gradients_round_trip<BFloat16, float>(spec, form, heads, d_outs, options,
                                                [](float x) { return to_bfloat16(x); });
 }
 
@@ -431,9 +446,10 @@ HLA_GPU_INSTANTIATE(double, Gauge<double>)
 HLA_GPU_INSTANTIATE(ModP, ModP)
 #undef HLA_GPU_INSTANTIATE
 
-#define HLA_GPU_INSTANTIATE_BACKWARD(In, T)                                                          \
-  template void gradients<In, T>(const OperatorSpec&, Form, const Problem&, std::int64_t, const In*, \
-                                 const In*, const In*, const T*, const T*, T*, T*, T*, CUstream_st*);
+#define HLA_GPU_INSTANTIATE_BACKWARD(In, T)                                                         \
+  template void gradients<In, T>(const OperatorSpec&, Form, const Problem&, const BackwardOptions&, \
+                                 const In*, const In*, const In*, const T*, const T*, T*, T*, T*,   \
+                                 CUstream_st*);
 HLA_GPU_INSTANTIATE_BACKWARD(float, float)
 HLA_GPU_INSTANTIATE_BACKWARD(BFloat16, float)
 HLA_GPU_INSTANTIATE_BACKWARD(double, double)

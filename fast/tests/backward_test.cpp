@@ -239,18 +239,24 @@ TEST_CASE("backward/what has no backward yet is refused with a reason", "[backwa
   CHECK(fast::backward_unavailable(spec, Implementation::scan, Form::corrected) == std::nullopt);
   CHECK(fast::backward_unavailable(spec, Implementation::gpu_streaming, Form::corrected) == std::nullopt);
   CHECK(fast::backward_unavailable(spec, Implementation::chunked, Form::corrected) == std::nullopt);
-  const auto why = fast::backward_unavailable(spec, Implementation::gpu_scan, Form::corrected);
-  REQUIRE(why.has_value());
-  CHECK_THAT(*why, Catch::Contains("not built yet"));
+  CHECK(fast::backward_unavailable(spec, Implementation::gpu_scan, Form::corrected) == std::nullopt);
   spec.decay = Rational(1, 2);
   const auto printed = fast::backward_unavailable(spec, Implementation::scan, Form::published);
   REQUIRE(printed.has_value());
   CHECK_THAT(*printed, Catch::Contains("F3"));
+  const auto printed_gpu = fast::backward_unavailable(spec, Implementation::gpu_scan, Form::published);
+  REQUIRE(printed_gpu.has_value());
+  CHECK_THAT(*printed_gpu, Catch::Contains("docs/findings.md"));
   OperatorSpec third;
   third.variant = Variant::hla3;
   CHECK(fast::backward_unavailable(third, Implementation::scan, Form::published).has_value());
   CHECK(fast::backward_unavailable(third, Implementation::scan, Form::corrected) == std::nullopt);
   CHECK(fast::backward_unavailable(third, Implementation::chunked, Form::corrected).has_value());
+  CHECK(fast::backward_unavailable(third, Implementation::gpu_scan, Form::corrected) == std::nullopt);
+  third.masked = false;  // the unmasked third-order scan's summary is not its stream's state
+  const auto why = fast::backward_unavailable(third, Implementation::gpu_scan, Form::published);
+  REQUIRE(why.has_value());
+  CHECK_THAT(*why, Catch::Contains("not built yet"));
   spec.variant = Variant::linear;  // linear attention has one form
   CHECK(fast::backward_unavailable(spec, Implementation::streaming, Form::corrected).has_value());
 }

@@ -8,7 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include "../cuda/algebra/dispatch.cuh"
-#include "../cuda/backward.cuh"
+#include "device_host.hpp"
 #include "hla/fast/backward.hpp"
 #include "hla/fast/scan.hpp"
 #include "hla/fast/streaming.hpp"
@@ -139,28 +139,6 @@ std::pair<OperatorSpec, Sequence<T>> gen_streaming_case(const Config& c) {
   return {spec, convert<T>(exact)};
 }
 
-// The GPU backward kernel's body on the host, each array sized as the kernel sizes it.
-template <class Algebra>
-Gradients<T> device_backward(const Algebra& algebra, const Sequence<T>& s, const Terms<T>& d_terms,
-                             Index checkpoint) {
-  const Index n = s.length(), d = s.key_dim(), dv = s.value_dim();
-  const Index size = gpu::streaming_state_size<Algebra>(d, dv);
-  Flat adjoint(size), checkpoints((n + checkpoint - 1) / checkpoint * size), states((checkpoint + 1) * size);
-  Flat q(d), k(d), v(dv), d_num(dv), d_den(1), work(gpu::backward_scratch<Algebra>(d, dv));
-  const gpu::BackwardArrays<T> arrays{adjoint.data(), checkpoints.data(), states.data(), q.data(),   k.data(),
-                                      v.data(),       d_num.data(),       d_den.data(),  work.data()};
-  const auto load = [&](std::int64_t t, bool adjoints) {
-    for (Index i = 0; i < d; ++i) q[i] = s.q(t, i), k[i] = s.k(t, i);
-    for (Index j = 0; j < dv; ++j) v[j] = s.v(t, j);
-    if (!adjoints) return;
-    for (Index j = 0; j < dv; ++j) d_num[j] = d_terms.num(t, j);
-    d_den[0] = d_terms.den(t);
-  };
-  Matrix<T> dq(n, d), dk(n, d), dvalue(n, dv);  // row-major, as the kernel writes them
-  gpu::stream_backward(algebra, n, checkpoint, arrays, load, dq.data(), dk.data(), dvalue.data());
-  return {dq, dk, dvalue, {}};
-}
-
 }  // namespace
 
 TEST_CASE("device algebra/streaming push and read equal the CPU stream in Z/p", "[device][exact]") {
@@ -249,13 +227,53 @@ TEST_CASE("device algebra/the streaming backward equals the CPU stream's in Z/p"
       } catch (const Error&) {
         RC_DISCARD("a normalized denominator is zero");
       }
-      gpu::with_device_algebra(fast::algebra_params<T>(spec, c.impl, c.form, s.key_dim(), dv),
-                               [&](const auto& algebra) {
-                                 const Gradients<T> actual = device_backward(algebra, s, d_terms, checkpoint);
-                                 RC_ASSERT(actual.dq == expected.dq);
-                                 RC_ASSERT(actual.dk == expected.dk);
-                                 RC_ASSERT(actual.dv == expected.dv);
-                               });
+      gpu::with_device_algebra(
+          fast::algebra_params<T>(spec, c.impl, c.form, s.key_dim(), dv), [&](const auto& algebra) {
+            const Gradients<T> actual = testing::device_backward(algebra, s, d_terms, checkpoint);
+            RC_ASSERT(actual.dq == expected.dq);
+            RC_ASSERT(actual.dk == expected.dk);
+            RC_ASSERT(actual.dv == expected.dv);
+          });
+    });
+  }
+}
+
+TEST_CASE("device algebra/the scan's backward equals the reference gradients in Z/p",
+          "[device][exact][backward]") {
+  for (const Config& c : configs()) {
+    if (c.impl != Implementation::gpu_scan || fast::backward_unavailable(c.spec, c.impl, c.form)) continue;
+    property(name(c), [&c] {
+      auto [spec, s] = gen_streaming_case(c);
+      spec.normalize = *rc::gen::arbitrary<bool>().as("normalized");
+      spec.eps = spec.normalize ? Rational(1, 2) : Rational(0);
+      const Index n = s.length(), dv = s.value_dim();
+      Rng rng(*rc::gen::arbitrary<std::uint64_t>().as("cotangent seed"));
+      Matrix<T> d_out(n, dv);
+      for (Index i = 0; i < d_out.size(); ++i)
+        d_out.data()[i] = ModP::from_residue(rng.next() % ModP::modulus);
+      const Index chunk = *testing::gen_position(1, n + 2).as("chunk");
+      const Index checkpoint = *testing::gen_position(1, std::min(n, chunk) + 2).as("checkpoint");
+      Gradients<T> expected;
+      Terms<T> d_terms;
+      try {
+        expected = reference::gradients(spec, s, d_out);
+        d_terms = reference::finish_adjoint(spec, reference::terms(spec, s), d_out);
+      } catch (const Error&) {
+        RC_DISCARD("a normalized denominator is zero");
+      }
+      gpu::with_device_algebra(
+          fast::algebra_params<T>(spec, c.impl, c.form, s.key_dim(), dv),
+          [&]<class Algebra>(const Algebra& algebra) {
+            if constexpr (Algebra::has_segments && requires { Algebra::carry_adjoint_scratch_size(0, 0); }) {
+              const Gradients<T> actual = testing::device_scan_backward(
+                  algebra, s, d_terms, std::max<Index>(1, std::min(chunk, n)), checkpoint);
+              RC_ASSERT(actual.dq == expected.dq);
+              RC_ASSERT(actual.dk == expected.dk);
+              RC_ASSERT(actual.dv == expected.dv);
+            } else {
+              RC_FAIL("the catalogue lists a GPU scan backward without a carry adjoint");
+            }
+          });
     });
   }
 }

@@ -149,6 +149,27 @@ struct AhlaAlgebra {
     });
     block::sync();
   }
+
+  // (common.cuh, carry_adjoint) combine's P = rho P_x + P_y, m likewise, E = rho E_x + E_y +
+  // rho R_y P_x, n = rho n_x + n_y + rho R_y m_x (R = R^KQ): d P_x = rho (dP + R_y^T dE),
+  // d m_x = rho (dm + R_y^T dn), d E_x = rho dE, d n_x = rho dn.
+  static constexpr int carry_adjoint_scratch_size(int, int) { return 0; }
+  HLA_HOST_DEVICE void carry_adjoint(const T*, const T* b, const T* d_out, T* d_x, T*) const {
+    const int d = p.d, dv = p.dv;
+    Fields<const T*> y(b, d, dv), a(d_out, d, dv);
+    Fields<T*> o(d_x, d, dv);
+    const T rho = *y.rho;
+    block::each(d * dv, [&](int i) {
+      o.key_value[i] = rho * (a.key_value[i] + block::transposed_product_entry(y.key_query, a.routed_value, d,
+                                                                               d, dv, i / dv, i % dv));
+      o.routed_value[i] = rho * a.routed_value[i];
+    });
+    block::each(d, [&](int i) {
+      o.key_mass[i] =
+          rho * (a.key_mass[i] + block::transposed_product_entry(y.key_query, a.routed_mass, d, d, 1, i, 0));
+      o.routed_mass[i] = rho * a.routed_mass[i];
+    });
+  }
 };
 
 }  // namespace hla::fast::gpu

@@ -17,6 +17,14 @@
 // depths and gauges bound it. `scratch` holds backward_scratch_size(d, dv) scalars. Ends with a
 // barrier.
 //
+// The scan's backward (backward.cuh, carry_adjoints) needs one more function of an algebra whose
+// stream and segments are the same operator: carry_adjoint(x, y, d_out, d_x, scratch), the adjoint
+// of x through x (+) y at the summaries x and y, over the stream's fields: d_out and d_x are laid
+// out as the stream's state (streaming_state_size), d_x is written (it is the adjoint that the
+// stream's state before a segment y gets from the one after it), `scratch` holds
+// carry_adjoint_scratch_size(d, dv) scalars. A rho among the stream's fields is read by no
+// readout: its adjoint is zero. No barrier at the end.
+//
 // Conventions: every thread of the block calls every function. push/absorb end with a barrier;
 // read and combine do not (the caller synchronizes before the state or scratch changes again).
 // Everything is __host__ __device__: on the host a "block" is one thread (block.cuh), so the CPU

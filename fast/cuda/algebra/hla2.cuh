@@ -182,6 +182,33 @@ struct Hla2Algebra {
     block::sync();
   }
 
+  // (common.cuh, carry_adjoint) combine's S = rho S_x + S_y, C = rho C_x + C_y, m likewise,
+  // G = age(rho) G_x + G_y + rho S_y C_x, h = age(rho) h_x + h_y + rho S_y m_x: d S_x = rho dS,
+  // d C_x = rho (dC + S_y^T dG), d m_x = rho (dm + S_y^T dh), d G_x = age(rho) dG, d h_x = age(rho) dh.
+  static constexpr int carry_adjoint_scratch_size(int, int) { return 0; }
+  HLA_HOST_DEVICE void carry_adjoint(const T*, const T* b, const T* d_out, T* d_x, T*) const {
+    const int d = p.d, dv = p.dv;
+    Fields<const T*> y(b, d, dv), a(d_out, d, dv);
+    Fields<T*> o(d_x, d, dv);
+    const T rho = *y.rho;
+    const T carried = hla2_coefficients(p.form, rho).age;
+    block::each(d * d, [&](int i) { o.key_moment[i] = rho * a.key_moment[i]; });
+    block::each(d * dv, [&](int i) {
+      T value = a.query_value[i];
+      if (p.masked)
+        value += block::transposed_product_entry(y.key_moment, a.cross_value, d, d, dv, i / dv, i % dv);
+      o.query_value[i] = rho * value;
+      o.cross_value[i] = p.masked ? carried * a.cross_value[i] : T(0);
+    });
+    block::each(d, [&](int i) {
+      T value = a.query_mass[i];
+      if (p.masked) value += block::transposed_product_entry(y.key_moment, a.cross_mass, d, d, 1, i, 0);
+      o.query_mass[i] = rho * value;
+      o.cross_mass[i] = p.masked ? carried * a.cross_mass[i] : T(0);
+    });
+    block::each(1, [&](int) { *o.rho = T(0); });
+  }
+
  private:
   // G = a G + b k (k^T C), h = a h + b k (k . m), read before C and m take the token.
   HLA_HOST_DEVICE void update(T* s, T* scratch, const T* q, const T* k, const T* v, const T& a,

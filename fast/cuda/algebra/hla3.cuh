@@ -378,6 +378,56 @@ struct Hla3Algebra {
     block::sync();
   }
 
+  // (common.cuh, carry_adjoint; masked only: the unmasked scan's summary is not this stream's)
+  // combine's S, P, m = rho (S, P, m)_x + (S, P, m)_y, F = rho^3 F_x + F_y + rho S_x X_y + rho Y_y P_x
+  // + rho^2 S_x T1 with T1 = S^Q_y P_x, eta likewise with m, x_y and t1 = S^Q_y m_x: quadratic in
+  // the carry, so its adjoint is taken at it. With U = S_x^T dF, u = S_x^T d_eta:
+  //   d S_x = rho dS + rho (dF X_y^T + d_eta x_y^T) + rho^2 (dF T1^T + d_eta t1^T),
+  //   d P_x = rho dP + rho Y_y^T dF + rho^2 S^Q_y^T U,  d m_x likewise with d_eta and u,
+  //   d F_x = rho^3 dF,  d eta_x = rho^3 d_eta.
+  static constexpr int carry_adjoint_scratch_size(int d, int dv) { return 2 * d * dv + 2 * d; }
+  HLA_HOST_DEVICE void carry_adjoint(const T* x_base, const T* b, const T* d_out, T* d_x, T* scratch) const {
+    const int d = p.d, dv = p.dv;
+    Fields<const T*> x(x_base, d, dv), y(b, d, dv), a(d_out, d, dv);
+    Fields<T*> o(d_x, d, dv);
+    const T rho = *y.rho, rho2 = rho * rho, rho3 = rho2 * rho;
+    T *t1 = scratch, *t1_mass = t1 + d * dv, *u = t1_mass + d, *u_mass = u + d * dv;
+    block::each(d * dv, [&](int i) {
+      t1[i] = block::product_entry(y.query_moment, x.key_value, d, dv, i / dv, i % dv);
+      u[i] = block::transposed_product_entry(x.key_moment, a.corrected_value, d, d, dv, i / dv, i % dv);
+    });
+    block::each(d, [&](int i) {
+      t1_mass[i] = block::product_entry(y.query_moment, x.key_mass, d, 1, i, 0);
+      u_mass[i] = block::transposed_product_entry(x.key_moment, a.corrected_mass, d, d, 1, i, 0);
+    });
+    block::sync();
+    block::each(d * d, [&](int i) {
+      const int row = i / d, col = i % d;
+      T first(0), second(0);
+      for (int j = 0; j < dv; ++j) {
+        first += a.corrected_value[row * dv + j] * y.query_value[col * dv + j];
+        second += a.corrected_value[row * dv + j] * t1[col * dv + j];
+      }
+      first += a.corrected_mass[row] * y.query_mass[col];
+      second += a.corrected_mass[row] * t1_mass[col];
+      o.key_moment[i] = rho * a.key_moment[i] + rho * first + rho2 * second;
+    });
+    block::each(d * dv, [&](int i) {
+      const int row = i / dv, col = i % dv;
+      o.key_value[i] =
+          rho * a.key_value[i] +
+          rho * block::transposed_product_entry(y.key_query, a.corrected_value, d, d, dv, row, col) +
+          rho2 * block::transposed_product_entry(y.query_moment, u, d, d, dv, row, col);
+      o.corrected_value[i] = rho3 * a.corrected_value[i];
+    });
+    block::each(d, [&](int i) {
+      o.key_mass[i] = rho * a.key_mass[i] +
+                      rho * block::transposed_product_entry(y.key_query, a.corrected_mass, d, d, 1, i, 0) +
+                      rho2 * block::transposed_product_entry(y.query_moment, u_mass, d, d, 1, i, 0);
+      o.corrected_mass[i] = rho3 * a.corrected_mass[i];
+    });
+  }
+
   // Hla3Segments with B a token (S^K_B = k k^T, S^Q_B = q q^T, P_B = k v^T, s = q.k,
   // X_B = s q v^T, Y_B = s k q^T, F_B = s^2 k v^T, rho_B = g), with w = S_A q, z = q^T P_A:
   //   F = g^3 F + s^2 k v^T + g s w v^T + g s k z^T + g^2 w z^T     (+ the same for eta with m)

@@ -79,6 +79,17 @@ struct LinearAlgebra {
     block::each(d, [&](int i) { a.key_mass[i] = p.gamma * a.key_mass[i]; });
     block::sync();
   }
+
+  // (common.cuh, carry_adjoint) P = rho P_x + P_y, m = rho m_x + m_y: d P_x = rho dP, d m_x = rho dm.
+  static constexpr int carry_adjoint_scratch_size(int, int) { return 0; }
+  HLA_HOST_DEVICE void carry_adjoint(const T*, const T* b, const T* d_out, T* d_x, T*) const {
+    Fields<const T*> y(b, p.d, p.dv), a(d_out, p.d, p.dv);
+    Fields<T*> o(d_x, p.d, p.dv);
+    const T rho = *y.rho;
+    block::each(p.d * p.dv, [&](int i) { o.key_value[i] = rho * a.key_value[i]; });
+    block::each(p.d, [&](int i) { o.key_mass[i] = rho * a.key_mass[i]; });
+    block::each(1, [&](int) { *o.rho = T(0); });
+  }
 };
 
 }  // namespace hla::fast::gpu

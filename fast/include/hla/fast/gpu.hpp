@@ -44,17 +44,28 @@ void terms(const OperatorSpec& spec, Form form, Implementation impl, const Probl
            std::int64_t chunk, const In* q, const In* k, const In* v, T* num, T* den,
            CUstream_st* stream = nullptr);
 
-// The gradients of <dO, O> by the GPU streaming backward (Implementation::gpu_streaming): the
-// CPU's streaming backward (fast/backward.hpp) as a kernel, one thread block per sequence-head,
-// its formulas the CPU stream's (fast/cuda/algebra/common.cuh, "The backward"). Device pointers:
-// q, k, v as terms() reads them; d_num [.., value_dim] and d_den [..] the adjoints of the readouts
-// (reference::finish_adjoint: dO and zero for an unnormalized operator); dq, dk [.., key_dim] and
-// dv [.., value_dim] written. A state is kept every `checkpoint` tokens (0: ceil(sqrt(n))), in
-// device memory: (ceil(n / checkpoint) + checkpoint + 2) states per sequence-head, heads in groups
-// of at most 8 GiB. In/T: float/float, BFloat16/float, double/double, ModP/ModP. Asynchronous on
-// `stream`; throws hla::Error for what the catalogue says is unavailable.
+// How the GPU backward runs. gpu_streaming: the CPU's streaming backward (fast/backward.hpp) as
+// a kernel, one thread block per sequence-head, its formulas the CPU stream's
+// (fast/cuda/algebra/common.cuh, "The backward"); a state kept every `checkpoint` tokens (0:
+// ceil(sqrt(n))), (ceil(n / checkpoint) + checkpoint + 2) states per sequence-head in device
+// memory. gpu_scan: the scan's backward (p. 7; fast/cuda/backward.cuh) over the forward scan's
+// chunks of `chunk` tokens, one block per chunk, the same per-token formulas from each chunk's
+// carry (checkpoint 0: ceil(sqrt(chunk))); device memory: the carries and chunk summaries (two
+// summaries per chunk) and one state per chunk, with (ceil(chunk / checkpoint) + checkpoint + 2)
+// states per chunk at work. Work in groups of at most 8 GiB.
+struct BackwardOptions {
+  Implementation impl = Implementation::gpu_streaming;
+  std::int64_t checkpoint = 0;
+  std::int64_t chunk = 64;
+};
+
+// The gradients of <dO, O> by the GPU backward. Device pointers: q, k, v as terms() reads them;
+// d_num [.., value_dim] and d_den [..] the adjoints of the readouts (reference::finish_adjoint: dO
+// and zero for an unnormalized operator); dq, dk [.., key_dim] and dv [.., value_dim] written.
+// In/T: float/float, BFloat16/float, double/double, ModP/ModP. Asynchronous on `stream`; throws
+// hla::Error for what the catalogue says is unavailable.
 template <class In, class T>
-void gradients(const OperatorSpec& spec, Form form, const Problem& problem, std::int64_t checkpoint,
+void gradients(const OperatorSpec& spec, Form form, const Problem& problem, const BackwardOptions& options,
                const In* q, const In* k, const In* v, const T* d_num, const T* d_den, T* dq, T* dk, T* dv,
                CUstream_st* stream = nullptr);
 
@@ -63,19 +74,20 @@ void gradients(const OperatorSpec& spec, Form form, const Problem& problem, std:
 std::vector<Gradients<float>> gradients(const OperatorSpec& spec, Form form,
                                         const std::vector<Sequence<float>>& heads,
                                         const std::vector<Matrix<float>>& d_outs,
-                                        std::int64_t checkpoint = 0);
+                                        const BackwardOptions& options = {});
 std::vector<Gradients<double>> gradients(const OperatorSpec& spec, Form form,
                                          const std::vector<Sequence<double>>& heads,
                                          const std::vector<Matrix<double>>& d_outs,
-                                         std::int64_t checkpoint = 0);
+                                         const BackwardOptions& options = {});
 std::vector<Gradients<ModP>> gradients(const OperatorSpec& spec, Form form,
                                        const std::vector<Sequence<ModP>>& heads,
-                                       const std::vector<Matrix<ModP>>& d_outs, std::int64_t checkpoint = 0);
+                                       const std::vector<Matrix<ModP>>& d_outs,
+                                       const BackwardOptions& options = {});
 // The same with bf16 inputs: q, k, v rounded to bf16 (to_bfloat16) on the way; dO stays float.
 std::vector<Gradients<float>> gradients_bf16(const OperatorSpec& spec, Form form,
                                              const std::vector<Sequence<float>>& heads,
                                              const std::vector<Matrix<float>>& d_outs,
-                                             std::int64_t checkpoint = 0);
+                                             const BackwardOptions& options = {});
 
 // Why `impl` (gpu_streaming or gpu_scan) cannot run spec in `form` at d, dv in scalars of
 // scalar_bytes bytes on this device: the block's state or summary does not fit in shared memory
