@@ -19,7 +19,7 @@
 #include <utility>
 
 #include "device_host.hpp"
-#include "hla/checking/backward.hpp"
+#include "hla/checking/instances.hpp"
 #include "hla/fast/scan.hpp"
 #include "hla/fast/streaming.hpp"
 #include "hla/reference/definition.hpp"

@@ -15,7 +15,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "hla/checking/backward.hpp"
+#include "hla/checking/instances.hpp"
 #include "hla/fast/scan.hpp"
 #include "hla/fast/streaming.hpp"
 #include "hla/reference/random.hpp"

@@ -4,12 +4,8 @@
 #include <cmath>
 #include <limits>
 
-#include "hla/checking/depth.hpp"
-#include "hla/checking/gauge.hpp"
-#include "hla/fast/chunked.hpp"
+#include "hla/checking/instances.hpp"
 #include "hla/fast/gpu_types.hpp"
-#include "hla/fast/scan.hpp"
-#include "hla/fast/streaming.hpp"
 
 namespace hla::reports {
 

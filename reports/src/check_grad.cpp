@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "arrays.hpp"
-#include "hla/checking/backward.hpp"
+#include "hla/checking/instances.hpp"
 #include "hla/reports/candidates.hpp"
 
 namespace hla::reports {

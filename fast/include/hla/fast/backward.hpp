@@ -306,9 +306,15 @@ Gradients<T> chunked_gradients(const OperatorSpec& spec, Form form, const Sequen
   });
 }
 
-// The backward is instantiated once per scalar that several units use (fast/src/backward_*.cpp;
-// the instrumented scalars' in hla/checking/backward.hpp), not in every unit that calls it: the
-// instantiations of every algebra dominated those units' compile time (docs/perf.md, "CI's time").
+// The drivers, forward (streaming.hpp, scan.hpp, chunked.hpp: HLA_FAST_FORWARD) and backward, are
+// instantiated once per scalar that several units use (fast/src/forward_*.cpp, backward_*.cpp; the
+// instrumented scalars' in checking/src, declared in hla/checking/instances.hpp), not in every unit
+// that calls them: the instantiations of every algebra dominated those units' compile time
+// (docs/perf.md, "CI's time").
+#define HLA_FAST_FORWARD(prefix, T) \
+  HLA_FAST_STREAMING(prefix, T)     \
+  HLA_FAST_SCAN(prefix, T)          \
+  HLA_FAST_CHUNKED(prefix, T)
 #define HLA_FAST_BACKWARD(prefix, T)                                                                      \
   prefix template Gradients<T> streaming_gradients<T>(const OperatorSpec&, Form, const Sequence<T>&,      \
                                                       const Matrix<T>&, Index);                           \

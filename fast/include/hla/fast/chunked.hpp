@@ -114,6 +114,16 @@ Terms<T> chunked_terms(const OperatorSpec& spec, Form form, const Sequence<T>& s
                         [&](auto chunks) { return chunked_terms_with(std::move(chunks), s, options); });
 }
 
+// Instantiated once per scalar that several units use (fast/src/forward_*.cpp; see backward.hpp).
+#define HLA_FAST_CHUNKED(prefix, T)                                                        \
+  prefix template Terms<T> chunked_terms<T>(const OperatorSpec&, Form, const Sequence<T>&, \
+                                            const ScanOptions&);
+HLA_FAST_CHUNKED(extern, float)
+HLA_FAST_CHUNKED(extern, double)
+HLA_FAST_CHUNKED(extern, Mpfr)
+HLA_FAST_CHUNKED(extern, Rational)
+HLA_FAST_CHUNKED(extern, ModP)
+
 template <class T>
 Matrix<T> chunked_output(const OperatorSpec& spec, Form form, const Sequence<T>& s,
                          const ScanOptions& options) {

@@ -153,6 +153,16 @@ Terms<T> chunk_fold_terms(const OperatorSpec& spec, Form form, const Sequence<T>
                           [&](const auto& seg) { return chunk_fold_terms_with(seg, s, chunk); });
 }
 
+// Instantiated once per scalar that several units use (fast/src/forward_*.cpp; see backward.hpp).
+#define HLA_FAST_SCAN(prefix, T)                                                                             \
+  prefix template Terms<T> scan_terms<T>(const OperatorSpec&, Form, const Sequence<T>&, const ScanOptions&); \
+  prefix template Terms<T> chunk_fold_terms<T>(const OperatorSpec&, Form, const Sequence<T>&, Index);
+HLA_FAST_SCAN(extern, float)
+HLA_FAST_SCAN(extern, double)
+HLA_FAST_SCAN(extern, Mpfr)
+HLA_FAST_SCAN(extern, Rational)
+HLA_FAST_SCAN(extern, ModP)
+
 template <class T>
 Matrix<T> scan_output(const OperatorSpec& spec, Form form, const Sequence<T>& s, const ScanOptions& options) {
   return reference::finish(spec, scan_terms(spec, form, s, options));

@@ -38,6 +38,15 @@ Terms<T> streaming_terms(const OperatorSpec& spec, Form form, const Sequence<T>&
                         [&](auto stream) { return run_stream(std::move(stream), s); });
 }
 
+// Instantiated once per scalar that several units use (fast/src/forward_*.cpp; see backward.hpp).
+#define HLA_FAST_STREAMING(prefix, T) \
+  prefix template Terms<T> streaming_terms<T>(const OperatorSpec&, Form, const Sequence<T>&);
+HLA_FAST_STREAMING(extern, float)
+HLA_FAST_STREAMING(extern, double)
+HLA_FAST_STREAMING(extern, Mpfr)
+HLA_FAST_STREAMING(extern, Rational)
+HLA_FAST_STREAMING(extern, ModP)
+
 template <class T>
 Matrix<T> streaming_output(const OperatorSpec& spec, Form form, const Sequence<T>& s) {
   return reference::finish(spec, streaming_terms(spec, form, s));

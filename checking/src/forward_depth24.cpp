@@ -1,0 +1,6 @@
+// The forward drivers in checking::Depth<24>, the rounding depths in float (hla/checking/instances.hpp).
+#include "hla/checking/instances.hpp"
+
+namespace hla::fast {
+HLA_FAST_FORWARD(, checking::Depth<24>)
+}  // namespace hla::fast

@@ -1,0 +1,6 @@
+// The forward drivers in double (fast/backward.hpp, HLA_FAST_FORWARD: one unit per scalar).
+#include "hla/fast/backward.hpp"
+
+namespace hla::fast {
+HLA_FAST_FORWARD(, double)
+}  // namespace hla::fast

@@ -1,0 +1,6 @@
+// The forward drivers in Rational (fast/backward.hpp, HLA_FAST_FORWARD: one unit per scalar).
+#include "hla/fast/backward.hpp"
+
+namespace hla::fast {
+HLA_FAST_FORWARD(, Rational)
+}  // namespace hla::fast
