@@ -139,6 +139,23 @@ std::pair<OperatorSpec, Sequence<T>> gen_streaming_case(const Config& c) {
   return {spec, convert<T>(exact)};
 }
 
+// A random backward case of config c: gen_streaming_case's, normalized or not, with a random
+// cotangent dO in Z/p.
+struct BackwardCase {
+  OperatorSpec spec;
+  Sequence<T> s;
+  Matrix<T> d_out;
+};
+BackwardCase gen_backward_case(const Config& c) {
+  auto [spec, s] = gen_streaming_case(c);
+  spec.normalize = *rc::gen::arbitrary<bool>().as("normalized");
+  spec.eps = spec.normalize ? Rational(1, 2) : Rational(0);
+  Rng rng(*rc::gen::arbitrary<std::uint64_t>().as("cotangent seed"));
+  Matrix<T> d_out(s.length(), s.value_dim());
+  for (Index i = 0; i < d_out.size(); ++i) d_out.data()[i] = ModP::from_residue(rng.next() % ModP::modulus);
+  return {spec, s, d_out};
+}
+
 }  // namespace
 
 TEST_CASE("device algebra/streaming push and read equal the CPU stream in Z/p", "[device][exact]") {
@@ -210,14 +227,8 @@ TEST_CASE("device algebra/the streaming backward equals the CPU stream's in Z/p"
   for (const Config& c : configs()) {
     if (c.impl != Implementation::gpu_streaming) continue;
     property(name(c), [&c] {
-      auto [spec, s] = gen_streaming_case(c);
-      spec.normalize = *rc::gen::arbitrary<bool>().as("normalized");
-      spec.eps = spec.normalize ? Rational(1, 2) : Rational(0);
+      const auto [spec, s, d_out] = gen_backward_case(c);
       const Index n = s.length(), dv = s.value_dim();
-      Rng rng(*rc::gen::arbitrary<std::uint64_t>().as("cotangent seed"));
-      Matrix<T> d_out(n, dv);
-      for (Index i = 0; i < d_out.size(); ++i)
-        d_out.data()[i] = ModP::from_residue(rng.next() % ModP::modulus);
       const Index checkpoint = *testing::gen_position(1, n + 2).as("checkpoint");
       Gradients<T> expected;
       Terms<T> d_terms;
@@ -243,14 +254,8 @@ TEST_CASE("device algebra/the scan's backward equals the reference gradients in 
   for (const Config& c : configs()) {
     if (c.impl != Implementation::gpu_scan || fast::backward_unavailable(c.spec, c.impl, c.form)) continue;
     property(name(c), [&c] {
-      auto [spec, s] = gen_streaming_case(c);
-      spec.normalize = *rc::gen::arbitrary<bool>().as("normalized");
-      spec.eps = spec.normalize ? Rational(1, 2) : Rational(0);
+      const auto [spec, s, d_out] = gen_backward_case(c);
       const Index n = s.length(), dv = s.value_dim();
-      Rng rng(*rc::gen::arbitrary<std::uint64_t>().as("cotangent seed"));
-      Matrix<T> d_out(n, dv);
-      for (Index i = 0; i < d_out.size(); ++i)
-        d_out.data()[i] = ModP::from_residue(rng.next() % ModP::modulus);
       const Index chunk = *testing::gen_position(1, n + 2).as("chunk");
       const Index checkpoint = *testing::gen_position(1, std::min(n, chunk) + 2).as("checkpoint");
       Gradients<T> expected;
@@ -273,6 +278,47 @@ TEST_CASE("device algebra/the scan's backward equals the reference gradients in 
             } else {
               RC_FAIL("the catalogue lists a GPU scan backward without a carry adjoint");
             }
+          });
+    });
+  }
+}
+
+// The premise of gpu_test.cpp's float64 backward test, on every machine: on small integers (|x| <= 3),
+// gamma in {1, 1/2} and short sequences, both backward kernels' bodies in float64 give the exact
+// gradients (of the form's own recurrence for the streaming kernel; the definition's for the scan).
+TEST_CASE("device algebra/the backward kernels in float64 on small integers are exact",
+          "[device][backward]") {
+  for (const Config& c : configs()) {
+    if (fast::backward_unavailable(c.spec, c.impl, c.form)) continue;
+    property(name(c), [&c] {
+      const OperatorSpec& spec = c.spec;
+      const auto n = *testing::gen_position(0, spec.decayed() ? 5 : 13).as("n");
+      const auto d = *testing::gen_position(1, 5).as("d");
+      const auto dv = *testing::gen_position(1, 5).as("dv");
+      const auto chunk = *testing::gen_position(1, 9).as("chunk");
+      const Sequence<Rational> s = *testing::gen_sequence(n, d, dv, false).as("inputs");
+      const Matrix<Rational> d_out = *testing::gen_matrix(n, dv, false).as("dO");
+      const Gradients<Rational> exact = c.impl == Implementation::gpu_streaming
+                                            ? fast::streaming_gradients(spec, c.form, s, d_out)
+                                            : reference::gradients(spec, s, d_out);
+      const Terms<double> d_terms{convert<double>(d_out), Vector<double>::Zero(n)};
+      gpu::with_device_algebra(
+          fast::algebra_params<double>(spec, c.impl, c.form, d, dv),
+          [&]<class Algebra>(const Algebra& algebra) {
+            Gradients<double> g;
+            if (c.impl == Implementation::gpu_streaming) {
+              g = testing::device_backward(algebra, convert<double>(s), d_terms, fast::default_checkpoint(n));
+            } else if constexpr (Algebra::has_segments &&
+                                 requires { Algebra::carry_adjoint_scratch_size(0, 0); }) {
+              g = testing::device_scan_backward(algebra, convert<double>(s), d_terms,
+                                                std::max<Index>(1, std::min(chunk, n)),
+                                                fast::default_checkpoint(chunk));
+            } else {
+              RC_FAIL("the catalogue lists a GPU scan backward without a carry adjoint");
+            }
+            RC_ASSERT(g.dq == convert<double>(exact.dq));
+            RC_ASSERT(g.dk == convert<double>(exact.dk));
+            RC_ASSERT(g.dv == convert<double>(exact.dv));
           });
     });
   }

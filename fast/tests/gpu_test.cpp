@@ -640,6 +640,46 @@ TEST_CASE("gpu backward/the scan's backward equals the definition's gradients in
   }
 }
 
+// Small integer inputs and cotangents (|x| <= 3), gamma in {1, 1/2}, unnormalized, short
+// sequences: every intermediate of either backward kernel is an integer times a power of two
+// within 53 bits, so float64 gives the definition's gradients exactly.
+TEST_CASE("gpu backward/float64 on small integers equals the exact gradients bit for bit",
+          "[gpu][float64][backward]") {
+  for (const Variant variant : all_variants) {
+    for (const Implementation method : methods) {
+      property(
+          std::string(variant_name(variant)) + " " + std::string(method_name(method)) +
+              ": dQ, dK, dV == the exact ones",
+          [variant, method] {
+            OperatorSpec spec = *testing::gen_spec(variant).as("spec");
+            spec.normalize = false;
+            spec.eps = 0;
+            const bool decayed = *rc::gen::arbitrary<bool>().as("decayed");
+            spec.decay = decayed ? Rational(1, 2) : Rational(1);
+            // gamma = 1/2: a state aged t tokens and an adjoint aged as long meet in one sum with the
+            // undecayed terms, 2^(6 t) apart at the third order: t <= 4 keeps every sum within 53 bits.
+            const auto n = *testing::gen_position(0, decayed ? 5 : 13).as("n");
+            const auto d = *testing::gen_position(1, 5).as("d");
+            const auto dv = *testing::gen_position(1, 5).as("dv");
+            const auto chunk = *testing::gen_position(1, 9).as("chunk");
+            const Sequence<Rational> s = *testing::gen_sequence(n, d, dv, false).as("inputs");
+            const Matrix<Rational> d_out = *testing::gen_matrix(n, dv, false).as("dO");
+            const Form form = fast::default_form(spec, fast::cpu_twin(method));
+            if (fast::backward_unavailable(spec, method, form)) RC_DISCARD("no backward by this kernel");
+            const Gradients<Rational> exact = reference::gradients(spec, s, d_out);
+            for (const Matrix<Rational>* g : {&exact.dq, &exact.dk, &exact.dv})
+              for (Index i = 0; i < g->size(); ++i) RC_ASSERT(abs(g->data()[i]) < Rational(1LL << 53));
+            const Gradients<double> gpu = fast::gpu::gradients(
+                spec, form, {convert<double>(s)}, {convert<double>(d_out)}, {method, 0, chunk})[0];
+            RC_ASSERT(gpu.dq == convert<double>(exact.dq));
+            RC_ASSERT(gpu.dk == convert<double>(exact.dk));
+            RC_ASSERT(gpu.dv == convert<double>(exact.dv));
+          },
+          40);
+    }
+  }
+}
+
 // The streaming kernel computes the CPU stream's backward formulas in the CPU's grouping (sums
 // aside, whose order the rounding depth does not depend on), so the CPU backward's depths K
 // (checking::Depth) and exact gauge bound it: |g_hat - g| <= gamma(K) gauge for every entry
