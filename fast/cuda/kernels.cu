@@ -371,10 +371,10 @@ void scan_with(const Algebra& algebra, std::int64_t heads, std::int64_t length, 
   const int d = algebra.p.d, dv = algebra.p.dv;
   const std::int64_t size = Algebra::summary_size(d, dv);
   const std::int64_t chunks = (length + chunk - 1) / chunk, padded = padded_count(chunks);
+  const std::int64_t bytes =  // before anything is allocated: a shape that does not fit leaks nothing
+      shared_bytes_or_throw(chunk_scalars<Algebra>(d, dv), sizeof(T), "the GPU scan's chunk summary", d, dv);
   T* summaries = device_alloc<T>(heads * padded * size, "chunk summaries", stream);
   scan_carries(algebra, heads, length, chunk, padded, q, k, v, summaries, static_cast<T*>(nullptr), stream);
-  const std::int64_t bytes =
-      shared_bytes_or_throw(chunk_scalars<Algebra>(d, dv), sizeof(T), "the GPU scan's chunk summary", d, dv);
   auto outputs = chunk_outputs_kernel<Algebra, In, T>;
   allow_shared(outputs, bytes);
   outputs<<<dim3(blocks_for(chunks, "chunks"), heads), threads_per_block, bytes, stream>>>(
@@ -386,15 +386,23 @@ void scan_with(const Algebra& algebra, std::int64_t heads, std::int64_t length, 
 // backward_kernel over `items` work items (heads x chunks), in groups whose workspace stays within
 // 8 GiB: per block ceil(chunk / checkpoint) checkpoints, checkpoint + 1 states and, where it does
 // not fit in shared memory, the adjoint.
+// Shared memory of one backward_kernel block: one token, the scratch and, where it fits, the
+// adjoint (adjoint_shared); throws where even the token and scratch do not fit.
+template <class Algebra, class T>
+std::int64_t backward_shared_bytes(int d, int value_dim, bool& adjoint_shared) {
+  const std::int64_t size = streaming_state_size<Algebra>(d, value_dim);
+  const std::int64_t token = 2 * d + 2 * value_dim + 1 + backward_scratch<Algebra>(d, value_dim);
+  adjoint_shared = (token + size) * static_cast<std::int64_t>(sizeof(T)) <= shared_memory_limit();
+  return shared_bytes_or_throw(token + (adjoint_shared ? size : 0), sizeof(T),
+                               "the GPU backward's token and scratch", d, value_dim);
+}
+
 template <class Algebra, class In, class T>
 void run_backward(const Algebra& algebra, BackwardWork<T> work, std::int64_t items, const In* q, const In* k,
                   const In* v, const T* d_num, const T* d_den, T* dq, T* dk, T* dv, CUstream_st* stream) {
   const int d = algebra.p.d, value_dim = algebra.p.dv;
   const std::int64_t size = streaming_state_size<Algebra>(d, value_dim);
-  const std::int64_t token = 2 * d + 2 * value_dim + 1 + backward_scratch<Algebra>(d, value_dim);
-  work.adjoint_shared = (token + size) * static_cast<std::int64_t>(sizeof(T)) <= shared_memory_limit();
-  const std::int64_t bytes = shared_bytes_or_throw(token + (work.adjoint_shared ? size : 0), sizeof(T),
-                                                   "the GPU backward's token and scratch", d, value_dim);
+  const std::int64_t bytes = backward_shared_bytes<Algebra, T>(d, value_dim, work.adjoint_shared);
   work.per_block = ((work.chunk + work.checkpoint - 1) / work.checkpoint + work.checkpoint + 1 +
                     (work.adjoint_shared ? 0 : 1)) *
                    size;
@@ -424,6 +432,10 @@ void scan_backward_with(const Algebra& algebra, std::int64_t heads, std::int64_t
   const std::int64_t size = Algebra::summary_size(d, value_dim),
                      state = streaming_state_size<Algebra>(d, value_dim);
   const std::int64_t chunks = (length + chunk - 1) / chunk, padded = padded_count(chunks);
+  bool adjoint_shared = false;  // both kernels' shared memory before anything is allocated
+  shared_bytes_or_throw(chunk_scalars<Algebra>(d, value_dim), sizeof(T), "the GPU scan's chunk summary", d,
+                        value_dim);
+  backward_shared_bytes<Algebra, T>(d, value_dim, adjoint_shared);
   T* carries = device_alloc<T>(heads * padded * size, "chunk carries", stream);
   T* sums = device_alloc<T>(heads * padded * size, "chunk summaries", stream);
   T* adjoints = device_alloc<T>(heads * chunks * state, "chunk adjoints", stream);
