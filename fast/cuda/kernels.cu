@@ -308,16 +308,15 @@ std::int64_t blocks_for(std::int64_t count, const char* what) {
 }
 
 // Stages 1 and 2 of the scan: each chunk's summary, then the carries by Blelloch's exclusive scan,
-// into `summaries` [heads][padded]; `sums`, where given, keeps the chunk summaries.
+// into `summaries` [heads][padded]; `sums`, where given, keeps the chunk summaries. `bytes`: the
+// chunk summary kernel's shared memory, checked by the caller (chunk_shared_bytes) before it allocated.
 template <class Algebra, class In, class T>
 void scan_carries(const Algebra& algebra, std::int64_t heads, std::int64_t length, std::int64_t chunk,
-                  std::int64_t padded, const In* q, const In* k, const In* v, T* summaries, T* sums,
-                  CUstream_st* stream) {
+                  std::int64_t padded, std::int64_t bytes, const In* q, const In* k, const In* v,
+                  T* summaries, T* sums, CUstream_st* stream) {
   const int d = algebra.p.d, dv = algebra.p.dv;
   const std::int64_t size = Algebra::summary_size(d, dv);
   const std::int64_t scan_scratch = combine_scratch<Algebra>(d, dv);
-  const std::int64_t bytes =
-      shared_bytes_or_throw(chunk_scalars<Algebra>(d, dv), sizeof(T), "the GPU scan's chunk summary", d, dv);
   T* work = nullptr;
   const std::int64_t work_blocks = std::max<std::int64_t>(padded / 2, 1) * heads;
   check(cudaMallocAsync(reinterpret_cast<void**>(&work), work_blocks * (size + scan_scratch) * sizeof(T),
@@ -364,6 +363,13 @@ T* device_alloc(std::int64_t count, const char* what, CUstream_st* stream) {
   return p;
 }
 
+// The chunk kernels' shared memory (a summary, one token, the scratch); throws where it does not fit.
+template <class Algebra, class T>
+std::int64_t chunk_shared_bytes(int d, int dv) {
+  return shared_bytes_or_throw(chunk_scalars<Algebra>(d, dv), sizeof(T), "the GPU scan's chunk summary", d,
+                               dv);
+}
+
 // The scan for one algebra: its carries, then stage 3.
 template <class Algebra, class In, class T>
 void scan_with(const Algebra& algebra, std::int64_t heads, std::int64_t length, std::int64_t chunk,
@@ -371,10 +377,11 @@ void scan_with(const Algebra& algebra, std::int64_t heads, std::int64_t length, 
   const int d = algebra.p.d, dv = algebra.p.dv;
   const std::int64_t size = Algebra::summary_size(d, dv);
   const std::int64_t chunks = (length + chunk - 1) / chunk, padded = padded_count(chunks);
-  const std::int64_t bytes =  // before anything is allocated: a shape that does not fit leaks nothing
-      shared_bytes_or_throw(chunk_scalars<Algebra>(d, dv), sizeof(T), "the GPU scan's chunk summary", d, dv);
+  // Before anything is allocated: a shape that does not fit leaks nothing.
+  const std::int64_t bytes = chunk_shared_bytes<Algebra, T>(d, dv);
   T* summaries = device_alloc<T>(heads * padded * size, "chunk summaries", stream);
-  scan_carries(algebra, heads, length, chunk, padded, q, k, v, summaries, static_cast<T*>(nullptr), stream);
+  scan_carries(algebra, heads, length, chunk, padded, bytes, q, k, v, summaries, static_cast<T*>(nullptr),
+               stream);
   auto outputs = chunk_outputs_kernel<Algebra, In, T>;
   allow_shared(outputs, bytes);
   outputs<<<dim3(blocks_for(chunks, "chunks"), heads), threads_per_block, bytes, stream>>>(
@@ -432,15 +439,15 @@ void scan_backward_with(const Algebra& algebra, std::int64_t heads, std::int64_t
   const std::int64_t size = Algebra::summary_size(d, value_dim),
                      state = streaming_state_size<Algebra>(d, value_dim);
   const std::int64_t chunks = (length + chunk - 1) / chunk, padded = padded_count(chunks);
-  bool adjoint_shared = false;  // both kernels' shared memory before anything is allocated
-  shared_bytes_or_throw(chunk_scalars<Algebra>(d, value_dim), sizeof(T), "the GPU scan's chunk summary", d,
-                        value_dim);
+  // Both kernels' shared memory before anything is allocated: a shape that does not fit leaks nothing.
+  const std::int64_t bytes = chunk_shared_bytes<Algebra, T>(d, value_dim);
+  bool adjoint_shared = false;
   backward_shared_bytes<Algebra, T>(d, value_dim, adjoint_shared);
   T* carries = device_alloc<T>(heads * padded * size, "chunk carries", stream);
   T* sums = device_alloc<T>(heads * padded * size, "chunk summaries", stream);
   T* adjoints = device_alloc<T>(heads * chunks * state, "chunk adjoints", stream);
   T* work = device_alloc<T>(heads * carry_adjoint_work<Algebra>(d, value_dim), "carry adjoint work", stream);
-  scan_carries(algebra, heads, length, chunk, padded, q, k, v, carries, sums, stream);
+  scan_carries(algebra, heads, length, chunk, padded, bytes, q, k, v, carries, sums, stream);
   BackwardWork<T> pass{};
   pass.length = length;
   pass.chunk = chunk;

@@ -25,6 +25,19 @@ void validate_problem(const Problem& problem) {
   if (problem.value_dim < 1) throw Error("GPU: dv = " + std::to_string(problem.value_dim) + "; need dv >= 1");
 }
 
+// The generic kernels are gpu_streaming and gpu_scan; `what` names the caller.
+void require_generic(Implementation impl, const char* what) {
+  if (impl != Implementation::gpu_streaming && impl != Implementation::gpu_scan)
+    throw Error(std::string(what) + ": " + std::string(implementation_name(impl)) +
+                " is not a generic GPU kernel");
+}
+
+// The scan's tokens per chunk: `chunk` (>= 1), at most the sequence (one chunk for n = 0).
+std::int64_t scan_chunk(std::int64_t chunk, std::int64_t length) {
+  if (chunk < 1) throw Error("--chunk: must be >= 1, got " + std::to_string(chunk));
+  return std::min<std::int64_t>(chunk, std::max<std::int64_t>(length, 1));
+}
+
 // An owning device array.
 template <class T>
 class DeviceArray {
@@ -171,9 +184,7 @@ std::optional<std::string> unavailable_reason() {
 template <class In, class T>
 void terms(const OperatorSpec& spec, Form form, Implementation impl, const Problem& problem,
            std::int64_t chunk, const In* q, const In* k, const In* v, T* num, T* den, CUstream_st* stream) {
-  if (impl != Implementation::gpu_streaming && impl != Implementation::gpu_scan) {
-    throw Error("gpu::terms: " + std::string(implementation_name(impl)) + " is not a generic GPU kernel");
-  }
+  require_generic(impl, "gpu::terms");
   validate_problem(problem);
   const auto params = device_params<T>(spec, impl, form, problem.key_dim, problem.value_dim);
   const std::int64_t heads = problem.batch * problem.heads;
@@ -181,9 +192,8 @@ void terms(const OperatorSpec& spec, Form form, Implementation impl, const Probl
     detail::launch_streaming(params, heads, problem.length, q, k, v, num, den, stream);
     return;
   }
-  if (chunk < 1) throw Error("--chunk: must be >= 1, got " + std::to_string(chunk));
-  const std::int64_t size = std::min<std::int64_t>(chunk, std::max<std::int64_t>(problem.length, 1));
-  detail::launch_scan(params, heads, problem.length, size, q, k, v, num, den, stream);
+  detail::launch_scan(params, heads, problem.length, scan_chunk(chunk, problem.length), q, k, v, num, den,
+                      stream);
 }
 
 template <class In, class T>
@@ -191,9 +201,7 @@ void gradients(const OperatorSpec& spec, Form form, const Problem& problem, cons
                const In* q, const In* k, const In* v, const T* d_num, const T* d_den, T* dq, T* dk, T* dv,
                CUstream_st* stream) {
   const Implementation impl = options.impl;
-  if (impl != Implementation::gpu_streaming && impl != Implementation::gpu_scan) {
-    throw Error("gpu::gradients: " + std::string(implementation_name(impl)) + " is not a generic GPU kernel");
-  }
+  require_generic(impl, "gpu::gradients");
   if (const auto why = backward_unavailable(spec, impl, form)) throw Error(*why);
   validate_problem(problem);
   if (options.checkpoint < 0)
@@ -207,8 +215,7 @@ void gradients(const OperatorSpec& spec, Form form, const Problem& problem, cons
                                       dk, dv, stream);
     return;
   }
-  if (options.chunk < 1) throw Error("--chunk: must be >= 1, got " + std::to_string(options.chunk));
-  const std::int64_t chunk = std::min<std::int64_t>(options.chunk, std::max<std::int64_t>(problem.length, 1));
+  const std::int64_t chunk = scan_chunk(options.chunk, problem.length);
   const std::int64_t checkpoint = options.checkpoint ? options.checkpoint : default_checkpoint(chunk);
   detail::launch_scan_backward(params, heads, problem.length, chunk, checkpoint, q, k, v, d_num, d_den, dq,
                                dk, dv, stream);
