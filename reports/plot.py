@@ -4,7 +4,8 @@ one line per implementation x precision, with the a-priori bound of that same wo
 same norm, dashed beside (absent where the cell has outputs whose denominator bound does not
 exclude zero).
 
-Only the rows of the report's own head (d, dv) are drawn; its wide heads are tabled in report.md.
+Only the output rows (quantity O) of the report's own head (d, dv) are drawn; its wide heads and
+the backward's rows (dQ, dK, dV) are tabled in report.md.
 
 usage: plot.py DATA_CSV PLOT_DIR D DV   (called by hla report; needs Debian's python3-matplotlib)
 """
@@ -29,7 +30,7 @@ def main(data_csv, plot_dir, d, dv):
     specs = []
     with open(data_csv, newline="") as f:
         for row in csv.DictReader(f):
-            if int(row["d"]) != d or int(row["dv"]) != dv:
+            if int(row["d"]) != d or int(row["dv"]) != dv or row["quantity"] != "O":
                 continue
             if row["spec"] not in specs:
                 specs.append(row["spec"])

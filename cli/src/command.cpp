@@ -123,6 +123,10 @@ CommandLine::CommandLine() {
   report->add_option("--operator", report_options.operators,
                      "only these operators (e.g. hla2/normalized; repeatable)");
   report->add_option("--max-n", report_max_n, "longest sequence: 64, 256, 1024, 4096, 16384 or 65536");
+  report->add_option(
+      "--backward-max-n", report_backward_max_n,
+      "longest sequence of the backward rows: 0 (none), 64, 256 (with --quick), 1024 (default), "
+      "4096, 16384 or 65536");
 
   proofs = app.add_subcommand("proofs", "the ledger: every checkable claim of the paper, checked");
   proofs
@@ -220,6 +224,15 @@ reports::ReportOptions CommandLine::report_request() const {
   }
   if (out.max_log2_n < 0)
     throw Error("--max-n: " + std::to_string(max_n) + " is not one of 64, 256, 1024, 4096, 16384, 65536");
+  const Index backward_max_n =
+      report_backward_max_n >= 0 ? report_backward_max_n : Index(report_quick ? 1 << 8 : 1 << 10);
+  out.backward_max_log2_n = backward_max_n == 0 ? 0 : -1;
+  for (int e = 6; e <= 16; e += 2) {
+    if (backward_max_n == Index(1) << e) out.backward_max_log2_n = e;
+  }
+  if (out.backward_max_log2_n < 0)
+    throw Error("--backward-max-n: " + std::to_string(backward_max_n) +
+                " is not one of 0, 64, 256, 1024, 4096, 16384, 65536");
   if (report_out.empty()) throw Error("--out: an empty directory name");
   return out;
 }

@@ -361,7 +361,8 @@ std::vector<Gradients<T>> gradients_round_trip(const OperatorSpec& spec, Form fo
     const Terms<T> adjoint = reference::finish_adjoint(spec, forward[i], d_outs[i]);
     d_num.upload(adjoint.num.data(), i * values, values);
     d_den.upload(adjoint.den.data(), i * n, n);
-    out.push_back({Matrix<T>(n, d), Matrix<T>(n, d), Matrix<T>(n, dv), reference::finish(spec, forward[i])});
+    out.push_back({Matrix<T>(n, d), Matrix<T>(n, d), Matrix<T>(n, dv), reference::finish(spec, forward[i]),
+                   forward[i]});
   }
   gradients<In, T>(spec, form, in.problem, options, in.q.data(), in.k.data(), in.v.data(), d_num.data(),
                    d_den.data(), dq.data(), dk.data(), dvalue.data());

@@ -84,26 +84,97 @@ Depths depth_in(const Algorithm& algorithm, const OperatorSpec& spec, Index n, I
   return counts(algorithm(spec, Sequence<D>{input(n, d), input(n, d), input(n, dv)}, chunk));
 }
 
+// Each algorithm forward (operator()) and backward (gradients), generic over the number type.
 struct Streaming {
+  static constexpr Implementation impl = Implementation::streaming;
   template <class T>
   Terms<T> operator()(const OperatorSpec& spec, const Sequence<T>& s, Index) const {
-    return fast::streaming_terms(spec, fast::default_form(spec, Implementation::streaming), s);
+    return fast::streaming_terms(spec, fast::default_form(spec, impl), s);
+  }
+  template <class T>
+  Gradients<T> gradients(const OperatorSpec& spec, const Sequence<T>& s, const Upstream<T>& upstream,
+                         Index) const {
+    return fast::streaming_gradients<T>(spec, fast::default_form(spec, impl), s, upstream);
   }
 };
 struct Scan {
+  static constexpr Implementation impl = Implementation::scan;
   template <class T>
   Terms<T> operator()(const OperatorSpec& spec, const Sequence<T>& s, Index chunk) const {
-    return fast::scan_terms(spec, fast::default_form(spec, Implementation::scan), s,
-                            fast::ScanOptions{chunk, 1});
+    return fast::scan_terms(spec, fast::default_form(spec, impl), s, fast::ScanOptions{chunk, 1});
+  }
+  template <class T>
+  Gradients<T> gradients(const OperatorSpec& spec, const Sequence<T>& s, const Upstream<T>& upstream,
+                         Index chunk) const {
+    return fast::scan_gradients<T>(spec, fast::default_form(spec, impl), s, upstream,
+                                   fast::ScanOptions{chunk, 1});
   }
 };
 struct Chunked {
+  static constexpr Implementation impl = Implementation::chunked;
   template <class T>
   Terms<T> operator()(const OperatorSpec& spec, const Sequence<T>& s, Index chunk) const {
-    return fast::chunked_terms(spec, fast::default_form(spec, Implementation::chunked), s,
-                               fast::ScanOptions{chunk, 1});
+    return fast::chunked_terms(spec, fast::default_form(spec, impl), s, fast::ScanOptions{chunk, 1});
+  }
+  template <class T>
+  Gradients<T> gradients(const OperatorSpec& spec, const Sequence<T>& s, const Upstream<T>& upstream,
+                         Index chunk) const {
+    return fast::chunked_gradients<T>(spec, fast::default_form(spec, impl), s, upstream,
+                                      fast::ScanOptions{chunk, 1});
   }
 };
+
+template <class T, class U>
+Matrix<T> cast_matrix(const Matrix<U>& m) {
+  return m.unaryExpr([](const U& x) { return T(x); });
+}
+
+// The backward in F on inputs and dO exactly representable in F, and the readouts' adjoints it
+// computed (finish_adjoint of its own readouts, as inside the run).
+template <class F, class Algorithm>
+BackwardRun backward_in(const Algorithm& algorithm, const OperatorSpec& spec, const Sequence<double>& s,
+                        const Matrix<double>& d_out, Index chunk) {
+  const Sequence<F> working{s.q.cast<F>(), s.k.cast<F>(), s.v.cast<F>()};
+  const Matrix<F> d_out_f = d_out.cast<F>();
+  const Gradients<F> g = algorithm.gradients(spec, working, Upstream<F>(d_out_f), chunk);
+  const Terms<F> adjoints = reference::finish_adjoint(spec, g.terms, d_out_f);
+  return {{g.dq.template cast<double>(), g.dk.template cast<double>(), g.dv.template cast<double>(),
+           g.output.template cast<double>(), widen(g.terms)},
+          widen(adjoints)};
+}
+
+// The backward started from the readout adjoints `adjoints` (magnitudes), in Gauge<double> on |q|, |k|, |v|.
+template <class Algorithm>
+Gradients<double> backward_gauge_of(const Algorithm& algorithm, const OperatorSpec& spec,
+                                    const Sequence<double>& s, const Terms<double>& adjoints, Index chunk) {
+  using G = Gauge<double>;
+  const Sequence<G> magnitudes{s.q.cast<G>(), s.k.cast<G>(), s.v.cast<G>()};
+  const Terms<G> d_terms{adjoints.num.cast<G>(), adjoints.den.cast<G>()};
+  const Gradients<G> g = algorithm.gradients(spec, magnitudes, Upstream<G>::readouts(d_terms), chunk);
+  const auto value = [](const Matrix<G>& m) {
+    return Matrix<double>(m.unaryExpr([](const G& x) { return x.value(); }));
+  };
+  return {value(g.dq), value(g.dk), value(g.dv), {}, {value(g.terms.num), value(g.terms.den)}};
+}
+
+// Its depths for a significand of `Bits` bits: symbolic inputs and readout adjoints (den's exactly
+// zero when unnormalized, as finish_adjoint makes it).
+template <int Bits, class Algorithm>
+Gradients<std::int64_t> backward_depth_in(const Algorithm& algorithm, const OperatorSpec& spec, Index n,
+                                          Index d, Index dv, Index chunk) {
+  using D = Depth<Bits>;
+  const auto input = [](Index rows, Index cols) {
+    return Matrix<D>(Matrix<D>::Constant(rows, cols, D::input()));
+  };
+  const Terms<D> d_terms{input(n, dv),
+                         spec.normalize ? Vector<D>(input(n, 1)) : Vector<D>(Vector<D>::Constant(n, D()))};
+  const Gradients<D> g = algorithm.gradients(spec, Sequence<D>{input(n, d), input(n, d), input(n, dv)},
+                                             Upstream<D>::readouts(d_terms), chunk);
+  const auto count = [](const Matrix<D>& m) {
+    return Matrix<std::int64_t>(m.unaryExpr([](const D& x) { return x.count(); }));
+  };
+  return {count(g.dq), count(g.dk), count(g.dv), {}, counts(g.terms)};
+}
 
 template <class Algorithm>
 void add_rows(std::vector<Candidate>& out, Implementation impl, bool uses_chunk) {
@@ -127,13 +198,38 @@ void add_rows(std::vector<Candidate>& out, Implementation impl, bool uses_chunk)
   const auto gauge = [](const OperatorSpec& spec, const Sequence<double>& s, Index chunk) {
     return gauge_of(Algorithm{}, spec, s, chunk);
   };
-  out.push_back(
-      {name, "float64", InputFormat::f64, 53, uses_chunk, !uses_chunk, covers, in_double, gauge, depth24});
-  out.push_back(
-      {name, "float32", InputFormat::f32, 24, uses_chunk, !uses_chunk, covers, in_float, gauge, depth24});
+  const auto covers_backward = [impl](const OperatorSpec& spec) {
+    return !fast::backward_unavailable(spec, impl, fast::default_form(spec, impl));
+  };
+  const auto backward_double = [](const OperatorSpec& spec, const Sequence<double>& s,
+                                  const Matrix<double>& d_out, Index chunk) {
+    return backward_in<double>(Algorithm{}, spec, s, d_out, chunk);
+  };
+  const auto backward_float = [](const OperatorSpec& spec, const Sequence<double>& s,
+                                 const Matrix<double>& d_out, Index chunk) {
+    return backward_in<float>(Algorithm{}, spec, s, d_out, chunk);
+  };
+  const auto backward_gauge = [](const OperatorSpec& spec, const Sequence<double>& s,
+                                 const Terms<double>& adjoints, Index chunk) {
+    return backward_gauge_of(Algorithm{}, spec, s, adjoints, chunk);
+  };
+  const auto backward_depth24 = [](const OperatorSpec& spec, Index n, Index d, Index dv, Index chunk) {
+    return backward_depth_in<24>(Algorithm{}, spec, n, d, dv, chunk);
+  };
+  const auto row = [&](std::string precision, InputFormat format, int bits, const auto& forward,
+                       const auto& backward) {
+    Candidate c{name,   std::move(precision), format, bits, uses_chunk, !uses_chunk, covers, forward, gauge,
+                depth24};
+    c.covers_backward = covers_backward;
+    c.backward = backward;
+    c.backward_gauge = backward_gauge;
+    c.backward_depth = backward_depth24;
+    out.push_back(std::move(c));
+  };
+  row("float64", InputFormat::f64, 53, in_double, backward_double);
+  row("float32", InputFormat::f32, 24, in_float, backward_float);
   // bf16 storage, float32 arithmetic: u = 2^-24 for the arithmetic measured here.
-  out.push_back({name, "bf16-in/f32", InputFormat::bf16, 24, uses_chunk, !uses_chunk, covers, in_float, gauge,
-                 depth24});
+  row("bf16-in/f32", InputFormat::bf16, 24, in_float, backward_float);
 }
 
 }  // namespace
@@ -172,6 +268,22 @@ Terms<double> reference_error_bound(const OperatorSpec& spec, const Sequence<dou
 
 Depths streaming_depth(const OperatorSpec& spec, Index n, Index d, Index dv) {
   return depth_in<24>(Streaming{}, spec, n, d, dv, 0);
+}
+
+Gradients<Mpfr> reference_gradients(const OperatorSpec& spec, const Sequence<double>& inputs,
+                                    const Matrix<double>& d_out) {
+  const Sequence<Mpfr> exact{cast_matrix<Mpfr>(inputs.q), cast_matrix<Mpfr>(inputs.k),
+                             cast_matrix<Mpfr>(inputs.v)};
+  return Streaming{}.gradients(spec, exact, Upstream<Mpfr>(cast_matrix<Mpfr>(d_out)), 0);
+}
+
+Gradients<double> streaming_backward_gauge(const OperatorSpec& spec, const Sequence<double>& inputs,
+                                           const Terms<double>& adjoints) {
+  return backward_gauge_of(Streaming{}, spec, inputs, adjoints, 0);
+}
+
+Gradients<std::int64_t> streaming_backward_depth(const OperatorSpec& spec, Index n, Index d, Index dv) {
+  return backward_depth_in<24>(Streaming{}, spec, n, d, dv, 0);
 }
 
 std::vector<Candidate> cpu_candidates() {

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <ostream>
@@ -12,6 +13,7 @@
 
 #include "hla/fast/streaming.hpp"
 #include "hla/reference/random.hpp"
+#include "hla/reports/backward_bound.hpp"
 
 namespace hla::reports {
 // The reference's number type: 261-bit MPFR (as hla::Mpfr) with its limbs inside the object,
@@ -41,6 +43,20 @@ std::string_view family_name(Family family) {
       return "drift";
     case Family::cancel:
       return "cancel";
+  }
+  return "?";
+}
+
+std::string_view quantity_name(Quantity q) {
+  switch (q) {
+    case Quantity::o:
+      return "O";
+    case Quantity::dq:
+      return "dQ";
+    case Quantity::dk:
+      return "dK";
+    case Quantity::dv:
+      return "dV";
   }
   return "?";
 }
@@ -116,6 +132,14 @@ Sequence<double> case_inputs(const ReportCase& c, Index n, Index d, Index dv) {
     }
   }
   return s;
+}
+
+Matrix<double> case_upstream(const ReportCase& c, Index n, Index dv) {
+  Rng rng(mix(c.input_seed, "upstream"));
+  Matrix<double> out(n, dv);
+  for (Index t = 0; t < n; ++t)
+    for (Index j = 0; j < dv; ++j) out(t, j) = rng.gaussian();
+  return out;
 }
 
 bool family_applies(Family family, const OperatorSpec& spec, const Rational& decay) {
@@ -244,11 +268,92 @@ CellMetrics metrics(const OperatorSpec& spec, int bits, const CandidateRun& run,
   return m;
 }
 
+// The backward's reference: each gradient as double-double pairs, and its own a-priori error.
+struct ExactGradients {
+  std::array<DoubleDouble, 3> parts;  // dQ, dK, dV
+  Gradients<double> error;
+  Terms<double> readouts;  // its forward num and den, rounded to double
+  explicit ExactGradients(const OperatorSpec& spec, const Sequence<double>& inputs,
+                          const Matrix<double>& d_out, const Gradients<Mpfr>& g,
+                          const Gradients<std::int64_t>& streaming_depth)
+      : parts{DoubleDouble(g.dq.rows(), g.dq.cols()), DoubleDouble(g.dk.rows(), g.dk.cols()),
+              DoubleDouble(g.dv.rows(), g.dv.cols())} {
+    const Matrix<Mpfr>* from[3] = {&g.dq, &g.dk, &g.dv};
+    for (int p = 0; p < 3; ++p)
+      for (Index r = 0; r < from[p]->rows(); ++r)
+        for (Index c = 0; c < from[p]->cols(); ++c) parts[p].set(r, c, (*from[p])(r, c));
+    const auto narrow = [](const auto& m) {
+      return m.unaryExpr([](const Mpfr& x) { return static_cast<double>(x); });
+    };
+    readouts = {narrow(g.terms.num), narrow(g.terms.den)};
+    const Matrix<Mpfr> d_out_exact = d_out.unaryExpr([](double x) { return Mpfr(x); });
+    const Terms<Mpfr> adjoints = reference::finish_adjoint(spec, g.terms, d_out_exact);
+    error = backward_bound(spec, 261, d_out, readouts, {narrow(adjoints.num), narrow(adjoints.den)},
+                           streaming_depth,
+                           [&](const Terms<double>& a) { return streaming_backward_gauge(spec, inputs, a); })
+                .bound;
+  }
+};
+
+// dQ, dK, dV's metrics of one backward run against the reference: as metrics() for O, the bound
+// being the backward's (backward_bound.hpp) plus the reference's own.
+std::array<CellMetrics, 3> backward_metrics(const OperatorSpec& spec, int bits, const BackwardRun& run,
+                                            const BackwardBound& bound, const ExactGradients& reference) {
+  const double eps = to_double(spec.eps);
+  double min_den_ratio = 0;
+  if (spec.normalize) {
+    min_den_ratio = INFINITY;
+    for (Index t = 0; t < reference.readouts.den.size(); ++t)
+      min_den_ratio = std::min(min_den_ratio,
+                               std::abs(reference.readouts.den(t) + eps) / (bound.gauge.terms.den(t) + eps));
+  }
+  std::array<CellMetrics, 3> out;
+  const Matrix<double>* computed[3] = {&run.gradients.dq, &run.gradients.dk, &run.gradients.dv};
+  const Matrix<double>* gauge[3] = {&bound.gauge.dq, &bound.gauge.dk, &bound.gauge.dv};
+  const Matrix<double>* own[3] = {&bound.bound.dq, &bound.bound.dk, &bound.bound.dv};
+  const Matrix<double>* theirs[3] = {&reference.error.dq, &reference.error.dk, &reference.error.dv};
+  for (int p = 0; p < 3; ++p) {
+    CellMetrics& m = out[p];
+    m.min_den_ratio = min_den_ratio;
+    double error_sq = 0, reference_sq = 0, bound_sq = 0;
+    for (Index r = 0; r < computed[p]->rows(); ++r)
+      for (Index c = 0; c < computed[p]->cols(); ++c) {
+        const double error = reference.parts[p].error(r, c, (*computed[p])(r, c));
+        const double g = std::abs(reference.parts[p].hi(r, c));
+        error_sq += error * error;
+        reference_sq += g * g;
+        m.componentwise_u = std::max(m.componentwise_u, relative_u(error, (*gauge[p])(r, c), bits));
+        const double limit = ((*own[p])(r, c) + (*theirs[p])(r, c)) * (1 + 0x1p-50);
+        if (!(limit < INFINITY)) {
+          ++m.unbounded;
+          continue;
+        }
+        bound_sq += limit * limit;
+        m.test_ratio = std::max(m.test_ratio, limit == 0 ? (error == 0 ? 0 : INFINITY) : error / limit);
+      }
+    m.outputs = computed[p]->size();
+    m.normwise_u = relative_u(std::sqrt(error_sq), std::sqrt(reference_sq), bits);
+    m.bound_normwise_u =
+        m.unbounded > 0 ? INFINITY : relative_u(std::sqrt(bound_sq), std::sqrt(reference_sq), bits);
+  }
+  return out;
+}
+
+// The backward bound of one candidate's run.
+BackwardBound bound_of(const OperatorSpec& spec, const Candidate& candidate, const Sequence<double>& inputs,
+                       const Matrix<double>& d_out, const BackwardRun& run,
+                       const Gradients<std::int64_t>& depth, Index chunk) {
+  return backward_bound(
+      spec, candidate.unit_roundoff_bits, d_out, run.gradients.terms, run.adjoints, depth,
+      [&](const Terms<double>& a) { return candidate.backward_gauge(spec, inputs, a, chunk); });
+}
+
 struct CellKey {
   Index d, dv;
   std::size_t spec, decay;
   Family family;
   std::size_t candidate;
+  Quantity quantity;
   Index n, chunk;
   friend auto operator<=>(const CellKey&, const CellKey&) = default;
 };
@@ -266,24 +371,25 @@ std::string format_duration(double seconds) {
 }
 
 // Depths depend on the operator, shapes and chunk only: computed once, shared between threads.
+template <class Value>
 class DepthCache {
  public:
   template <class Compute>
-  const Depths& get(const std::string& implementation, int bits, std::size_t spec_key, Index d, Index dv,
-                    Index n, Index chunk, const Compute& compute) {
+  const Value& get(const std::string& implementation, int bits, std::size_t spec_key, Index d, Index dv,
+                   Index n, Index chunk, const Compute& compute) {
     const auto key = std::make_tuple(implementation, bits, spec_key, d, dv, n, chunk);
     {
       std::lock_guard lock(mutex_);
       if (auto it = cache_.find(key); it != cache_.end()) return it->second;
     }
-    Depths computed = compute();
+    Value computed = compute();
     std::lock_guard lock(mutex_);
     return cache_.try_emplace(key, std::move(computed)).first->second;  // std::map: stable references
   }
 
  private:
   std::mutex mutex_;
-  std::map<std::tuple<std::string, int, std::size_t, Index, Index, Index, Index>, Depths> cache_;
+  std::map<std::tuple<std::string, int, std::size_t, Index, Index, Index, Index>, Value> cache_;
 };
 
 }  // namespace
@@ -298,6 +404,17 @@ CellMetrics measure(const OperatorSpec& spec, const Candidate& candidate, const 
                  reference_error_bound(spec, inputs, reference_depth), n);
 }
 
+std::array<CellMetrics, 3> measure_backward(const OperatorSpec& spec, const Candidate& candidate,
+                                            const Sequence<double>& inputs, const Matrix<double>& d_out,
+                                            const Gradients<Mpfr>& reference, Index chunk) {
+  const Index n = inputs.length(), d = inputs.key_dim(), dv = inputs.value_dim();
+  const BackwardRun run = candidate.backward(spec, inputs, d_out, chunk);
+  const Gradients<std::int64_t> depth = candidate.backward_depth(spec, n, d, dv, chunk);
+  return backward_metrics(
+      spec, candidate.unit_roundoff_bits, run, bound_of(spec, candidate, inputs, d_out, run, depth, chunk),
+      ExactGradients(spec, inputs, d_out, reference, streaming_backward_depth(spec, n, d, dv)));
+}
+
 void validate(const ReportOptions& options) {
   if (options.min_log2_n < 1 || options.max_log2_n < options.min_log2_n || options.max_log2_n > 20)
     throw Error("report: lengths 2^" + std::to_string(options.min_log2_n) + " to 2^" +
@@ -305,6 +422,9 @@ void validate(const ReportOptions& options) {
   if (options.log2_n_step < 1 || (options.max_log2_n - options.min_log2_n) % options.log2_n_step != 0)
     throw Error("report: the longest length must be 2^min times a power of 2^step");
   if (options.seeds < 1) throw Error("report: --seeds must be at least 1");
+  if (options.backward_max_log2_n < 0 || options.backward_max_log2_n > 20)
+    throw Error("report: the backward's longest length 2^" + std::to_string(options.backward_max_log2_n) +
+                " is not in 2^0 .. 2^20 (below the shortest length: no backward rows)");
   for (const ReportOptions::WideHeads& w : options.wide_heads)
     if (w.d < 1 || w.max_log2_n < options.min_log2_n)
       throw Error("report: a wide head needs d >= 1 and a longest length of at least 2^" +
@@ -335,7 +455,7 @@ Report run_report(const ReportOptions& options, const std::vector<Candidate>& ca
           const std::string identity = specs[s].name + "|" + format_rational(decay) + "|" +
                                        std::string(family_name(family)) + "|" + std::to_string(i);
           cases.push_back({s, decay, family, i, mix(options.seed * splitmix64_increment + 1, identity),
-                           options.d, options.dv, options.max_log2_n});
+                           options.d, options.dv, options.max_log2_n, true});
         }
       }
     }
@@ -360,7 +480,8 @@ Report run_report(const ReportOptions& options, const std::vector<Candidate>& ca
     return cost(cases[a]) > cost(cases[b]);
   });
 
-  DepthCache depths;
+  DepthCache<Depths> depths;
+  DepthCache<Gradients<std::int64_t>> backward_depths;  // keyed by implementation: any precision's
   std::vector<CaseResult> results(cases.size());
   std::atomic<std::size_t> next{0}, done{0};
   std::mutex progress_mutex;
@@ -369,6 +490,52 @@ Report run_report(const ReportOptions& options, const std::vector<Candidate>& ca
   progress << "report: " << cases.size() << " cases (operators x decays x input families x " << options.seeds
            << " seeds), n = 2^" << options.min_log2_n << " .. 2^" << options.max_log2_n << ", "
            << candidates.size() << " candidates\n";
+
+  // The backward rows of case i: at each length up to 2^backward_max_log2_n, every format, every
+  // candidate with a backward, against the MPFR backward of that length (a gradient depends on
+  // the tokens after it: no prefix of a longer run serves).
+  const auto backward_cells = [&](const ReportCase& c, std::size_t i, const OperatorSpec& spec,
+                                  std::size_t spec_key, std::size_t decay_index,
+                                  const std::vector<Index>& lengths) {
+    const Index longest = std::min(lengths.back(), Index(1) << options.backward_max_log2_n);
+    const Sequence<double> base = case_inputs(c, longest, c.d, c.dv);
+    const Matrix<double> upstream = case_upstream(c, longest, c.dv);
+    for (const InputFormat format : {InputFormat::f64, InputFormat::f32, InputFormat::bf16}) {
+      const Sequence<double> inputs = rounded(base, format);
+      const Matrix<double> d_out_all =
+          upstream.unaryExpr([format](double x) { return round_input(format, x); });
+      for (const Index n : lengths) {
+        if (n > longest) break;
+        const Sequence<double> head = prefix(inputs, n);
+        const Matrix<double> d_out = d_out_all.topRows(n);
+        std::optional<ExactGradients> reference;
+        for (std::size_t k = 0; k < candidates.size(); ++k) {
+          const Candidate& candidate = candidates[k];
+          if (candidate.inputs != format || !candidate.covers_backward || !candidate.covers_backward(spec))
+            continue;
+          if (candidate.max_width > 0 && std::max(c.d, c.dv) > candidate.max_width) continue;
+          if (!reference) {
+            const auto& depth = backward_depths.get("streaming", 0, spec_key, c.d, c.dv, n, 0, [&] {
+              return streaming_backward_depth(spec, n, c.d, c.dv);
+            });
+            reference.emplace(spec, head, d_out, reference_gradients(spec, head, d_out), depth);
+          }
+          for (const Index chunk : candidate.uses_chunk ? options.chunks : std::vector<Index>{0}) {
+            const BackwardRun run = candidate.backward(spec, head, d_out, chunk);
+            const auto& depth =
+                backward_depths.get(candidate.implementation, 0, spec_key, c.d, c.dv, n, chunk,
+                                    [&] { return candidate.backward_depth(spec, n, c.d, c.dv, chunk); });
+            const std::array<CellMetrics, 3> m =
+                backward_metrics(spec, candidate.unit_roundoff_bits, run,
+                                 bound_of(spec, candidate, head, d_out, run, depth, chunk), *reference);
+            for (int p = 0; p < 3; ++p)
+              results[i].cells.push_back(
+                  {{c.d, c.dv, c.spec_index, decay_index, c.family, k, Quantity(p + 1), n, chunk}, m[p]});
+          }
+        }
+      }
+    }
+  };
 
   const auto work = [&] {
     for (std::size_t slot; (slot = next++) < cases.size();) {
@@ -401,7 +568,7 @@ Report run_report(const ReportOptions& options, const std::vector<Candidate>& ca
             return depths.get(candidate.implementation, candidate.unit_roundoff_bits, spec_key, c.d, c.dv, n,
                               chunk, [&] { return candidate.depth(spec, n, c.d, c.dv, chunk); });
           };
-          const CellKey cell{c.d, c.dv, c.spec_index, decay_index, c.family, k, 0, 0};
+          const CellKey cell{c.d, c.dv, c.spec_index, decay_index, c.family, k, Quantity::o, 0, 0};
           if (candidate.causal_prefix) {
             const CandidateRun run = candidate.run(spec, inputs, 0);
             const Depths& depth = depth_of(longest, 0);
@@ -427,6 +594,7 @@ Report run_report(const ReportOptions& options, const std::vector<Candidate>& ca
           }
         }
       }
+      if (c.backward) backward_cells(c, i, spec, spec_key, decay_index, lengths);
       const std::size_t finished = ++done;
       std::lock_guard lock(progress_mutex);
       const auto now = std::chrono::steady_clock::now();
@@ -444,8 +612,21 @@ Report run_report(const ReportOptions& options, const std::vector<Candidate>& ca
   const int threads =
       options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
   std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) pool.emplace_back(work);
+  // A failure in one case (an Error of an implementation) stops the others and is rethrown here.
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  const auto guarded = [&] {
+    try {
+      work();
+    } catch (...) {
+      std::lock_guard lock(failure_mutex);
+      if (!failure) failure = std::current_exception();
+      next = cases.size();
+    }
+  };
+  for (int t = 0; t < threads; ++t) pool.emplace_back(guarded);
   for (std::thread& t : pool) t.join();
+  if (failure) std::rethrow_exception(failure);
 
   // Worst over seeds, per cell, in case order: independent of the thread count.
   std::map<CellKey, std::pair<CellMetrics, std::uint64_t>> worst;
@@ -477,6 +658,7 @@ Report run_report(const ReportOptions& options, const std::vector<Candidate>& ca
                            .family = std::string(family_name(key.family)),
                            .implementation = c.implementation,
                            .precision = c.precision,
+                           .quantity = key.quantity,
                            .unit_roundoff_bits = c.unit_roundoff_bits,
                            .d = key.d,
                            .dv = key.dv,

@@ -61,11 +61,12 @@ struct Summary {
 };
 
 std::map<std::pair<std::string, std::string>, Summary> summarize(const Report& report,
-                                                                 std::vector<std::string>& spec_order) {
+                                                                 std::vector<std::string>& spec_order,
+                                                                 Quantity quantity) {
   std::map<std::pair<std::string, std::string>, Summary> out;
   std::map<std::pair<std::string, std::string>, std::map<Index, double>> by_n;
   for (const ReportRow& r : report.rows) {
-    if (!main_head(report, r)) continue;
+    if (!main_head(report, r) || r.quantity != quantity) continue;
     if (std::find(spec_order.begin(), spec_order.end(), r.spec) == spec_order.end())
       spec_order.push_back(r.spec);
     const auto key = std::make_pair(r.spec, r.implementation + " " + r.precision);
@@ -118,13 +119,13 @@ std::string python() {
 
 std::string to_csv(const Report& report) {
   std::ostringstream out;
-  out << "spec,decay,family,implementation,precision,u_bits,d,dv,n,chunk,normwise_u,componentwise_u,"
+  out << "spec,decay,family,implementation,precision,quantity,u_bits,d,dv,n,chunk,normwise_u,componentwise_u,"
          "bound_normwise_u,test_ratio,min_den_ratio,unbounded,outputs,worst_seed\n";
   for (const ReportRow& r : report.rows) {
     out << r.spec << "," << r.decay << "," << r.family << "," << r.implementation << "," << r.precision << ","
-        << r.unit_roundoff_bits << "," << r.d << "," << r.dv << "," << r.n << "," << r.chunk << ","
-        << number(r.metrics.normwise_u) << "," << number(r.metrics.componentwise_u) << ","
-        << number(r.metrics.bound_normwise_u) << "," << number(r.metrics.test_ratio) << ","
+        << quantity_name(r.quantity) << "," << r.unit_roundoff_bits << "," << r.d << "," << r.dv << "," << r.n
+        << "," << r.chunk << "," << number(r.metrics.normwise_u) << "," << number(r.metrics.componentwise_u)
+        << "," << number(r.metrics.bound_normwise_u) << "," << number(r.metrics.test_ratio) << ","
         << number(r.metrics.min_den_ratio) << "," << r.metrics.unbounded << "," << r.metrics.outputs << ","
         << r.worst_seed << "\n";
   }
@@ -140,6 +141,9 @@ std::string to_json(const Report& report) {
     out << (e > o.min_log2_n ? ", " : "") << (Index(1) << e);
   out << "],\n  \"chunks\": [";
   for (std::size_t i = 0; i < o.chunks.size(); ++i) out << (i ? ", " : "") << o.chunks[i];
+  out << "],\n  \"backward_n\": [";
+  for (int e = o.min_log2_n; e <= std::min(o.max_log2_n, o.backward_max_log2_n); e += o.log2_n_step)
+    out << (e > o.min_log2_n ? ", " : "") << (Index(1) << e);
   out << "],\n  \"wide_heads\": [";
   for (std::size_t i = 0; i < o.wide_heads.size(); ++i)
     out << (i ? ", " : "") << "{\"d\": " << o.wide_heads[i].d
@@ -152,8 +156,8 @@ std::string to_json(const Report& report) {
     const ReportRow& r = report.rows[i];
     out << "    {\"spec\": \"" << r.spec << "\", \"decay\": \"" << r.decay << "\", \"family\": \"" << r.family
         << "\", \"implementation\": \"" << r.implementation << "\", \"precision\": \"" << r.precision
-        << "\", \"u_bits\": " << r.unit_roundoff_bits << ", \"d\": " << r.d << ", \"dv\": " << r.dv
-        << ", \"n\": " << r.n << ", \"chunk\": " << r.chunk
+        << "\", \"quantity\": \"" << quantity_name(r.quantity) << "\", \"u_bits\": " << r.unit_roundoff_bits
+        << ", \"d\": " << r.d << ", \"dv\": " << r.dv << ", \"n\": " << r.n << ", \"chunk\": " << r.chunk
         << ", \"normwise_u\": " << json_number(r.metrics.normwise_u)
         << ", \"componentwise_u\": " << json_number(r.metrics.componentwise_u)
         << ", \"bound_normwise_u\": " << json_number(r.metrics.bound_normwise_u)
@@ -195,7 +199,7 @@ std::string wide_heads_section(const Report& report) {
   std::map<std::tuple<Index, std::string, std::string, Index>, std::pair<double, double>> worst;
   std::vector<std::tuple<Index, std::string, std::string, Index>> order;
   for (const ReportRow& r : report.rows) {
-    if (main_head(report, r)) continue;
+    if (main_head(report, r) || r.quantity != Quantity::o) continue;
     const auto key = std::make_tuple(r.d, r.spec, r.implementation + " " + r.precision, r.n);
     auto [it, inserted] = worst.try_emplace(key, r.metrics.normwise_u, r.metrics.test_ratio);
     if (inserted) {
@@ -215,24 +219,74 @@ std::string wide_heads_section(const Report& report) {
   return out.str() + "\n";
 }
 
+std::string percent(long part, long whole) {
+  return whole == 0 ? std::string("0") : number(100.0 * part / whole);
+}
+
+// One line of a summary table: operator, implementation, precision, [extra columns,] the metrics.
+std::string summary_line(const std::string& spec, const std::string& candidate, const std::string& extra,
+                         const Summary& s) {
+  const auto space = candidate.find(' ');
+  return "| " + spec + " | " + candidate.substr(0, space) + " | " + candidate.substr(space + 1) + " | " +
+         extra + number(s.normwise_u) + " | " + number(s.componentwise_u) + " | " +
+         (std::isnan(s.slope) ? std::string("-") : number(s.slope)) + " | " + number(s.test_ratio) +
+         (s.unbounded > 0 ? " (" + percent(s.unbounded, s.outputs) + "% unbounded)" : std::string()) + " | " +
+         s.worst_where + " | " + std::to_string(s.worst_seed) + " |\n";
+}
+
+// The backward rows: per operator, candidate and gradient, the worst over every cell.
+std::string backward_section(const Report& report) {
+  const ReportOptions& o = report.options;
+  std::vector<std::string> specs;
+  const Quantity gradients[3] = {Quantity::dq, Quantity::dk, Quantity::dv};
+  std::map<std::pair<std::string, std::string>, Summary> summary[3];
+  for (int p = 0; p < 3; ++p) summary[p] = summarize(report, specs, gradients[p]);
+  if (specs.empty()) return "";
+  std::ostringstream out;
+  out << "## The backward: dQ, dK, dV\n\n"
+      << "The gradients of <dO, O> for dO with N(0, 1) entries (a stream of each case's own seed, rounded to "
+         "the "
+         "inputs' format), at n = 2^"
+      << o.min_log2_n << " .. 2^" << std::min(o.max_log2_n, o.backward_max_log2_n)
+      << " for every decay, input family and seed above, each against the streaming backward in 261-bit MPFR "
+         "on "
+         "the same inputs and dO (a gradient depends on the tokens after it, so each length has its own "
+         "run). "
+         "The bound: gamma(K) x the backward's gauge, K and the gauge those of the backward itself (started "
+         "from "
+         "the adjoints of its readouts), plus, for the normalized operators, those adjoints' own error from "
+         "the "
+         "forward's through the division by den + eps (docs/error_report.md, \"The backward's bound\"). "
+         "Worst over "
+         "decays, input families, lengths, chunk sizes and seeds.\n\n"
+      << "| operator | implementation | precision | gradient | normwise/u | componentwise/u | slope | test "
+         "ratio | "
+         "worst case | worst seed |\n|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const std::string& spec : specs)
+    for (const std::string& candidate : report.candidate_names)
+      for (int p = 0; p < 3; ++p) {
+        const auto it = summary[p].find({spec, candidate});
+        if (it != summary[p].end())
+          out << summary_line(spec, candidate, std::string(quantity_name(gradients[p])) + " | ", it->second);
+      }
+  return out.str() + "\n";
+}
+
 }  // namespace
 
 std::string to_markdown(const Report& report) {
   const ReportOptions& o = report.options;
   std::vector<std::string> specs;
-  const auto summary = summarize(report, specs);
-  double worst_f64 = 0, worst_other = 0;
+  const auto summary = summarize(report, specs, Quantity::o);
+  double worst_f64[2] = {0, 0}, worst_other[2] = {0, 0};       // O, the gradients
   long unbounded[2] = {0, 0}, normalized_outputs[2] = {0, 0};  // float64, float32 arithmetic
   for (const ReportRow& r : report.rows) {                     // every head
     const int i = r.unit_roundoff_bits == 53 ? 0 : 1;
-    double& worst = i == 0 ? worst_f64 : worst_other;
+    double& worst = (i == 0 ? worst_f64 : worst_other)[r.quantity == Quantity::o ? 0 : 1];
     worst = std::max(worst, r.metrics.test_ratio);
     unbounded[i] += r.metrics.unbounded;
     if (r.spec.find("normalized") != std::string::npos) normalized_outputs[i] += r.metrics.outputs;
   }
-  const auto percent = [](long part, long whole) {
-    return whole == 0 ? std::string("0") : number(100.0 * part / whole);
-  };
   std::ostringstream out;
   out << "# Rounding errors of every implementation\n\n"
       << "`hla report --seed " << o.seed << "`: d = " << o.d << ", dv = " << o.dv << ", n = 2^"
@@ -252,12 +306,17 @@ std::string to_markdown(const Report& report) {
                     o.docs_link + "/ledger.md))")
       << "; the exact audit of every implementation against the reference: `hla audit`.\n\n";
   out << "## Verdict\n\n"
-      << "- Largest float64 test ratio (error / a-priori bound): **" << number(worst_f64) << "** ("
-      << (worst_f64 <= 1 ? "every float64 error is within its bound" : "A FLOAT64 ERROR EXCEEDS ITS BOUND")
+      << "- Largest float64 test ratio (error / a-priori bound): **" << number(worst_f64[0]) << "** for O, **"
+      << number(worst_f64[1]) << "** for the gradients ("
+      << (std::max(worst_f64[0], worst_f64[1]) <= 1 ? "every float64 error is within its bound"
+                                                    : "A FLOAT64 ERROR EXCEEDS ITS BOUND")
       << ").\n"
-      << "- Largest float32 / bf16-input test ratio: **" << number(worst_other) << "** ("
-      << (worst_other <= 1 ? "within the bound" : "ABOVE THE BOUND") << ").\n"
-      << "- Normalized outputs whose denominator bound does not exclude zero, so that no ratio is taken: "
+      << "- Largest float32 / bf16-input test ratio: **" << number(worst_other[0]) << "** for O, **"
+      << number(worst_other[1]) << "** for the gradients ("
+      << (std::max(worst_other[0], worst_other[1]) <= 1 ? "within the bound" : "ABOVE THE BOUND") << ").\n"
+      << "- Normalized outputs and gradients whose denominator bound does not exclude zero, so that no ratio "
+         "is "
+         "taken: "
       << percent(unbounded[0], normalized_outputs[0]) << "% in float64, "
       << percent(unbounded[1], normalized_outputs[1])
       << "% with float32 arithmetic (counted over every length, seed and cell).\n";
@@ -310,14 +369,7 @@ std::string to_markdown(const Report& report) {
   for (const std::string& spec : specs) {
     for (const std::string& candidate : report.candidate_names) {
       const auto it = summary.find({spec, candidate});
-      if (it == summary.end()) continue;
-      const Summary& s = it->second;
-      const auto space = candidate.find(' ');
-      out << "| " << spec << " | " << candidate.substr(0, space) << " | " << candidate.substr(space + 1)
-          << " | " << number(s.normwise_u) << " | " << number(s.componentwise_u) << " | "
-          << (std::isnan(s.slope) ? std::string("-") : number(s.slope)) << " | " << number(s.test_ratio)
-          << (s.unbounded > 0 ? " (" + percent(s.unbounded, s.outputs) + "% unbounded)" : std::string())
-          << " | " << s.worst_where << " | " << s.worst_seed << " |\n";
+      if (it != summary.end()) out << summary_line(spec, candidate, "", it->second);
     }
   }
   out << "\n## Error against n\n\n"
@@ -325,6 +377,7 @@ std::string to_markdown(const Report& report) {
          "a-priori bound in the same norm (dashed), log-log.\n\n";
   for (const std::string& spec : specs)
     out << "### " << spec << "\n\n![" << spec << "](plots/" << file_stem(spec) << ".png)\n\n";
+  out << backward_section(report);
   out << wide_heads_section(report);
   return out.str();
 }

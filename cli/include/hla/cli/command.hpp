@@ -52,6 +52,7 @@ struct CommandLine {
   std::string report_out = "build/report", report_ledger = "build/ledger.md";
   bool report_quick = false;
   Index report_max_n = 0;  // 0: 2^16, or 2^12 with --quick
+  Index report_backward_max_n = -1;  // -1: 2^10, or 2^8 with --quick; 0: no backward rows
   proofs::LedgerOptions ledger_options;
   std::string ledger_json, ledger_markdown;
   FuzzOptions fuzz_options;

@@ -1,6 +1,8 @@
 #pragma once
 
 // The backward of the streaming and the scan forms: the gradients of <dO, O> (docs/gradients.md).
+// Each starts from an Upstream (reference/gradient.hpp): dO, or the adjoints of the readouts num and
+// den themselves; each returns O and the readouts of its own forward pass beside the gradients.
 //
 // Streaming: through the recurrence, the adjoint of its state carried from the last token to the
 // first (each stream's Adjoint and backward(), algebra/<variant>.hpp). The forward states are not
@@ -49,7 +51,8 @@ struct OwnBackward {
 
 template <class T, class Stream, class Step = OwnBackward>
 Gradients<T> stream_gradients(const Stream& initial, const OperatorSpec& spec, const Sequence<T>& s,
-                              const Matrix<T>& d_out, Index checkpoint, const Step& step = {}) {
+                              const std::type_identity_t<Upstream<T>>& upstream, Index checkpoint,
+                              const Step& step = {}) {
   const Index n = s.length();
   if (checkpoint <= 0) checkpoint = default_checkpoint(n);
   const auto token = [&s](Index t) {
@@ -67,10 +70,10 @@ Gradients<T> stream_gradients(const Stream& initial, const OperatorSpec& spec, c
     terms.num.row(t) = r.num;
     terms.den(t) = r.den;
   }
-  const Terms<T> d_terms = reference::finish_adjoint(spec, terms, d_out);
+  const Terms<T> d_terms = upstream.adjoint(spec, terms);
 
   Gradients<T> g{Matrix<T>(n, s.key_dim()), Matrix<T>(n, s.key_dim()), Matrix<T>(n, s.value_dim()),
-                 reference::finish(spec, terms)};
+                 reference::backward_output(spec, terms), terms};
   typename Stream::Adjoint adjoint = initial.zero_adjoint();
   std::vector<Stream> states;  // states[i]: before token first + i
   for (Index segment = static_cast<Index>(checkpoints.size()) - 1; segment >= 0; --segment) {
@@ -98,12 +101,12 @@ Gradients<T> stream_gradients(const Stream& initial, const OperatorSpec& spec, c
 // reference::gradients; a published form's are those of its own recurrence. Throws hla::Error
 // where the catalogue's backward_unavailable says why.
 template <class T>
-Gradients<T> streaming_gradients(const OperatorSpec& spec, Form form, const Sequence<T>& s, const Matrix<T>& d_out,
-                                 Index checkpoint = 0) {
+Gradients<T> streaming_gradients(const OperatorSpec& spec, Form form, const Sequence<T>& s,
+                                 const std::type_identity_t<Upstream<T>>& upstream, Index checkpoint = 0) {
   if (const auto why = backward_unavailable(spec, Implementation::streaming, form)) throw Error(*why);
   return with_stream<T>(spec, form, s.key_dim(), s.value_dim(), [&](auto stream) -> Gradients<T> {
     static_assert(StreamWithBackward<decltype(stream), T>, "every stream of with_stream has a backward");
-    return stream_gradients<T>(stream, spec, s, d_out, checkpoint);
+    return stream_gradients<T>(stream, spec, s, upstream, checkpoint);
   });
 }
 
@@ -132,7 +135,7 @@ concept SegmentsWithBackward = requires(const Segments& seg, const typename Segm
 // backward ones per chunk, plus a sequential pass over the chunks.
 template <class Segments, class T>
 Gradients<T> segment_gradients(const Segments& seg, const OperatorSpec& spec, const Sequence<T>& s,
-                               const Matrix<T>& d_out, const ScanOptions& options) {
+                               const Upstream<T>& upstream, const ScanOptions& options) {
   using Summary = typename Segments::Summary;
   const Index n = s.length();
   const ChunkLayout layout = chunk_layout(n, options);
@@ -160,9 +163,9 @@ Gradients<T> segment_gradients(const Segments& seg, const OperatorSpec& spec, co
       terms.den(t) = r.den;
     }
   }
-  const Terms<T> d_terms = reference::finish_adjoint(spec, terms, d_out);
+  const Terms<T> d_terms = upstream.adjoint(spec, terms);
   Gradients<T> g{Matrix<T>(n, s.key_dim()), Matrix<T>(n, s.key_dim()), Matrix<T>(n, s.value_dim()),
-                 reference::finish(spec, terms)};
+                 reference::backward_output(spec, terms), terms};
 
   // Chunk c backward from the adjoints of its readouts and, when given, of its summary: returns
   // the adjoint of its carry from its own readouts, and writes its tokens' gradients if asked.
@@ -211,12 +214,13 @@ Gradients<T> segment_gradients(const Segments& seg, const OperatorSpec& spec, co
 // compare it with the serial recurrence's). Throws hla::Error for an algebra without adjoints.
 template <class T>
 Gradients<T> bracketed_scan_gradients(const OperatorSpec& spec, Form form, const Sequence<T>& s,
-                                      const Matrix<T>& d_out, const ScanOptions& options) {
+                                      const std::type_identity_t<Upstream<T>>& upstream,
+                                      const ScanOptions& options) {
   validate(options);
   return with_segments<T>(spec, form, s.key_dim(), s.value_dim(), [&](const auto& seg) -> Gradients<T> {
     using Segments = std::decay_t<decltype(seg)>;
     if constexpr (SegmentsWithBackward<Segments, T>) {
-      return segment_gradients<Segments, T>(seg, spec, s, d_out, options);
+      return segment_gradients<Segments, T>(seg, spec, s, upstream, options);
     } else {
       throw Error("the scan of " + describe(spec) + " in the " + std::string(form_name(form)) +
                   " form has no backward");
@@ -227,10 +231,10 @@ Gradients<T> bracketed_scan_gradients(const OperatorSpec& spec, Form form, const
 // d<dO, O>/dQ, dK, dV through the scan of spec in `form` (segment_gradients), and O. Throws
 // hla::Error where the catalogue's backward_unavailable says why.
 template <class T>
-Gradients<T> scan_gradients(const OperatorSpec& spec, Form form, const Sequence<T>& s, const Matrix<T>& d_out,
-                            const ScanOptions& options) {
+Gradients<T> scan_gradients(const OperatorSpec& spec, Form form, const Sequence<T>& s,
+                            const std::type_identity_t<Upstream<T>>& upstream, const ScanOptions& options) {
   if (const auto why = backward_unavailable(spec, Implementation::scan, form)) throw Error(*why);
-  return bracketed_scan_gradients(spec, form, s, d_out, options);
+  return bracketed_scan_gradients<T>(spec, form, s, upstream, options);
 }
 
 template <class Chunks, class T>
@@ -257,17 +261,17 @@ concept ChunksWithBackward = requires(const Chunks& form, const chunked_detail::
 // C x d temporaries; time: one forward pass plus about four times its matrix products.
 template <class Chunks, class T>
 Gradients<T> chunked_gradients_with(Chunks form, const OperatorSpec& spec, const Sequence<T>& s,
-                                    const Matrix<T>& d_out, const ScanOptions& options) {
+                                    const Upstream<T>& upstream, const ScanOptions& options) {
   using Summary = typename Chunks::Summary;
   const ChunkedPass<Chunks, T> pass(form, s, options);
   const std::vector<Summary> sums = pass.summaries();
   const std::vector<Summary> carry = pass.carries(sums);
   const Terms<T> terms = pass.outputs(carry);
-  const Terms<T> d_terms = reference::finish_adjoint(spec, terms, d_out);
+  const Terms<T> d_terms = upstream.adjoint(spec, terms);
   const Index n = s.length(), chunks = pass.count();
   const int threads = pass.threads();
   Gradients<T> g{Matrix<T>::Zero(n, s.key_dim()), Matrix<T>::Zero(n, s.key_dim()),
-                 Matrix<T>::Zero(n, s.value_dim()), reference::finish(spec, terms)};
+                 Matrix<T>::Zero(n, s.value_dim()), reference::backward_output(spec, terms), terms};
   const auto rows = [&](Index c) {
     const Index b = pass.begin(c), l = pass.length(c);
     return chunked_detail::ChunkGradients<T>{g.dq.middleRows(b, l), g.dk.middleRows(b, l),
@@ -297,12 +301,13 @@ Gradients<T> chunked_gradients_with(Chunks form, const OperatorSpec& spec, const
 // forward pass. Throws hla::Error where the catalogue's backward_unavailable says why.
 template <class T>
 Gradients<T> chunked_gradients(const OperatorSpec& spec, Form form, const Sequence<T>& s,
-                               const Matrix<T>& d_out, const ScanOptions& options) {
+                               const std::type_identity_t<Upstream<T>>& upstream,
+                               const ScanOptions& options) {
   if (const auto why = backward_unavailable(spec, Implementation::chunked, form)) throw Error(*why);
   validate(options);
   return with_chunks<T>(spec, form, s.key_dim(), s.value_dim(), [&](auto chunks) -> Gradients<T> {
     static_assert(ChunksWithBackward<decltype(chunks), T>, "every chunk form has a backward");
-    return chunked_gradients_with(std::move(chunks), spec, s, d_out, options);
+    return chunked_gradients_with<decltype(chunks), T>(std::move(chunks), spec, s, upstream, options);
   });
 }
 
@@ -317,13 +322,13 @@ Gradients<T> chunked_gradients(const OperatorSpec& spec, Form form, const Sequen
   HLA_FAST_CHUNKED(prefix, T)
 #define HLA_FAST_BACKWARD(prefix, T)                                                                      \
   prefix template Gradients<T> streaming_gradients<T>(const OperatorSpec&, Form, const Sequence<T>&,      \
-                                                      const Matrix<T>&, Index);                           \
+                                                      const Upstream<T>&, Index);                         \
   prefix template Gradients<T> bracketed_scan_gradients<T>(const OperatorSpec&, Form, const Sequence<T>&, \
-                                                           const Matrix<T>&, const ScanOptions&);         \
+                                                           const Upstream<T>&, const ScanOptions&);       \
   prefix template Gradients<T> scan_gradients<T>(const OperatorSpec&, Form, const Sequence<T>&,           \
-                                                 const Matrix<T>&, const ScanOptions&);                   \
+                                                 const Upstream<T>&, const ScanOptions&);                 \
   prefix template Gradients<T> chunked_gradients<T>(const OperatorSpec&, Form, const Sequence<T>&,        \
-                                                    const Matrix<T>&, const ScanOptions&);
+                                                    const Upstream<T>&, const ScanOptions&);
 HLA_FAST_BACKWARD(extern, float)
 HLA_FAST_BACKWARD(extern, double)
 HLA_FAST_BACKWARD(extern, Mpfr)

@@ -16,6 +16,8 @@
 //   hla3 unmasked   M = Gamma . ((Gamma . (W A^T)) A)
 // then num = M V, den = M 1 and O = num (unnormalized) or O_t = num_t / (den_t + eps).
 
+#include <type_traits>
+
 #include "hla/reference/definition.hpp"
 
 namespace hla {
@@ -24,6 +26,7 @@ template <class T>
 struct Gradients {
   Matrix<T> dq, dk, dv;
   Matrix<T> output;  // O itself, from the forward pass the gradients need anyway
+  Terms<T> terms;    // that pass's num and den (output = finish(spec, terms)), as it computed them
 };
 
 namespace reference {
@@ -51,16 +54,60 @@ Terms<T> finish_adjoint(const OperatorSpec& spec, const Terms<T>& terms, const M
   return out;
 }
 
+// O of a backward's forward pass: finish(spec, terms), or empty for a scalar without division
+// (Gauge, Depth) on a normalized operator, whose runs bound the readouts and the gradients, not O.
+template <class T>
+Matrix<T> backward_output(const OperatorSpec& spec, const Terms<T>& terms) {
+  if constexpr (!requires(const T& a) { a / a; }) {
+    if (spec.normalize) return {};
+  }
+  return finish(spec, terms);
+}
+
+}  // namespace reference
+
+// Where a backward pass starts: the gradient dO of the output O = finish(spec, terms) (a dO converts
+// to one), or the adjoints of the readouts num and den themselves, which skips finish_adjoint: the
+// backward of <d_num, num> + <d_den, den>. The rounding bound of a normalized operator's backward
+// splits it there (docs/error_report.md). It refers to its matrices: a parameter type, not to be
+// kept beyond the call it is passed to.
+template <class T>
+class Upstream {
+ public:
+  Upstream(const Matrix<T>& d_out) : d_out_(&d_out) {}  // implicit: every dO is an upstream
+  static Upstream readouts(const Terms<T>& d_terms) {
+    Upstream u;
+    u.d_terms_ = &d_terms;
+    return u;
+  }
+  // The adjoints of num and den, given the forward pass's readouts.
+  Terms<T> adjoint(const OperatorSpec& spec, const Terms<T>& terms) const {
+    if (!d_terms_) return reference::finish_adjoint(spec, terms, *d_out_);
+    if (d_terms_->num.rows() != terms.num.rows() || d_terms_->num.cols() != terms.num.cols() ||
+        d_terms_->den.size() != terms.den.size())
+      throw Error("gradients: the readouts' adjoints must have the readouts' shapes");
+    return *d_terms_;
+  }
+
+ private:
+  Upstream() = default;
+  const Matrix<T>* d_out_ = nullptr;
+  const Terms<T>* d_terms_ = nullptr;
+};
+
+namespace reference {
+
 // d<dO, O>/dQ, dK, dV at s, and O. Normalized: @pre den_t + eps != 0 at every t (an exact zero throws
 // hla::Error naming the token, as output() does).
 template <class T>
-Gradients<T> gradients(const OperatorSpec& spec, const Sequence<T>& s, const Matrix<T>& d_out) {
+Gradients<T> gradients(const OperatorSpec& spec, const Sequence<T>& s,
+                       const std::type_identity_t<Upstream<T>>& upstream) {
   validate(spec);
   const Index n = s.length();
   const T gamma = from_rational<T>(spec.decay), one(1);
   const Matrix<T> m = weights(spec, s.q, s.k);
   const Terms<T> forward = terms_of_weights(m, s.v);
-  const Terms<T> adjoint = finish_adjoint(spec, forward, d_out);
+  const Terms<T> adjoint = upstream.adjoint(spec, forward);
   const Matrix<T>& d_num = adjoint.num;
   const Vector<T>& d_den = adjoint.den;
   // The adjoint of the causal weights (the entries above the diagonal are zero whatever Q and K).
@@ -109,7 +156,8 @@ Gradients<T> gradients(const OperatorSpec& spec, const Sequence<T>& s, const Mat
   }
   d_a += lower(d_w, gamma);
   dq += d_a * s.k;
-  return {dq, Matrix<T>(d_a.transpose() * s.q), Matrix<T>(m.transpose() * d_num), finish(spec, forward)};
+  return {dq, Matrix<T>(d_a.transpose() * s.q), Matrix<T>(m.transpose() * d_num), finish(spec, forward),
+          forward};
 }
 
 }  // namespace reference

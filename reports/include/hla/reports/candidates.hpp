@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "hla/reference/gradient.hpp"
 #include "hla/reference/operator_spec.hpp"
 #include "hla/reference/sequence.hpp"
 
@@ -30,6 +31,12 @@ struct CandidateRun {
   // (Gauge), computed in double; gauge_upper_bound() makes it a bound of the exact one.
   Terms<double> gauge;
   bool has_den = true;  // false: the implementation computes no denominator (unnormalized only)
+};
+
+// One backward run (dQ, dK, dV of <dO, O>) in one precision.
+struct BackwardRun {
+  Gradients<double> gradients;  // with O and the forward pass's readouts, widened exactly
+  Terms<double> adjoints;       // the readouts' adjoints c_hat as the run computed them
 };
 
 // A-priori rounding depths K of every entry of num and den (checking/depth.hpp):
@@ -62,6 +69,21 @@ struct Candidate {
 
   Index max_width = 0;  // the widest head (max of d and dv) it runs; 0: any
 
+  // The backward (docs/error_report.md, "The backward's bound"); covers_backward empty: none.
+  std::function<bool(const OperatorSpec&)> covers_backward;
+  // @pre covers_backward(spec); inputs and dO exactly representable in `inputs`
+  std::function<BackwardRun(const OperatorSpec&, const Sequence<double>&, const Matrix<double>& d_out,
+                            Index chunk)>
+      backward;
+  // The same backward started from the given readout adjoints, on |q|, |k|, |v| and those
+  // adjoints' magnitudes, in Gauge<double>; .terms holds the gauge of its forward readouts.
+  std::function<Gradients<double>(const OperatorSpec&, const Sequence<double>&, const Terms<double>& adjoints,
+                                  Index chunk)>
+      backward_gauge;
+  // Its depths for n tokens (from symbolic readout adjoints), .terms those of its forward readouts.
+  std::function<Gradients<std::int64_t>(const OperatorSpec&, Index n, Index d, Index dv, Index chunk)>
+      backward_depth;
+
   // compute and gauge.
   CandidateRun run(const OperatorSpec& spec, const Sequence<double>& inputs, Index chunk) const {
     CandidateRun out = compute(spec, inputs, chunk);
@@ -78,6 +100,15 @@ struct Candidate {
 Terms<double> reference_error_bound(const OperatorSpec& spec, const Sequence<double>& inputs,
                                     const Depths& streaming_depth);
 Depths streaming_depth(const OperatorSpec& spec, Index n, Index d, Index dv);
+
+// The backward's reference: the streaming backward of the form equal to the definition, in 261-bit
+// MPFR on the same inputs and dO; its own error bound comes from the streaming rows' backward_gauge
+// and backward_depth (docs/error_report.md).
+Gradients<Mpfr> reference_gradients(const OperatorSpec& spec, const Sequence<double>& inputs,
+                                    const Matrix<double>& d_out);
+Gradients<double> streaming_backward_gauge(const OperatorSpec& spec, const Sequence<double>& inputs,
+                                           const Terms<double>& adjoints);
+Gradients<std::int64_t> streaming_backward_depth(const OperatorSpec& spec, Index n, Index d, Index dv);
 
 // streaming, CPU scan and the chunk-parallel form, each in float64, float32 and on bf16 inputs
 // with float32 arithmetic, in the form equal to the reference (fast::default_form).

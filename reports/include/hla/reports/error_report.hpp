@@ -4,6 +4,7 @@
 // high-precision reference, on realistic inputs, with the metrics of numerical analysis
 // (docs/error_report.md describes each).
 
+#include <array>
 #include <cstdint>
 #include <iosfwd>
 #include <string>
@@ -44,10 +45,13 @@ struct ReportCase {
   std::uint64_t input_seed;
   Index d = 0, dv = 0;  // the head: the report's d and dv, or one of its wide heads
   int max_log2_n = 0;   // its longest length
+  bool backward = false;  // its backward rows too (the report's own head)
 };
 
 // Inputs of one case at length n, before rounding to the candidates' formats.
 Sequence<double> case_inputs(const ReportCase& c, Index n, Index d, Index dv);
+// The upstream gradient dO of its backward rows: N(0, 1) entries, its own stream of the case's seed.
+Matrix<double> case_upstream(const ReportCase& c, Index n, Index dv);
 
 // The metrics of one case on one candidate at one n and chunk; in a row of data.csv, the worst
 // over seeds.
@@ -61,9 +65,14 @@ struct CellMetrics {
   long outputs = 0;             // out of this many (a row: summed over seeds)
 };
 
-// One row of data.csv: a cell (operator, decay, family, candidate, n, chunk), worst over seeds.
+// What a row measures: the output O, or a gradient of <dO, O> (the backward rows).
+enum class Quantity { o, dq, dk, dv };
+std::string_view quantity_name(Quantity q);  // "O", "dQ", "dK", "dV"
+
+// One row of data.csv: a cell (operator, decay, family, candidate, quantity, n, chunk), worst over seeds.
 struct ReportRow {
   std::string spec, decay, family, implementation, precision;
+  Quantity quantity = Quantity::o;
   int unit_roundoff_bits = 0;
   Index d = 0, dv = 0;
   Index n = 0, chunk = 0;  // chunk 0: not chunked
@@ -89,6 +98,11 @@ Report run_report(const ReportOptions& options, const std::vector<Candidate>& ca
 // MPFR (261 bits) by streaming; exposed for the tests.
 CellMetrics measure(const OperatorSpec& spec, const Candidate& candidate, const Sequence<double>& inputs,
                     const Terms<Mpfr>& reference, Index chunk);
+// The same for the backward: dQ, dK, dV's metrics against the gradients `reference` (from
+// reference_gradients, or exact ones), within the backward's bound (docs/error_report.md).
+std::array<CellMetrics, 3> measure_backward(const OperatorSpec& spec, const Candidate& candidate,
+                                            const Sequence<double>& inputs, const Matrix<double>& d_out,
+                                            const Gradients<Mpfr>& reference, Index chunk);
 
 // The files: data.csv, data.json, report.md (which links `ledger_link`), plots/*.png through
 // the plotting script. Assembled beside `dir` and swapped in when complete (io::StagedDirectory),

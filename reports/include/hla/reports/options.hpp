@@ -26,6 +26,9 @@ struct ReportOptions {
   int min_log2_n = 6;
   int log2_n_step = 2;
   int seeds = 2;  // inputs per cell; the worst is reported with its seed
+  // The backward rows (dQ, dK, dV) at the report's own head, n = 2^min_log2_n .. 2^this: a
+  // gradient is not causal in its prefix, so each length costs a backward pass of its own.
+  int backward_max_log2_n = 10;
   Index d = 4, dv = 4;
   std::vector<Index> chunks{16, 64};
   // The head sizes the field uses (d = dv): `wide_operators` at gamma = 15/16 on gaussian inputs,

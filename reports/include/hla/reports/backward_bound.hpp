@@ -1,0 +1,47 @@
+#pragma once
+
+// The a-priori rounding bound of a backward pass (docs/error_report.md, "The backward's bound").
+//
+// A backward run computes c_hat, the adjoints of its readouts num and den, from its own forward
+// pass's readouts (reference::finish_adjoint: dO itself and zero when unnormalized), then B(x, c_hat),
+// the backward of <c, (num, den)>, which is linear in c. Per entry of dQ, dK, dV:
+//   |g_hat - g| <= gamma_b(K) G(|x|, |c_hat|) + G(|x|, E),
+// K the backward's rounding depths and G its gauge (the same algorithm started from given readout
+// adjoints, in Depth<bits> and in Gauge<double>), and E >= |c_hat - c| entrywise: zero when
+// unnormalized; normalized, from the readouts' own bound (gamma_b(K_fwd) times their gauge, both of
+// the same run's forward pass) carried through the division by den + eps.
+
+#include <cstdint>
+#include <functional>
+
+#include "hla/reference/gradient.hpp"
+#include "hla/reference/operator_spec.hpp"
+
+namespace hla::reports {
+
+// The bound of one backward run, and the gauge G(|x|, |c_hat|) (an upper bound of the exact one)
+// that a componentwise error is measured against.
+struct BackwardBound {
+  Gradients<double>
+      bound;  // infinite where the denominator bound of a token it depends on does not exclude zero
+  Gradients<double> gauge;  // .terms: the forward readouts' gauge, an upper bound
+};
+
+// @param readouts  the run's forward num and den; `adjoints` c_hat as the run computed them (widened
+//                  exactly, or rounded to nearest from MPFR)
+// @param depth     the backward's depths in a significand of `bits` bits (or fewer), .terms those of
+//                  its forward readouts
+// @param gauge_of  the backward from given readout adjoints' magnitudes, on |q|, |k|, |v|, in
+//                  Gauge<double> (.terms: its forward readouts' gauge)
+BackwardBound backward_bound(const OperatorSpec& spec, int bits, const Matrix<double>& d_out,
+                             const Terms<double>& readouts, const Terms<double>& adjoints,
+                             const Gradients<std::int64_t>& depth,
+                             const std::function<Gradients<double>(const Terms<double>&)>& gauge_of);
+
+// E >= |c_hat - c| entrywise (infinite at a token whose denominator bound does not exclude zero);
+// zero unnormalized. `readout_gauge` an upper bound of the readouts' exact gauge.
+Terms<double> adjoint_error(const OperatorSpec& spec, int bits, const Matrix<double>& d_out,
+                            const Terms<double>& readouts, const Terms<double>& readout_gauge,
+                            const Terms<std::int64_t>& readout_depth);
+
+}  // namespace hla::reports
