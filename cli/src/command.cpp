@@ -123,10 +123,11 @@ CommandLine::CommandLine() {
   report->add_option("--operator", report_options.operators,
                      "only these operators (e.g. hla2/normalized; repeatable)");
   report->add_option("--max-n", report_max_n, "longest sequence: 64, 256, 1024, 4096, 16384 or 65536");
-  report->add_option(
-      "--backward-max-n", report_backward_max_n,
-      "longest sequence of the backward rows: 0 (none), 64, 256 (with --quick), 1024 (default), "
-      "4096, 16384 or 65536");
+  report
+      ->add_option("--backward-max-n", report_backward_max_n,
+                   "longest sequence of the backward rows: 0 (none), 64, 256 (with --quick), 1024 (default), "
+                   "4096, 16384 or 65536")
+      ->check(CLI::NonNegativeNumber);
 
   proofs = app.add_subcommand("proofs", "the ledger: every checkable claim of the paper, checked");
   proofs

@@ -42,6 +42,8 @@ bad() {  # bad ARGS...: one line on stderr, non-zero exit, no report.md
 }
 bad --max-n 100
 bad --max-n 128
+bad --backward-max-n 100
+bad --backward-max-n -2
 bad --seeds 0
 bad --operator nonsense --max-n 64
 bad --threads 0
