@@ -6,6 +6,7 @@
 
 #include "hla/checking/instances.hpp"
 #include "hla/fast/gpu_types.hpp"
+#include "hla/reports/backward_bound.hpp"
 
 namespace hla::reports {
 
@@ -143,37 +144,20 @@ BackwardRun backward_in(const Algorithm& algorithm, const OperatorSpec& spec, co
           widen(adjoints)};
 }
 
-// The backward started from the readout adjoints `adjoints` (magnitudes), in Gauge<double> on |q|, |k|, |v|.
+// The backward from given readout adjoints, in Gauge<double> and in Depth<Bits> (backward_bound.hpp).
 template <class Algorithm>
 Gradients<double> backward_gauge_of(const Algorithm& algorithm, const OperatorSpec& spec,
                                     const Sequence<double>& s, const Terms<double>& adjoints, Index chunk) {
-  using G = Gauge<double>;
-  const Sequence<G> magnitudes{s.q.cast<G>(), s.k.cast<G>(), s.v.cast<G>()};
-  const Terms<G> d_terms{adjoints.num.cast<G>(), adjoints.den.cast<G>()};
-  const Gradients<G> g = algorithm.gradients(spec, magnitudes, Upstream<G>::readouts(d_terms), chunk);
-  const auto value = [](const Matrix<G>& m) {
-    return Matrix<double>(m.unaryExpr([](const G& x) { return x.value(); }));
-  };
-  return {value(g.dq), value(g.dk), value(g.dv), {}, {value(g.terms.num), value(g.terms.den)}};
+  return backward_gauge(s, adjoints, [&](const auto& seq, const auto& upstream) {
+    return algorithm.gradients(spec, seq, upstream, chunk);
+  });
 }
-
-// Its depths for a significand of `Bits` bits: symbolic inputs and readout adjoints (den's exactly
-// zero when unnormalized, as finish_adjoint makes it).
 template <int Bits, class Algorithm>
 Gradients<std::int64_t> backward_depth_in(const Algorithm& algorithm, const OperatorSpec& spec, Index n,
                                           Index d, Index dv, Index chunk) {
-  using D = Depth<Bits>;
-  const auto input = [](Index rows, Index cols) {
-    return Matrix<D>(Matrix<D>::Constant(rows, cols, D::input()));
-  };
-  const Terms<D> d_terms{input(n, dv),
-                         spec.normalize ? Vector<D>(input(n, 1)) : Vector<D>(Vector<D>::Constant(n, D()))};
-  const Gradients<D> g = algorithm.gradients(spec, Sequence<D>{input(n, d), input(n, d), input(n, dv)},
-                                             Upstream<D>::readouts(d_terms), chunk);
-  const auto count = [](const Matrix<D>& m) {
-    return Matrix<std::int64_t>(m.unaryExpr([](const D& x) { return x.count(); }));
-  };
-  return {count(g.dq), count(g.dk), count(g.dv), {}, counts(g.terms)};
+  return backward_depths<Bits>(spec, n, d, dv, [&](const auto& seq, const auto& upstream) {
+    return algorithm.gradients(spec, seq, upstream, chunk);
+  });
 }
 
 template <class Algorithm>

@@ -8,6 +8,7 @@
 
 #include "arrays.hpp"
 #include "hla/checking/instances.hpp"
+#include "hla/reports/backward_bound.hpp"
 #include "hla/reports/candidates.hpp"
 
 namespace hla::reports {
@@ -24,26 +25,23 @@ Implementation bound_implementation(const CheckOptions& options) {
 }
 
 template <class T>
-Gradients<T> backward(const CheckOptions& options, Implementation impl, const Sequence<T>& s, const Matrix<T>& d_out) {
+Gradients<T> backward(const CheckOptions& options, Implementation impl, const Sequence<T>& s,
+                      const std::type_identity_t<Upstream<T>>& upstream) {
   const OperatorSpec& spec = options.spec;
   const fast::Form form = fast::default_form(spec, impl);
-  if (impl == Implementation::streaming) return fast::streaming_gradients(spec, form, s, d_out);
+  if (impl == Implementation::streaming) return fast::streaming_gradients<T>(spec, form, s, upstream);
   if (impl == Implementation::chunked)
-    return fast::chunked_gradients(spec, form, s, d_out, fast::ScanOptions{options.chunk, 1});
-  return fast::scan_gradients(spec, form, s, d_out, fast::ScanOptions{options.chunk, 1});
+    return fast::chunked_gradients<T>(spec, form, s, upstream, fast::ScanOptions{options.chunk, 1});
+  return fast::scan_gradients<T>(spec, form, s, upstream, fast::ScanOptions{options.chunk, 1});
 }
 
 // Rounding depths K of every gradient entry (checking/depth.hpp) of one implementation in a
 // precision of `Bits`: they depend on the operator, the shapes and the chunk only.
 template <int Bits>
 Gradients<std::int64_t> depths(const CheckOptions& options, Implementation impl, Index n, Index d, Index dv) {
-  using D = checking::Depth<Bits>;
-  const auto symbolic = [](Index rows, Index cols) { return Matrix<D>(Matrix<D>::Constant(rows, cols, D::input())); };
-  const Gradients<D> g = backward(options, impl, Sequence<D>{symbolic(n, d), symbolic(n, d), symbolic(n, dv)}, symbolic(n, dv));
-  const auto count = [](const Matrix<D>& m) {
-    return Matrix<std::int64_t>(m.unaryExpr([](const D& x) { return x.count(); }));
-  };
-  return {count(g.dq), count(g.dk), count(g.dv), {}};
+  return backward_depths<Bits>(options.spec, n, d, dv, [&](const auto& seq, const auto& upstream) {
+    return backward(options, impl, seq, upstream);
+  });
 }
 
 // Gradient i of gradient_names: dQ, dK, dV.

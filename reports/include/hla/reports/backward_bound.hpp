@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <functional>
 
+#include "hla/checking/depth.hpp"
+#include "hla/checking/gauge.hpp"
 #include "hla/reference/gradient.hpp"
 #include "hla/reference/operator_spec.hpp"
 
@@ -37,6 +39,45 @@ BackwardBound backward_bound(const OperatorSpec& spec, int bits, const Matrix<do
                              const Terms<double>& readouts, const Terms<double>& adjoints,
                              const Gradients<std::int64_t>& depth,
                              const std::function<Gradients<double>(const Terms<double>&)>& gauge_of);
+
+// The depths of a backward for n tokens in Depth<Bits>: `run(sequence, upstream)` (any backward,
+// generic over the number type) on symbolic inputs and readout adjoints, den's exactly zero when
+// unnormalized as finish_adjoint makes it; .terms holds those of its forward readouts.
+template <int Bits, class Run>
+Gradients<std::int64_t> backward_depths(const OperatorSpec& spec, Index n, Index d, Index dv,
+                                        const Run& run) {
+  using D = checking::Depth<Bits>;
+  const auto input = [](Index rows, Index cols) {
+    return Matrix<D>(Matrix<D>::Constant(rows, cols, D::input()));
+  };
+  const Terms<D> adjoints{input(n, dv),
+                          spec.normalize ? Vector<D>(input(n, 1)) : Vector<D>(Vector<D>::Constant(n, D()))};
+  const Gradients<D> g =
+      run(Sequence<D>{input(n, d), input(n, d), input(n, dv)}, Upstream<D>::readouts(adjoints));
+  const auto count = [](const auto& m) {
+    return Matrix<std::int64_t>(m.unaryExpr([](const D& x) { return x.count(); }));
+  };
+  return {count(g.dq),
+          count(g.dk),
+          count(g.dv),
+          {},
+          {count(g.terms.num), Vector<std::int64_t>(count(g.terms.den))}};
+}
+
+// The same backward in Gauge<double> on |q|, |k|, |v| and the given readout adjoints' magnitudes;
+// .terms holds its forward readouts' gauge.
+template <class Run>
+Gradients<double> backward_gauge(const Sequence<double>& s, const Terms<double>& adjoints, const Run& run) {
+  using G = Gauge<double>;
+  const Terms<G> magnitudes{adjoints.num.cast<G>(), adjoints.den.cast<G>()};
+  const Gradients<G> g =
+      run(Sequence<G>{s.q.cast<G>(), s.k.cast<G>(), s.v.cast<G>()}, Upstream<G>::readouts(magnitudes));
+  const auto value = [](const auto& m) {
+    return Matrix<double>(m.unaryExpr([](const G& x) { return x.value(); }));
+  };
+  return {
+      value(g.dq), value(g.dk), value(g.dv), {}, {value(g.terms.num), Vector<double>(value(g.terms.den))}};
+}
 
 // E >= |c_hat - c| entrywise (infinite at a token whose denominator bound does not exclude zero);
 // zero unnormalized. `readout_gauge` an upper bound of the readouts' exact gauge.
