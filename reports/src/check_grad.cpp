@@ -109,15 +109,15 @@ Runs runs_of(const CheckOptions& options, const Plan& plan, const Sequence<doubl
     r.own = {g.dq.cast<double>(), g.dk.cast<double>(), g.dv.cast<double>(), {}};
   }
   r.own.dq *= options.scale;
-  // The gauges of each run, in double (an upper bound after the division by 1 - gamma_53(K)).
+  // The gauges of each run, in double (an upper bound after the division by 1 - gamma_53(K)): the
+  // backward from the readouts' adjoints |dO| and 0, which is what finish_adjoint gives unnormalized.
+  const Terms<double> adjoints{d_out.cwiseAbs(), Vector<double>::Zero(d_out.rows())};
   for (const Implementation impl : plan.runs) {
-    const auto gauge_of = [](const Matrix<double>& m) { return Matrix<Gauge<double>>(m.cwiseAbs().cast<Gauge<double>>()); };
-    const Gradients<Gauge<double>> g =
-        backward(options, impl, Sequence<Gauge<double>>{gauge_of(s.q), gauge_of(s.k), gauge_of(s.v)}, gauge_of(d_out));
-    const auto value = [](const Matrix<Gauge<double>>& m, double factor) {
-      return Matrix<double>(m.unaryExpr([factor](const Gauge<double>& x) { return x.value() * factor; }));
-    };
-    r.gauges.push_back({value(g.dq, options.scale), value(g.dk, 1), value(g.dv, 1), {}});
+    Gradients<double> g = backward_gauge(s, adjoints, [&](const auto& seq, const auto& upstream) {
+      return backward(options, impl, seq, upstream);
+    });
+    g.dq *= options.scale;
+    r.gauges.push_back({std::move(g.dq), std::move(g.dk), std::move(g.dv), {}});
   }
   return r;
 }
