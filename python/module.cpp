@@ -178,6 +178,7 @@ PYBIND11_MODULE(_hla, m) {
                                                reports::gradient_names[r.result.first_failure_part]);
                              })
       .def_property_readonly("tight_ratio", [](const GradientResult& r) { return r.result.tight_ratio; })
+      .def_property_readonly("unbounded", [](const GradientResult& r) { return r.result.unbounded; })
       .def_property_readonly(
           "diagnosis",
           [](const GradientResult& r) { return diagnosis(r.result.diagnosis, r.result.matches); })
@@ -197,14 +198,15 @@ PYBIND11_MODULE(_hla, m) {
 
   m.def(
       "check_grad",
-      [](const Array& d_out, const Array& dq, const Array& dk, const Array& dv, const Array& q, const Array& k,
-         const Array& v, const std::string& variant, bool masked, const py::object& ridge, const py::object& decay,
-         double scale, const std::string& precision, const std::optional<std::string>& output_dtype,
+      [](const Array& d_out, const Array& dq, const Array& dk, const Array& dv, const Array& q,
+         const Array& k, const Array& v, const std::string& variant, bool masked, bool normalize,
+         const py::object& eps, const py::object& ridge, const py::object& decay, double scale,
+         const std::string& precision, const std::optional<std::string>& output_dtype,
          const std::string& layout, const std::string& algorithm, Index chunk, const std::string& criterion,
          int threads) {
         GradientResult r;
-        r.options = options(variant, masked, false, py::int_(0), ridge, decay, scale, "add", precision, output_dtype,
-                            algorithm, chunk, criterion, threads);
+        r.options = options(variant, masked, normalize, eps, ridge, decay, scale, "add", precision,
+                            output_dtype, algorithm, chunk, criterion, threads);
         const reports::Layout l = reports::parse_layout(layout);
         py::gil_scoped_release release;
         r.result = reports::check_gradient_arrays(r.options, l, view("q", q), view("k", k), view("v", v),
@@ -212,12 +214,13 @@ PYBIND11_MODULE(_hla, m) {
         return r;
       },
       py::arg("d_out"), py::arg("dq"), py::arg("dk"), py::arg("dv"), py::arg("q"), py::arg("k"), py::arg("v"),
-      py::kw_only(), py::arg("variant") = "hla2", py::arg("masked") = true, py::arg("ridge") = py::int_(0),
-      py::arg("decay") = py::int_(1), py::arg("scale") = 1.0, py::arg("precision") = "f32",
-      py::arg("output_dtype") = py::none(), py::arg("layout") = "nd", py::arg("algorithm") = "any",
-      py::arg("chunk") = 64, py::arg("criterion") = "tight", py::arg("threads") = 0,
+      py::kw_only(), py::arg("variant") = "hla2", py::arg("masked") = true, py::arg("normalize") = false,
+      py::arg("eps") = py::int_(0), py::arg("ridge") = py::int_(0), py::arg("decay") = py::int_(1),
+      py::arg("scale") = 1.0, py::arg("precision") = "f32", py::arg("output_dtype") = py::none(),
+      py::arg("layout") = "nd", py::arg("algorithm") = "any", py::arg("chunk") = 64,
+      py::arg("criterion") = "tight", py::arg("threads") = 0,
       "Checks a kernel's gradients dq, dk, dv of <d_out, O> against the exact ones on q, k, v "
-      "(unnormalized operators; docs/check.md \"Gradients\").");
+      "(normalized operators divide by den + eps; docs/check.md \"Gradients\").");
 
   m.def(
       "reference",

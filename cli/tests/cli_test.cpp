@@ -524,7 +524,11 @@ TEST_CASE("cli/check --grad passes exact gradients and fails a wrong one", "[cli
   check_bad_input(without_output(" --grad " + w.path("do.npy")), "--grad", "needs --dq, --dk and --dv");
   check_bad_input(without_output(" --dq " + w.path("dq.npy")), "--dq", "need --grad");
   check_bad_input(without_output(""), "check", "--o (the output) or --grad");
-  check_bad_input(without_output(grad("dk.npy") + " --normalize --eps 1"), "--grad", "unnormalized operators only");
+  // The unnormalized operator's gradients fail the normalized operator's check; the normalized
+  // backward divides by den + eps, so another --eps-policy is refused.
+  CHECK(without_output(grad("dk.npy") + " --normalize --eps 1").status == 1);
+  check_bad_input(without_output(grad("dk.npy") + " --normalize --eps 1 --eps-policy clamp"), "--grad",
+                  "--eps-policy add");
   check_bad_input(without_output(" --grad " + w.path("do.npy") + " --dq " + w.path("dk.npy") + " --dk " +
                                  w.path("dk.npy") + " --dv " + w.path("dq.npy")),
                   "dq.npy", "dO and dV have the values' shape");

@@ -141,6 +141,10 @@ const Mistake backward_mistake_table[] = {
      "the adjoint of the cross-summaries G, h not carried back: each token's dG, dh from its own readout "
      "only",
      [](const Spec& s, bool, Dim, Dim) { return s.variant == Variant::hla2 && s.masked; }},
+    {"den-adjoint-dropped",
+     "the denominator treated as a constant: the adjoint of den, -(dO_t . num_t) / (den_t + eps)^2, left "
+     "out",
+     [](const Spec& s, bool, Dim, Dim) { return s.normalize; }},
 };
 
 }  // namespace

@@ -117,6 +117,46 @@ def linear_backward(q, k, v, d_o, gamma, scale, late=False):
     return dq, dk, dv
 
 
+def normalized_linear_backward(q, k, v, d_o, gamma, eps, scale, drop_den=False):
+    """A user's float32 backward of normalized linear attention with decay (o_t = num_t / (den_t +
+    eps), num_t = S_t^T q_t, den_t = z_t . q_t, z_t = g z + k_t); drop_den: the denominator treated
+    as a constant (its adjoint -(dO_t . num_t) / (den_t + eps)^2 left out)."""
+    q, k, v, d_o = (x.astype(np.float32) for x in (q, k, v, d_o))
+    g, n = np.float32(gamma), q.shape[0]
+    q = q * np.float32(scale)
+    states, sums = [], []
+    s, z = np.zeros((k.shape[1], v.shape[1]), np.float32), np.zeros(k.shape[1], np.float32)
+    for t in range(n):
+        s, z = g * s + np.outer(k[t], v[t]), g * z + k[t]
+        states.append(s)
+        sums.append(z)
+    dq, dk, dv = np.zeros_like(q), np.zeros_like(k), np.zeros_like(v)
+    a, b = np.zeros_like(s), np.zeros_like(z)
+    for t in reversed(range(n)):
+        num, den = states[t].T @ q[t], sums[t] @ q[t] + np.float32(eps)
+        c_num = d_o[t] / den
+        c_den = np.float32(0) if drop_den else -(d_o[t] @ num) / (den * den)
+        a, b = g * a + np.outer(q[t], c_num), g * b + q[t] * c_den
+        dq[t] = (states[t] @ c_num + sums[t] * c_den) * np.float32(scale)
+        dk[t], dv[t] = a @ v[t] + b, a.T @ k[t]
+    return dq, dk, dv
+
+
+def test_check_grad_on_a_normalized_operator_names_a_dropped_denominator_adjoint():
+    rng = np.random.default_rng(SEED)
+    q, k = (np.abs(kernel.bf16(rng.standard_normal((64, 16)))) for _ in range(2))
+    v, d_o = (kernel.bf16(rng.standard_normal((64, 16))) for _ in range(2))
+    options = dict(variant="linear", normalize=True, eps="1/1024", decay=0.99, scale=0.25, precision="bf16")
+    r = hla.check_grad(d_o, *normalized_linear_backward(q, k, v, d_o, 0.99, 2.0**-10, 0.25), q, k, v, **options)
+    assert r.passed, r.summary()
+    assert r.unbounded == 0
+    bad = hla.check_grad(d_o, *normalized_linear_backward(q, k, v, d_o, 0.99, 2.0**-10, 0.25, drop_den=True), q, k, v,
+                         **options)
+    assert not bad.passed and not bad.sound
+    assert bad.diagnosis["candidates"][0]["id"] == "den-adjoint-dropped", bad.summary()
+    assert "den-adjoint-dropped" in bad.diagnosis["matches"]
+
+
 def test_check_grad_passes_a_correct_backward_and_fails_a_late_adjoint():
     rng = np.random.default_rng(SEED)
     q, k, v, d_o = (kernel.bf16(rng.standard_normal((64, 16))) for _ in range(4))

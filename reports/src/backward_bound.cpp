@@ -20,11 +20,19 @@ Terms<double> adjoint_error(const OperatorSpec& spec, int bits, const Matrix<dou
   if (!spec.normalize) return out;  // c_hat = (dO, 0) exactly
   const double eps = to_double(spec.eps);
   const auto gamma = [bits](std::int64_t k) { return gamma_bound(k, bits); };
+  // The run adds eps rounded to its precision, this code eps rounded to double: each within
+  // eps_error of the exact eps.
+  const double eps_error = eps * (std::ldexp(1.0, -bits) + 0x1p-53) * slack;
   for (Index t = 0; t < n; ++t) {
-    // D = den + eps exactly; the run divides by D_hat = fl(den_hat + eps), den_hat within N of den.
-    const double n_den = gamma(readout_depth.den(t)) * readout_gauge.den(t);
-    const double center = readouts.den(t) + eps;  // within 2^-53 |center| of den_hat + eps
-    const double d_up = std::abs(center) * (1 + 0x1p-52), d_down = std::abs(center) * (1 - 0x1p-52);
+    // D = den + eps exactly; the run divides by D_hat = fl(den_hat + eps_run), den_hat within N of
+    // den, so den_hat + eps_run is within N' = N + eps_error of D.
+    const double n_den = (gamma(readout_depth.den(t)) * readout_gauge.den(t) + eps_error) * slack;
+    // center is within 2^-53 |center| + eps_error of den_hat + eps_run, plus 2^-53 |den_hat| where
+    // den_hat was rounded from MPFR to double.
+    const double center = readouts.den(t) + eps;
+    const double off = (eps_error + (bits > 53 ? std::abs(readouts.den(t)) * 0x1p-53 : 0)) * slack;
+    const double d_up = (std::abs(center) * (1 + 0x1p-52) + off) * slack;
+    const double d_down = (std::abs(center) * (1 - 0x1p-52) - off) / slack;
     // c_num = dO / D; the run's dO / D_hat, rounded, is dO / D'' with |D'' - (den_hat + eps)| <=
     // gamma(2) |den_hat + eps| (two roundings). So |D'' - D| <= e_d, and both exceed `low`.
     const double e_d = (n_den + gamma(2) * d_up) * slack;

@@ -57,13 +57,14 @@ bool exact_power_of_two(double x) {
 
 // runs[0] is the streaming backward (the reference's algorithm), runs.back() the one the sound
 // bound takes (the same, or the scan). Depths per run: in the candidate's arithmetic and in
-// float64 (for the gauge computed in double, and the reference).
+// float64 (for the gauge computed in double, and the reference), each with the roundings beyond
+// the backward's added (--scale's, the group sum's).
 struct Plan {
   std::vector<Implementation> runs;
   std::vector<Gradients<std::int64_t>> depth, depth53;
-  int bits = 24;                      // the candidate's arithmetic
-  std::int64_t extra[3] = {0, 0, 0};  // roundings beyond the backward's: --scale's, the group sum's
+  int bits = 24;  // the candidate's arithmetic
   Format out = Format::f32;
+  Index group = 1;
 };
 
 struct HeadOutcome {
@@ -75,55 +76,143 @@ struct HeadOutcome {
   double part_ratio[3] = {0, 0, 0};
   double distance_units[3] = {0, 0, 0}, own_distance_units[3] = {0, 0, 0}, tight[3] = {0, 0, 0};
   double limit[3] = {0, 0, 0};  // the tight limit on the rms distance from the rounded reference
+  long unbounded = 0;           // entries without a finite bound, not compared
 };
 
-// One value head's backward runs: the reference, the toolkit's own, and each run's gauge.
-struct Runs {
-  Gradients<double> ref, own;
-  std::vector<Gradients<double>> gauges;  // per plan.runs
+// A backward run in T on the inputs and dO (values of T: the inputs are checked to be), widened
+// to double: its gradients, forward readouts (.terms) and the readouts' adjoints it computed
+// (finish_adjoint of its own readouts, as inside the run; rounded to nearest from MPFR).
+struct Run {
+  Gradients<double> g;
+  Terms<double> adjoints;
 };
 
-Runs runs_of(const CheckOptions& options, const Plan& plan, const Sequence<double>& s, const Matrix<double>& d_out) {
-  const bool f64 = options.precision == Format::f64;
-  Runs r;
-  // The reference: float64 streaming backward, or 261-bit MPFR for a float64 candidate.
-  if (f64) {
-    const auto cast = [](const Matrix<double>& m) { return Matrix<Mpfr>(m.unaryExpr([](double x) { return Mpfr(x); })); };
-    const Gradients<Mpfr> g =
-        backward(options, Implementation::streaming, Sequence<Mpfr>{cast(s.q), cast(s.k), cast(s.v)}, cast(d_out));
-    const auto back = [](const Matrix<Mpfr>& m) {
-      return Matrix<double>(m.unaryExpr([](const Mpfr& x) { return static_cast<double>(x); }));
-    };
-    r.ref = {back(g.dq), back(g.dk), back(g.dv), {}};
-  } else {
-    r.ref = backward(options, Implementation::streaming, s, d_out);
-  }
-  r.ref.dq *= options.scale;
-  // The toolkit's own backward of the precision: float64, or float32 on the inputs as float.
-  if (f64) {
-    r.own = backward(options, Implementation::streaming, s, d_out);
-  } else {
-    const auto narrow = [](const Matrix<double>& m) { return Matrix<float>(m.cast<float>()); };
-    const Gradients<float> g =
-        backward(options, Implementation::streaming, Sequence<float>{narrow(s.q), narrow(s.k), narrow(s.v)}, narrow(d_out));
-    r.own = {g.dq.cast<double>(), g.dk.cast<double>(), g.dv.cast<double>(), {}};
-  }
-  r.own.dq *= options.scale;
-  // The gauges of each run, in double (an upper bound after the division by 1 - gamma_53(K)): the
-  // backward from the readouts' adjoints |dO| and 0, which is what finish_adjoint gives unnormalized.
-  const Terms<double> adjoints{d_out.cwiseAbs(), Vector<double>::Zero(d_out.rows())};
-  for (const Implementation impl : plan.runs) {
-    Gradients<double> g = backward_gauge(s, adjoints, [&](const auto& seq, const auto& upstream) {
-      return backward(options, impl, seq, upstream);
-    });
-    g.dq *= options.scale;
-    r.gauges.push_back({std::move(g.dq), std::move(g.dk), std::move(g.dv), {}});
-  }
+template <class T>
+Run run_in(const CheckOptions& options, Implementation impl, const Sequence<double>& s,
+           const Matrix<double>& d_out) {
+  const auto cast = [](const Matrix<double>& m) {
+    return Matrix<T>(m.unaryExpr([](double x) { return T(x); }));
+  };
+  const auto back = [](const auto& m) {
+    return Matrix<double>(m.unaryExpr([](const T& x) { return static_cast<double>(x); }));
+  };
+  const Matrix<T> d_out_t = cast(d_out);
+  const Gradients<T> g = backward(options, impl, Sequence<T>{cast(s.q), cast(s.k), cast(s.v)}, d_out_t);
+  const Terms<T> c = reference::finish_adjoint(options.spec, g.terms, d_out_t);
+  Run r{{back(g.dq), back(g.dk), back(g.dv), {}, {back(g.terms.num), Vector<double>(back(g.terms.den))}},
+        {back(c.num), Vector<double>(back(c.den))}};
+  r.g.dq *= options.scale;
   return r;
 }
 
-// Adds a value head's runs to its group's: dQ, dK summed (the gauges too: a bound of the sum of
-// the exact gradients' monomials), dV placed in its columns.
+// The exact gauge bounded from above: the computed one over 1 - gamma_53(K) (NaN, from zero
+// times an infinite adjoint error, and overflow as infinity).
+Matrix<double> gauge_up(const Matrix<double>& computed, const Matrix<std::int64_t>& depth) {
+  Matrix<double> out(computed.rows(), computed.cols());
+  for (Index i = 0; i < computed.size(); ++i) {
+    const double x = computed.data()[i] / (1 - gamma_bound(depth.data()[i], 53)) * (1 + 0x1p-50);
+    out.data()[i] = x < INFINITY ? x : INFINITY;
+  }
+  return out;
+}
+
+// One value head's backward runs: the reference, the toolkit's own streaming backward of the
+// precision, and every entry's sound bound before the output format's rounding (.bound: the
+// bounded run's a-priori bound plus the reference's own, backward_bound.hpp's terms).
+struct Runs {
+  Gradients<double> ref, own, bound;
+};
+
+Runs runs_of(const CheckOptions& options, const Plan& plan, const Sequence<double>& s, const Matrix<double>& d_out) {
+  const OperatorSpec& spec = options.spec;
+  const bool f64 = options.precision == Format::f64;
+  const std::size_t b = plan.runs.size() - 1;  // the bounded run
+  // The reference: float64 streaming backward, or 261-bit MPFR for a float64 candidate. The own:
+  // float64, or float32 on the inputs as float (the queries scaled in double, then rounded).
+  const auto in_precision = [&](Implementation impl) {
+    return f64 ? run_in<double>(options, impl, s, d_out) : run_in<float>(options, impl, s, d_out);
+  };
+  const Run ref = f64 ? run_in<Mpfr>(options, Implementation::streaming, s, d_out)
+                      : run_in<double>(options, Implementation::streaming, s, d_out);
+  const Run own = in_precision(Implementation::streaming);
+  // The bounded run's readouts' adjoints c_hat: dO and 0 unnormalized, whatever the run.
+  const Run bounded = spec.normalize && b > 0 ? in_precision(plan.runs[b]) : Run{};
+  const Run& c_b = b == 0 || !spec.normalize ? own : bounded;
+  const auto gauge = [&](std::size_t i, const Terms<double>& adjoints) {
+    Gradients<double> g = backward_gauge(s, adjoints, [&](const auto& seq, const auto& upstream) {
+      return backward(options, plan.runs[i], seq, upstream);
+    });
+    g.dq *= options.scale;
+    return g;
+  };
+  // |c_hat|, rounded up past a rounding to nearest of an MPFR value (exact unnormalized: dO and 0).
+  const double up = spec.normalize ? 1 + 0x1p-52 : 1;
+  const auto magnitude = [up](const Terms<double>& c) {
+    return Terms<double>{c.num.cwiseAbs() * up, c.den.cwiseAbs() * up};
+  };
+  // G1 = G(|x|, |c_hat|) of the reference's run and of the bounded run: one gauge run on the larger
+  // magnitudes when both are streaming.
+  std::vector<Gradients<double>> g1;
+  if (b == 0) {
+    const Terms<double> r = magnitude(ref.adjoints), o = magnitude(c_b.adjoints);
+    g1.push_back(gauge(0, {r.num.cwiseMax(o.num), r.den.cwiseMax(o.den)}));
+  } else {
+    g1.push_back(gauge(0, magnitude(ref.adjoints)));
+    g1.push_back(gauge(b, magnitude(c_b.adjoints)));
+  }
+  // G2 = G(|x|, E) with E >= |c_hat - c| (backward_bound.hpp's adjoint_error), normalized only:
+  // the reference's and the bounded run's, in one gauge run when both are streaming.
+  Gradients<double> g2;
+  if (spec.normalize) {
+    const auto error = [&](std::size_t i, const Run& run, int bits, const Gradients<std::int64_t>& depth) {
+      return adjoint_error(spec, bits, d_out, run.g.terms,
+                           gauge_upper_bound(g1[std::min(i, g1.size() - 1)].terms, plan.depth53[i].terms),
+                           depth.terms);
+    };
+    const Terms<double> e_ref = error(0, ref, f64 ? 261 : 53, plan.depth53[0]);
+    const Terms<double> e_b = error(b, c_b, plan.bits, plan.depth[b]);
+    const auto up_all = [&](const Gradients<double>& g, std::size_t i) {
+      const Gradients<std::int64_t>& k = plan.depth53[i];
+      return Gradients<double>{gauge_up(g.dq, k.dq), gauge_up(g.dk, k.dk), gauge_up(g.dv, k.dv), {}, {}};
+    };
+    if (b == 0) {
+      g2 = up_all(gauge(0, {e_ref.num + e_b.num, e_ref.den + e_b.den}), 0);
+    } else {
+      g2 = up_all(gauge(0, e_ref), 0);
+      const Gradients<double> x = up_all(gauge(b, e_b), b);
+      g2.dq += x.dq;
+      g2.dk += x.dk;
+      g2.dv += x.dv;
+    }
+  }
+  Runs r{ref.g, own.g, {}};
+  r.ref.terms = r.own.terms = {};
+  const auto bound = [&](int p, const Matrix<double>& g) {
+    const auto depth = [&](const std::vector<Gradients<std::int64_t>>& k,
+                           std::size_t i) -> const Matrix<std::int64_t>& { return part(k[i], p); };
+    const Matrix<double> gauge0 = gauge_up(part(g1[0], p), depth(plan.depth53, 0));
+    const Matrix<double> gauge_b = b ? gauge_up(part(g1[b], p), depth(plan.depth53, b)) : gauge0;
+    Matrix<double> out(g.rows(), g.cols());
+    for (Index i = 0; i < g.size(); ++i) {
+      const double own_bound = gamma_bound(depth(plan.depth, b).data()[i], plan.bits) * gauge_b.data()[i];
+      // The reference's own error: float64 streaming, gamma_53(K) times its gauge; MPFR, gamma_261(K)
+      // times it and half an ulp of double for each narrowing (the group sum's too).
+      const std::int64_t k53 = depth(plan.depth53, 0).data()[i];
+      const double reference_bound = f64 ? gamma_bound(k53, 261) * gauge0.data()[i] * (1 + 0x1p-50) +
+                                               std::ldexp(std::abs(g.data()[i]), -53) * double(plan.group) +
+                                               std::ldexp(1.0, -261)
+                                         : gamma_bound(k53, 53) * gauge0.data()[i];
+      const double total = own_bound + reference_bound;
+      out.data()[i] = spec.normalize ? (total + part(g2, p).data()[i]) * (1 + 0x1p-50) : total;
+    }
+    return out;
+  };
+  r.bound = {bound(0, r.ref.dq), bound(1, r.ref.dk), bound(2, r.ref.dv), {}, {}};
+  return r;
+}
+
+// Adds a value head's runs to its group's: dQ, dK summed (their bounds too: the bound of a sum of
+// the heads' gradients), dV placed in its columns.
 void add_runs(Runs& to, const Runs& x, Index group_index, Index dv) {
   const auto add = [&](Gradients<double>& a, const Gradients<double>& b) {
     if (group_index == 0) {
@@ -137,16 +226,14 @@ void add_runs(Runs& to, const Runs& x, Index group_index, Index dv) {
   };
   add(to.ref, x.ref);
   add(to.own, x.own);
-  for (std::size_t i = 0; i < x.gauges.size(); ++i) add(to.gauges[i], x.gauges[i]);
+  add(to.bound, x.bound);
 }
 
 HeadOutcome check_head(const CheckOptions& options, const Plan& plan, const GradientHead& head) {
-  const bool f64 = options.precision == Format::f64;
   const Index group = head.group, dv = head.tokens.value_dim() / group, n = head.tokens.length();
   // The group's value heads one after another: q and k shared, v, dO, dV in column blocks.
   Runs all;
-  for (Gradients<double>* g : {&all.ref, &all.own}) g->dv = Matrix<double>(n, group * dv);
-  all.gauges.assign(plan.runs.size(), Gradients<double>{{}, {}, Matrix<double>(n, group * dv), {}});
+  for (Gradients<double>* g : {&all.ref, &all.own, &all.bound}) g->dv = Matrix<double>(n, group * dv);
   for (Index g = 0; g < group; ++g) {
     const Sequence<double> s{head.tokens.q * options.scale, head.tokens.k, head.tokens.v.middleCols(g * dv, dv)};
     add_runs(all, runs_of(options, plan, s, head.d_out.middleCols(g * dv, dv)), g, dv);
@@ -155,35 +242,25 @@ HeadOutcome check_head(const CheckOptions& options, const Plan& plan, const Grad
   const auto where = [&](int p, Index t, Index j) {
     return p < 2 ? Position{head.batch, head.head, t, j} : Position{head.batch, head.head * group + j / dv, t, j % dv};
   };
-  const Gradients<double>& ref = all.ref;
-  const Gradients<double>& own = all.own;
-  const std::vector<Gradients<double>>& gauges = all.gauges;
   const double u_out = unit_roundoff(plan.out), tiny = underflow_error(plan.out);
-  const double reference_unit = f64 ? std::ldexp(1.0, -261) : 0;
+  const double sum_slack = group > 1 ? 1 + double(group) * 0x1p-52 : 1;
   HeadOutcome r;
   for (int p = 0; p < 3; ++p) {
     const Matrix<double>& c = part(head.candidate, p);
-    const Matrix<double>& g = part(ref, p);
-    const Matrix<double>& o = part(own, p);
+    const Matrix<double>& g = part(all.ref, p);
+    const Matrix<double>& o = part(all.own, p);
+    const Matrix<double>& bound = part(all.bound, p);
     double candidate_sq = 0, own_sq = 0, ref_sq = 0;
+    Index compared = 0;
     for (Index t = 0; t < g.rows(); ++t)
       for (Index j = 0; j < g.cols(); ++j) {
-        const Index jd = p == 2 ? j % dv : j;  // the depths are one value head's: the same for each
-        // Run i's gauge, an upper bound of the exact one after the division by 1 - gamma_53(K).
-        const auto gauge_up = [&](std::size_t i) {
-          return part(gauges[i], p)(t, j) / (1 - gamma_bound(part(plan.depth53[i], p)(t, jd) + plan.extra[p], 53)) *
-                 (1 + 0x1p-50);
-        };
-        const std::size_t b = plan.runs.size() - 1;  // the bounded run
-        const double gauge = gauge_up(0);
-        const double bound = gamma_bound(part(plan.depth[b], p)(t, jd) + plan.extra[p], plan.bits) * (b ? gauge_up(b) : gauge);
-        // The reference's own error: float64 streaming, gamma_53(K) times its gauge; MPFR, gamma_261(K)
-        // times it and half an ulp of double for the narrowing.
-        const std::int64_t k53 = part(plan.depth53[0], p)(t, jd) + plan.extra[p];
-        const double reference_bound =
-            f64 ? gamma_bound(k53, 261) * gauge * (1 + 0x1p-50) + std::ldexp(std::abs(g(t, j)), -53) + reference_unit
-                : gamma_bound(k53, 53) * gauge;
-        const double total = bound + reference_bound;
+        // dQ and dK of a group sum its value heads' bounds, rounded up for the sum's own roundings.
+        const double total = p < 2 ? bound(t, j) * sum_slack : bound(t, j);
+        if (!(total < INFINITY)) {  // a denominator it depends on not told from zero
+          ++r.unbounded;
+          continue;
+        }
+        ++compared;
         const double limit = total + u_out * (std::abs(g(t, j)) + total) + tiny;
         const double error = std::abs(c(t, j) - g(t, j));
         const double ratio = error / limit;  // limit >= the format's underflow error > 0
@@ -203,7 +280,7 @@ HeadOutcome check_head(const CheckOptions& options, const Plan& plan, const Grad
         own_sq += (own_rounded - rounded) * (own_rounded - rounded);
         ref_sq += g(t, j) * g(t, j);
       }
-    const double count = double(std::max<Index>(1, g.size()));
+    const double count = double(std::max<Index>(1, compared));
     const double unit = u_out * std::sqrt(ref_sq / count);
     const double candidate_rms = std::sqrt(candidate_sq / count), own_rms = std::sqrt(own_sq / count);
     r.distance_units[p] = unit > 0 ? candidate_rms / unit : (candidate_rms > 0 ? INFINITY : 0);
@@ -241,6 +318,7 @@ struct MistakenStep {
       g.dq = after.backward(before, q, k, v, d_num, d_den, own).dq;
       return g;
     }
+    if (id == "den-adjoint-dropped") return after.backward(before, q, k, v, d_num, 0.0, a);
     if (id == "cross-adjoint-dropped") {
       fast::TokenGradient<double> g = after.backward(before, q, k, v, d_num, d_den, a);
       if constexpr (requires { a.cross_value; }) {
@@ -317,9 +395,11 @@ std::string position_text(const Position& p, int part) {
 
 GradientCheckResult check_gradients(const CheckOptions& options, const std::vector<GradientHead>& heads) {
   const OperatorSpec& spec = options.spec;
-  if (spec.normalize)
-    throw Error("--grad: the backward's rounding bound covers unnormalized operators only; a normalized "
-                "operator's gradients cannot be checked yet (docs/gradients.md)");
+  if (spec.normalize && options.eps_policy != EpsPolicy::add)
+    throw Error(
+        "--grad: the normalized backward divides by den + eps (--eps-policy add); the gradients under "
+        "--eps-policy " +
+        std::string(eps_policy_name(options.eps_policy)) + " cannot be checked yet");
   if (options.device == Device::gpu) throw Error("--grad: the gradient check runs on the CPU (--device cpu or auto)");
   require(!heads.empty(), "--grad: no heads to check");
   const Index group = heads[0].group, n = heads[0].tokens.length(), d = heads[0].tokens.key_dim(),
@@ -353,19 +433,24 @@ GradientCheckResult check_gradients(const CheckOptions& options, const std::vect
     plan.depth53.push_back(plan.bits == 53 || i == 0 ? runs53[i].get() : plan.depth[i]);
     if (plan.bits == 53) plan.depth.push_back(plan.depth53[i]);
   }
-  if (!exact_power_of_two(options.scale)) {
-    // q times the scale rounds once per query factor of a monomial; dQ times the scale once more.
-    const int q = query_degree(spec);
-    plan.extra[0] = q + 1;
-    plan.extra[1] = plan.extra[2] = q;
-  }
-  // dQ and dK of grouped heads sum the group's value heads: G - 1 more roundings.
-  plan.extra[0] += group - 1;
-  plan.extra[1] += group - 1;
+  // Roundings beyond the backward's: q times the scale rounds once per query factor of a monomial
+  // (of the readouts too), dQ times the scale once more; dQ and dK of grouped heads sum the group's
+  // value heads, G - 1 more.
+  const int q = exact_power_of_two(options.scale) ? 0 : query_degree(spec);
+  plan.group = group;
+  for (auto* depths : {&plan.depth, &plan.depth53})
+    for (Gradients<std::int64_t>& k : *depths) {
+      k.dq.array() += q + (q ? 1 : 0) + (group - 1);
+      k.dk.array() += q + (group - 1);
+      k.dv.array() += q;
+      k.terms.num.array() += q;
+      k.terms.den.array() += q;
+    }
   std::vector<HeadOutcome> outcomes(heads.size());
   parallel_for(heads.size(), options.threads, [&](std::size_t i) { outcomes[i] = check_head(options, plan, heads[i]); });
 
   GradientCheckResult r;
+  for (const HeadOutcome& h : outcomes) r.unbounded += h.unbounded;
   r.heads = Index(heads.size());
   r.n = n;
   r.entries = long(heads.size()) * long(n) * long(2 * d + group * dv);
@@ -406,6 +491,10 @@ GradientCheckResult check_gradients(const CheckOptions& options, const std::vect
     r.distance_units[p] = outcomes[tight_head].distance_units[p];
     r.own_distance_units[p] = outcomes[tight_head].own_distance_units[p];
   }
+  if (r.unbounded == r.entries)
+    throw Error("--grad: no gradient entry has a finite bound, so none can be compared (" +
+                std::to_string(r.unbounded) +
+                " entries that depend on a denominator den + eps the bounds cannot tell from zero)");
   r.sound = r.worst_ratio <= 1;
   r.tight = r.tight_ratio <= 1;
   r.passed = r.sound && (options.criterion == Criterion::sound || r.tight);
@@ -477,6 +566,11 @@ std::string gradient_check_summary(const GradientCheckResult& r, const CheckOpti
   out << "; worst ratio to the limit " << number_text(r.tight_ratio) << " (" << gradient_names[r.tight_part] << ", limit "
       << GradientCheckResult::tight_factor << "x the toolkit's or " << GradientCheckResult::tight_floor_units
       << " units)\n";
+  if (r.unbounded > 0)
+    out << r.unbounded
+        << " gradient entries without a finite bound were not compared (each depends on a denominator den + "
+           "eps "
+           "that the bounds cannot tell from zero, or has a rounding depth K with K u >= 1/2)\n";
   if (r.first_failure)
     out << "first failure: " << position_text(*r.first_failure, r.first_failure_part) << "\n";
   if (!r.diagnosis.empty()) {
@@ -521,10 +615,10 @@ void write_gradient_check_json(const GradientCheckResult& r, const CheckOptions&
     out << (i ? ", " : "") << "{\"id\": \"" << r.diagnosis[i].id << "\", \"description\": \""
         << r.diagnosis[i].description << "\", \"worst_ratio\": " << number(r.diagnosis[i].ratio) << "}";
   out << "]}, \"own\": \"" << r.own_name << "\", \"bound\": \"" << r.bound_name << "\", \"reference\": \""
-      << r.reference_name << "\", \"entries\": " << r.entries << ", \"heads\": " << r.heads
-      << ", \"n\": " << r.n << ", \"precision\": \"" << format_name(options.precision)
-      << "\", \"output_dtype\": \"" << format_name(options.output_format.value_or(options.precision))
-      << "\"}\n";
+      << r.reference_name << "\", \"entries\": " << r.entries << ", \"unbounded\": " << r.unbounded
+      << ", \"heads\": " << r.heads << ", \"n\": " << r.n << ", \"precision\": \""
+      << format_name(options.precision) << "\", \"output_dtype\": \""
+      << format_name(options.output_format.value_or(options.precision)) << "\"}\n";
 }
 
 }  // namespace hla::reports

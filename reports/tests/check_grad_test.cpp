@@ -86,6 +86,47 @@ Problem problem(std::uint64_t seed, Format out, const std::function<Gradients<do
   return p;
 }
 
+// The toolkit's float32 backward of `impl` for spec on the problem's heads (q scaled by 0.25 first).
+Gradients<double> toolkit_backward(const OperatorSpec& spec, fast::Implementation impl,
+                                   const Sequence<double>& s, const Matrix<double>& d_out) {
+  const auto narrow = [](const Matrix<double>& m) { return Matrix<float>(m.cast<float>()); };
+  const Sequence<float> x{narrow(s.q * 0.25), narrow(s.k), narrow(s.v)};
+  const fast::Form form = fast::default_form(spec, impl);
+  const Gradients<float> g =
+      impl == fast::Implementation::streaming ? fast::streaming_gradients(spec, form, x, narrow(d_out), 16)
+      : impl == fast::Implementation::scan
+          ? fast::scan_gradients(spec, form, x, narrow(d_out), fast::ScanOptions{32, 1})
+          : fast::chunked_gradients(spec, form, x, narrow(d_out), fast::ScanOptions{32, 2});
+  return Gradients<double>{g.dq.cast<double>() * 0.25, g.dk.cast<double>(), g.dv.cast<double>(), {}};
+}
+
+// Every backward mistake of the catalogue that applies to the problem's operator, as the candidate
+// (its gradients rounded to float32): the check fails and names it first, among its matches;
+// `more(mistake, result)` asserts what else holds. Returns how many applied.
+template <class More>
+std::size_t every_mistake_is_named(Problem& p, std::uint64_t seed, const More& more) {
+  std::size_t applied = 0;
+  for (const fast::Mistake& m : fast::backward_mistakes()) {
+    if (!m.applies(p.options.spec, true, 16, 16)) continue;
+    ++applied;
+    INFO(variant_name(p.options.spec.variant) << (p.options.spec.normalize ? " normalized, " : ", ") << m.id
+                                              << ", seed " << seed << " (HLA_CHECK_SEED)");
+    for (GradientHead& h : p.heads) {
+      const Gradients<double> g = mistaken_gradients(p.options, m.id, h.tokens, h.d_out);
+      const auto f32 = [](const Matrix<double>& x) { return Matrix<double>(x.cast<float>().cast<double>()); };
+      h.candidate = {f32(g.dq), f32(g.dk), f32(g.dv), {}};
+    }
+    const GradientCheckResult r = check_gradients(p.options, p.heads);
+    INFO(gradient_check_summary(r, p.options));
+    CHECK_FALSE(r.passed);
+    REQUIRE_FALSE(r.diagnosis.empty());
+    CHECK(r.diagnosis.front().id == m.id);
+    CHECK(std::find(r.matches.begin(), r.matches.end(), std::string(m.id)) != r.matches.end());
+    more(m, r);
+  }
+  return applied;
+}
+
 }  // namespace
 
 TEST_CASE("check grad/a correct user backward passes, and the toolkit's own float32 backwards do", "[check][backward]") {
@@ -111,20 +152,11 @@ TEST_CASE("check grad/a correct user backward passes, and the toolkit's own floa
          {fast::Implementation::streaming, fast::Implementation::scan, fast::Implementation::chunked}) {
       if (impl == fast::Implementation::chunked && variant == Variant::hla3) continue;  // no chunk form
       INFO(variant_name(variant) << ", " << fast::implementation_name(impl) << ", seed " << seed << " (HLA_CHECK_SEED)");
+      OperatorSpec spec;
+      spec.variant = variant;
+      spec.decay = Rational(99, 100);
       Problem p = problem(seed, Format::f32, [&](const Sequence<double>& s, const Matrix<double>& d_out) {
-        OperatorSpec spec;
-        spec.variant = variant;
-        spec.decay = Rational(99, 100);
-        const auto narrow = [](const Matrix<double>& m) { return Matrix<float>(m.cast<float>()); };
-        const Sequence<float> x{narrow(s.q * 0.25), narrow(s.k), narrow(s.v)};
-        const fast::Form form = fast::default_form(spec, impl);
-        const Gradients<float> g =
-            impl == fast::Implementation::streaming
-                ? fast::streaming_gradients(spec, form, x, narrow(d_out), 16)
-            : impl == fast::Implementation::scan
-                ? fast::scan_gradients(spec, form, x, narrow(d_out), fast::ScanOptions{32, 1})
-                : fast::chunked_gradients(spec, form, x, narrow(d_out), fast::ScanOptions{32, 2});
-        return Gradients<double>{g.dq.cast<double>() * 0.25, g.dk.cast<double>(), g.dv.cast<double>(), {}};
+        return toolkit_backward(spec, impl, s, d_out);
       });
       p.options.spec.variant = variant;
       if (impl == fast::Implementation::chunked) p.options.algorithm = impl;
@@ -189,25 +221,8 @@ TEST_CASE("check grad/every backward mistake is reachable: gradients that have i
                         [](const Sequence<double>&, const Matrix<double>&) { return Gradients<double>{}; });
     p.options.spec.variant = variant;
     p.options.spec.decay = Rational(9, 10);
-    std::size_t applied = 0;
-    for (const fast::Mistake& m : fast::backward_mistakes()) {
-      if (!m.applies(p.options.spec, true, 16, 16)) continue;
-      ++applied;
-      INFO(variant_name(variant) << ", " << m.id << ", seed " << seed << " (HLA_CHECK_SEED)");
-      for (GradientHead& h : p.heads) {
-        const Gradients<double> g = mistaken_gradients(p.options, m.id, h.tokens, h.d_out);
-        const auto f32 = [](const Matrix<double>& x) {
-          return Matrix<double>(x.cast<float>().cast<double>());
-        };
-        h.candidate = {f32(g.dq), f32(g.dk), f32(g.dv), {}};
-      }
-      const GradientCheckResult r = check_gradients(p.options, p.heads);
-      INFO(gradient_check_summary(r, p.options));
-      CHECK_FALSE(r.passed);
-      REQUIRE_FALSE(r.diagnosis.empty());
-      CHECK(r.diagnosis.front().id == m.id);
-      CHECK(std::find(r.matches.begin(), r.matches.end(), std::string(m.id)) != r.matches.end());
-    }
+    const std::size_t applied =
+        every_mistake_is_named(p, seed, [](const fast::Mistake&, const GradientCheckResult&) {});
     CHECK(applied == (variant == Variant::hla2 ? 3u : 2u));
   }
   const Problem good = problem(seed, Format::f32, [](const Sequence<double>& s, const Matrix<double>& d_out) {
@@ -218,12 +233,104 @@ TEST_CASE("check grad/every backward mistake is reachable: gradients that have i
   CHECK(r.diagnosis.empty());
 }
 
-TEST_CASE("check grad/what has no bound is refused with a reason", "[check][backward]") {
-  Problem p = problem(test_seed(), Format::f32, [](const Sequence<double>& s, const Matrix<double>& d_out) {
-    return user_backward(s, d_out, 0.99f, 0.25f, Mistake::none, Format::f32);
-  });
+// Normalized operators (eps = 1/1000, decay 0.99) on positive queries and keys, whose denominators
+// stay away from zero: every entry has a finite bound.
+TEST_CASE(
+    "check grad/normalized: correct backwards pass, the denominator's adjoint left out fails and is named",
+    "[check][backward]") {
+  const std::uint64_t seed = test_seed();
+  for (const Variant variant : all_variants) {
+    Problem p = problem(seed, Format::f32,
+                        [](const Sequence<double>&, const Matrix<double>&) { return Gradients<double>{}; });
+    p.options.spec.variant = variant;
+    p.options.spec.normalize = true;
+    p.options.spec.eps = Rational(1, 1000);
+    for (GradientHead& h : p.heads) {
+      h.tokens.q = h.tokens.q.cwiseAbs();
+      h.tokens.k = h.tokens.k.cwiseAbs();
+    }
+    for (const fast::Implementation impl :
+         {fast::Implementation::streaming, fast::Implementation::scan, fast::Implementation::chunked}) {
+      if (impl == fast::Implementation::chunked && variant == Variant::hla3) continue;  // no chunk form
+      INFO(variant_name(variant) << " normalized, " << fast::implementation_name(impl) << ", seed " << seed
+                                 << " (HLA_CHECK_SEED)");
+      for (GradientHead& h : p.heads) h.candidate = toolkit_backward(p.options.spec, impl, h.tokens, h.d_out);
+      p.options.algorithm = impl == fast::Implementation::streaming ? std::nullopt : std::optional(impl);
+      const GradientCheckResult r = check_gradients(p.options, p.heads);
+      INFO(gradient_check_summary(r, p.options));
+      CHECK(r.passed);
+      CHECK(r.unbounded == 0);
+      CHECK(r.worst_ratio > 0);
+    }
+    p.options.algorithm = std::nullopt;
+    const std::size_t applied =
+        every_mistake_is_named(p, seed, [](const fast::Mistake& m, const GradientCheckResult& r) {
+          if (m.id != std::string_view("den-adjoint-dropped")) return;
+          // The denominator depends on the queries and keys, not on the values: dQ and dK fail, dV is
+          // untouched.
+          CHECK_FALSE(r.sound);
+          CHECK(r.part_ratio[0] > 1);
+          CHECK(r.part_ratio[1] > 1);
+          CHECK(r.part_ratio[2] <= 1);
+        });
+    CHECK(applied == (variant == Variant::hla2 ? 4u : 3u));
+  }
+}
+
+// Normalized linear attention on positive queries and keys, save token 40, whose query is made
+// nearly orthogonal to the decayed key sum (in float32): its denominator cannot be told from zero,
+// and exactly the entries that depend on it (dQ at token 40, dK and dV up to it) are counted and
+// not compared; the rest are checked as ever.
+TEST_CASE("check grad/normalized: entries on a denominator not told from zero are counted, not compared",
+          "[check][backward]") {
+  const std::uint64_t seed = test_seed();
+  INFO("seed " << seed << " (HLA_CHECK_SEED)");
+  Problem p = problem(seed, Format::f32,
+                      [](const Sequence<double>&, const Matrix<double>&) { return Gradients<double>{}; });
   p.options.spec.normalize = true;
-  CHECK_THROWS_WITH(check_gradients(p.options, p.heads), Catch::Contains("unnormalized operators only"));
+  p.options.spec.eps = Rational(1, 1000);
+  p.options.precision = Format::f32;
+  const Index cancel = 40, d = 16;
+  for (GradientHead& h : p.heads) {
+    h.tokens.q = h.tokens.q.cwiseAbs();
+    h.tokens.k = h.tokens.k.cwiseAbs();
+    RowVector<double> keys = RowVector<double>::Zero(d);  // sum_(j <= cancel) 0.99^(cancel - j) k_j
+    for (Index j = 0; j <= cancel; ++j) keys = 0.99 * keys + h.tokens.k.row(j);
+    h.tokens.q.row(cancel).setZero();
+    h.tokens.q(cancel, 0) = double(float(64 * keys(1)));
+    h.tokens.q(cancel, 1) = double(float(-64 * keys(0)));
+    h.candidate = toolkit_backward(p.options.spec, fast::Implementation::streaming, h.tokens, h.d_out);
+  }
+  const GradientCheckResult r = check_gradients(p.options, p.heads);
+  INFO(gradient_check_summary(r, p.options));
+  CHECK(r.passed);
+  CHECK(r.unbounded == 2 * (d + (cancel + 1) * (d + d)));
+  CHECK_THAT(gradient_check_summary(r, p.options),
+             Catch::Contains(std::to_string(r.unbounded) + " gradient entries without a finite bound"));
+  // dQ doubled fails where a bound is finite.
+  Problem wrong = p;
+  for (GradientHead& h : wrong.heads) h.candidate.dq *= 2;
+  const GradientCheckResult w = check_gradients(wrong.options, wrong.heads);
+  INFO(gradient_check_summary(w, wrong.options));
+  CHECK_FALSE(w.sound);
+  CHECK(w.unbounded == r.unbounded);
+
+  // One token whose denominator float32 loses entirely (2^30 + 1 - 2^30): nothing has a bound.
+  CheckOptions one = p.options;
+  one.spec.eps = Rational(1, 1024);
+  one.spec.decay = 1;
+  one.scale = 1;
+  GradientHead h{0,
+                 0,
+                 {Matrix<double>::Ones(1, 3), Matrix<double>(1, 3), Matrix<double>::Ones(1, 1)},
+                 Matrix<double>::Ones(1, 1),
+                 {}};
+  h.tokens.k << 0x1p30, 1, -0x1p30;
+  h.candidate = {Matrix<double>::Zero(1, 3), Matrix<double>::Zero(1, 3), Matrix<double>::Zero(1, 1), {}};
+  CHECK_THROWS_WITH(check_gradients(one, {h}), Catch::Contains("no gradient entry has a finite bound"));
+  // Another --eps-policy than the backward's den + eps is refused with a reason.
+  p.options.eps_policy = EpsPolicy::signed_clamp;
+  CHECK_THROWS_WITH(check_gradients(p.options, p.heads), Catch::Contains("--eps-policy add"));
 }
 
 TEST_CASE("check grad/grouped value heads: dQ and dK sum the group's, and forgetting to sum fails", "[check][backward]") {

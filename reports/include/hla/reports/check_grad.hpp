@@ -8,7 +8,9 @@
 //   reference's own error.
 // - Tight: per head and gradient, the candidate's rms distance from the correctly rounded reference
 //   at most `tight_factor` times that of the toolkit's streaming backward of the same precision.
-// Unnormalized operators only: a quotient's backward has no bound yet (docs/gradients.md).
+// Normalized operators (--eps-policy add, the backward's division): the bound adds the readouts'
+// adjoints' own error through the division (backward_bound.hpp); an entry that depends on a
+// denominator the bounds cannot tell from zero has no finite bound and is counted, not compared.
 
 #include <iosfwd>
 #include <optional>
@@ -66,16 +68,18 @@ struct GradientCheckResult {
   std::string bound_name;      // "streaming backward", "scan backward (chunks of 64)"
   std::string reference_name;  // "float64 streaming backward (CPU)"
   long entries = 0;
+  long unbounded = 0;  // entries without a finite bound, not compared
   Index heads = 0, n = 0;
 };
 
 // @pre heads non-empty, all of one shape, values finite and representable in options.precision.
-// Throws hla::Error for what cannot be checked (normalized operators).
+// Throws hla::Error for what cannot be checked (another --eps-policy than add, no entry with a
+// finite bound).
 GradientCheckResult check_gradients(const CheckOptions& options, const std::vector<GradientHead>& heads);
 
 // The arrays as check_arrays reads them, with dO, dQ, dK, dV: dO and dV in v's shape, dQ and dK in
-// q's (with grouped queries, dQ and dK sum over each query/key head's value heads). Throws hla::Error with one line naming the array (and
-// the entry) for bad input.
+// q's (with grouped queries, dQ and dK sum over each query/key head's value heads). Throws
+// hla::Error with one line naming the array (and the entry) for bad input.
 GradientCheckResult check_gradient_arrays(const CheckOptions& options, Layout layout, const ArrayView& q,
                                           const ArrayView& k, const ArrayView& v, const ArrayView& d_out,
                                           const ArrayView& dq, const ArrayView& dk, const ArrayView& dv);
