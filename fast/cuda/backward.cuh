@@ -57,7 +57,7 @@ HLA_HOST_DEVICE void stream_backward(const Algebra& algebra, std::int64_t length
                                      const BackwardArrays<T>& w, const Load& load, T* grad_q, T* grad_k,
                                      T* grad_v, const T* initial = nullptr, const T* after = nullptr) {
   const int d = algebra.p.d, dv = algebra.p.dv;
-  const std::int64_t size = streaming_state_size<Algebra>(d, dv);
+  const std::int64_t size = streaming_state_size(algebra);
   T* state = w.states;
   if (initial) {
     block::copy(initial, state, size);
@@ -99,8 +99,8 @@ HLA_HOST_DEVICE void stream_backward(const Algebra& algebra, std::int64_t length
 
 // Scalars of work carry_adjoints needs: one adjoint and the algebra's carry_adjoint scratch.
 template <class Algebra>
-constexpr int carry_adjoint_work(int d, int dv) {
-  return streaming_state_size<Algebra>(d, dv) + Algebra::carry_adjoint_scratch_size(d, dv);
+HLA_HOST_DEVICE constexpr int carry_adjoint_work(const Algebra& algebra) {
+  return streaming_state_size(algebra) + Algebra::carry_adjoint_scratch_size(algebra.p.d, algebra.p.dv);
 }
 
 // Pass 2 of the scan's backward for one sequence-head, sequential over its chunks. carry(c) and
@@ -111,7 +111,7 @@ constexpr int carry_adjoint_work(int d, int dv) {
 template <class Algebra, class T, class Carry, class Sum>
 HLA_HOST_DEVICE void carry_adjoints(const Algebra& algebra, std::int64_t chunks, const Carry& carry,
                                     const Sum& sum, T* adjoints, T* work) {
-  const int size = streaming_state_size<Algebra>(algebra.p.d, algebra.p.dv);
+  const int size = streaming_state_size(algebra);
   T *through = work, *scratch = work + size;
   for (std::int64_t c = chunks - 1; c >= 1; --c) {
     T* own = adjoints + c * size;  // A_c, to become E_(c-1)

@@ -169,7 +169,7 @@ template <class Algebra, class In, class T>
 __global__ void backward_kernel(Algebra algebra, BackwardWork<T> work, const In* q, const In* k, const In* v,
                                 const T* d_num, const T* d_den, T* dq, T* dk, T* dv) {
   const int d = algebra.p.d, value_dim = algebra.p.dv;
-  const std::int64_t size = streaming_state_size<Algebra>(d, value_dim);
+  const std::int64_t size = streaming_state_size(algebra);
   const Shared<T> sh(shared_scalars<T>(), 0, d, value_dim);
   T* own = work.workspace + static_cast<std::int64_t>(blockIdx.x) * work.per_block;
   BackwardArrays<T> w{};
@@ -217,8 +217,7 @@ __global__ void carry_adjoints_kernel(Algebra algebra, std::int64_t chunks, std:
   carry_adjoints(
       algebra, chunks, [&](std::int64_t c) { return carries + (head * padded + c) * size; },
       [&](std::int64_t c) { return sums + (head * padded + c) * size; },
-      adjoints + head * chunks * streaming_state_size<Algebra>(d, dv),
-      work + head * carry_adjoint_work<Algebra>(d, dv));
+      adjoints + head * chunks * streaming_state_size(algebra), work + head * carry_adjoint_work(algebra));
 }
 
 template <class T>
@@ -261,8 +260,9 @@ __global__ void fill_gaussian_kernel(In* data, std::int64_t count, std::uint64_t
 
 // Scalars of shared memory per block: the state or chunk summary, one token's q, k, v, the scratch.
 template <class Algebra>
-std::int64_t streaming_scalars(int d, int dv) {
-  return streaming_state_size<Algebra>(d, dv) + 2 * d + dv + Algebra::scratch_size(d, dv);
+std::int64_t streaming_scalars(const Algebra& algebra) {
+  const int d = algebra.p.d, dv = algebra.p.dv;
+  return streaming_state_size(algebra) + 2 * d + dv + Algebra::scratch_size(d, dv);
 }
 template <class Algebra>
 std::int64_t chunk_scalars(int d, int dv) {
@@ -395,9 +395,10 @@ void scan_with(const Algebra& algebra, std::int64_t heads, std::int64_t length, 
 // not fit in shared memory, the adjoint.
 // Shared memory of one backward_kernel block: one token, the scratch and, where it fits, the
 // adjoint (adjoint_shared); throws where even the token and scratch do not fit.
-template <class Algebra, class T>
-std::int64_t backward_shared_bytes(int d, int value_dim, bool& adjoint_shared) {
-  const std::int64_t size = streaming_state_size<Algebra>(d, value_dim);
+template <class T, class Algebra>
+std::int64_t backward_shared_bytes(const Algebra& algebra, bool& adjoint_shared) {
+  const int d = algebra.p.d, value_dim = algebra.p.dv;
+  const std::int64_t size = streaming_state_size(algebra);
   const std::int64_t token = 2 * d + 2 * value_dim + 1 + backward_scratch<Algebra>(d, value_dim);
   adjoint_shared = (token + size) * static_cast<std::int64_t>(sizeof(T)) <= shared_memory_limit();
   return shared_bytes_or_throw(token + (adjoint_shared ? size : 0), sizeof(T),
@@ -407,9 +408,8 @@ std::int64_t backward_shared_bytes(int d, int value_dim, bool& adjoint_shared) {
 template <class Algebra, class In, class T>
 void run_backward(const Algebra& algebra, BackwardWork<T> work, std::int64_t items, const In* q, const In* k,
                   const In* v, const T* d_num, const T* d_den, T* dq, T* dk, T* dv, CUstream_st* stream) {
-  const int d = algebra.p.d, value_dim = algebra.p.dv;
-  const std::int64_t size = streaming_state_size<Algebra>(d, value_dim);
-  const std::int64_t bytes = backward_shared_bytes<Algebra, T>(d, value_dim, work.adjoint_shared);
+  const std::int64_t size = streaming_state_size(algebra);
+  const std::int64_t bytes = backward_shared_bytes<T>(algebra, work.adjoint_shared);
   work.per_block = ((work.chunk + work.checkpoint - 1) / work.checkpoint + work.checkpoint + 1 +
                     (work.adjoint_shared ? 0 : 1)) *
                    size;
@@ -436,17 +436,16 @@ void scan_backward_with(const Algebra& algebra, std::int64_t heads, std::int64_t
                         std::int64_t checkpoint, const In* q, const In* k, const In* v, const T* d_num,
                         const T* d_den, T* dq, T* dk, T* dv, CUstream_st* stream) {
   const int d = algebra.p.d, value_dim = algebra.p.dv;
-  const std::int64_t size = Algebra::summary_size(d, value_dim),
-                     state = streaming_state_size<Algebra>(d, value_dim);
+  const std::int64_t size = Algebra::summary_size(d, value_dim), state = streaming_state_size(algebra);
   const std::int64_t chunks = (length + chunk - 1) / chunk, padded = padded_count(chunks);
   // Both kernels' shared memory before anything is allocated: a shape that does not fit leaks nothing.
   const std::int64_t bytes = chunk_shared_bytes<Algebra, T>(d, value_dim);
   bool adjoint_shared = false;
-  backward_shared_bytes<Algebra, T>(d, value_dim, adjoint_shared);
+  backward_shared_bytes<T>(algebra, adjoint_shared);
   T* carries = device_alloc<T>(heads * padded * size, "chunk carries", stream);
   T* sums = device_alloc<T>(heads * padded * size, "chunk summaries", stream);
   T* adjoints = device_alloc<T>(heads * chunks * state, "chunk adjoints", stream);
-  T* work = device_alloc<T>(heads * carry_adjoint_work<Algebra>(d, value_dim), "carry adjoint work", stream);
+  T* work = device_alloc<T>(heads * carry_adjoint_work(algebra), "carry adjoint work", stream);
   scan_carries(algebra, heads, length, chunk, padded, bytes, q, k, v, carries, sums, stream);
   BackwardWork<T> pass{};
   pass.length = length;
@@ -480,12 +479,11 @@ std::int64_t shared_memory_limit() {
 
 std::int64_t shared_scalars(const AlgebraParams<double>& params, bool streaming) {
   std::int64_t scalars = 0;
-  with_device_algebra(params, [&]<class Algebra>(const Algebra&) {
+  with_device_algebra(params, [&]<class Algebra>(const Algebra& algebra) {
     if constexpr (Algebra::has_segments) {
-      scalars = streaming ? streaming_scalars<Algebra>(params.d, params.dv)
-                          : chunk_scalars<Algebra>(params.d, params.dv);
+      scalars = streaming ? streaming_scalars(algebra) : chunk_scalars<Algebra>(params.d, params.dv);
     } else {
-      scalars = streaming_scalars<Algebra>(params.d, params.dv);  // a stream only: no scan reaches here
+      scalars = streaming_scalars(algebra);  // a stream only: no scan reaches here
     }
   });
   return scalars;
@@ -518,9 +516,9 @@ void launch_streaming(const AlgebraParams<T>& params, std::int64_t heads, std::i
   if (heads == 0 || length == 0) return;
   with_device_algebra(params, [&]<class Algebra>(const Algebra& algebra) {
     const int d = params.d, dv = params.dv;
-    const int state = streaming_state_size<Algebra>(d, dv);
-    const std::int64_t bytes = shared_bytes_or_throw(streaming_scalars<Algebra>(d, dv), sizeof(T),
-                                                     "the GPU streaming state", d, dv);
+    const int state = streaming_state_size(algebra);
+    const std::int64_t bytes =
+        shared_bytes_or_throw(streaming_scalars(algebra), sizeof(T), "the GPU streaming state", d, dv);
     auto kernel = streaming_kernel<Algebra, In, T>;
     allow_shared(kernel, bytes);
     kernel<<<blocks_for(heads, "streaming"), threads_per_block, bytes, stream>>>(algebra, state, length, q, k,

@@ -232,7 +232,7 @@ std::optional<std::string> backward_unavailable(const OperatorSpec& spec, Implem
              std::string(f->id) + "); its backward is not built, the corrected form's is";
     return std::nullopt;
   }
-  if (impl == gpu_scan && (spec.variant != Variant::hla3 || spec.masked)) {
+  if (impl == gpu_scan) {
     // Each chunk's tokens go through the stream's backward from the chunk's carry
     // (fast/cuda/backward.cuh): the printed stream and the printed scan must be one operator.
     const Finding* f = finding_for(spec, streaming, form);

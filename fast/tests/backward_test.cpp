@@ -253,8 +253,11 @@ TEST_CASE("backward/what has no backward yet is refused with a reason", "[backwa
   CHECK(fast::backward_unavailable(third, Implementation::scan, Form::corrected) == std::nullopt);
   CHECK(fast::backward_unavailable(third, Implementation::chunked, Form::corrected).has_value());
   CHECK(fast::backward_unavailable(third, Implementation::gpu_scan, Form::corrected) == std::nullopt);
-  third.masked = false;  // the unmasked third-order scan's summary is not its stream's state
-  const auto why = fast::backward_unavailable(third, Implementation::gpu_scan, Form::published);
+  third.masked = false;  // the unmasked stream holds S^Q too (fast/cuda/algebra/hla3.cuh)
+  CHECK(fast::backward_unavailable(third, Implementation::gpu_scan, Form::published) == std::nullopt);
+  const OperatorSpec plain;  // hla2 masked: what the tensor-core forward covers, with no backward
+  const auto why = fast::backward_unavailable(plain, Implementation::gpu_fast,
+                                              fast::default_form(plain, Implementation::gpu_fast));
   REQUIRE(why.has_value());
   CHECK_THAT(*why, Catch::Contains("not built yet"));
   spec.variant = Variant::linear;  // linear attention has one form

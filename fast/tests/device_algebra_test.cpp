@@ -118,7 +118,7 @@ std::string name(const Config& c) {
 template <class Algebra>
 Terms<T> device_stream(const Algebra& algebra, const Sequence<T>& s) {
   const Index d = s.key_dim(), dv = s.value_dim(), n = s.length();
-  Flat state(gpu::streaming_state_size<Algebra>(d, dv), T(0)), work = scratch(d, dv);
+  Flat state(gpu::streaming_state_size(algebra), T(0)), work = scratch(d, dv);
   Terms<T> out{Matrix<T>(n, dv), Vector<T>(n)};
   Flat num(dv);
   for (Index t = 0; t < n; ++t) {

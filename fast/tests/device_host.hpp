@@ -30,7 +30,7 @@ std::vector<T> device_chunk_backward(const Algebra& algebra, const Sequence<T>& 
                                      const T* after, Gradients<T>& g) {
   using Flat = std::vector<T>;
   const Index d = s.key_dim(), dv = s.value_dim();
-  const Index size = fast::gpu::streaming_state_size<Algebra>(d, dv);
+  const Index size = fast::gpu::streaming_state_size(algebra);
   Flat adjoint(size, T(0)), checkpoints((count + checkpoint - 1) / checkpoint * size, T(0)),
       states((checkpoint + 1) * size, T(0));
   Flat q(d, T(0)), k(d, T(0)), v(dv, T(0)), d_num(dv, T(0)), d_den(1, T(0)),
@@ -69,7 +69,7 @@ Gradients<T> device_scan_backward(const Algebra& algebra, const Sequence<T>& s, 
                                   Index chunk, Index checkpoint) {
   using Flat = std::vector<T>;
   const Index n = s.length(), d = s.key_dim(), dv = s.value_dim();
-  const Index size = Algebra::summary_size(d, dv), state = fast::gpu::streaming_state_size<Algebra>(d, dv);
+  const Index size = Algebra::summary_size(d, dv), state = fast::gpu::streaming_state_size(algebra);
   const Index chunks = (n + chunk - 1) / chunk;
   Flat work(fast::gpu::combine_scratch<Algebra>(d, dv) + 2 * d + 2 * dv, T(0)), q(d, T(0)), k(d, T(0)),
       v(dv, T(0));
@@ -104,7 +104,7 @@ Gradients<T> device_scan_backward(const Algebra& algebra, const Sequence<T>& s, 
     }
   };
   pass(true);
-  Flat carry_work(fast::gpu::carry_adjoint_work<Algebra>(d, dv), T(0));
+  Flat carry_work(fast::gpu::carry_adjoint_work(algebra), T(0));
   fast::gpu::carry_adjoints(
       algebra, chunks, [&](std::int64_t c) { return carries[c].data(); },
       [&](std::int64_t c) { return sums[c].data(); }, adjoints.data(), carry_work.data());

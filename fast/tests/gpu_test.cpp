@@ -693,10 +693,16 @@ TEST_CASE("gpu backward/float32 and bf16-input gradients stay within gamma(K) ti
   const std::uint64_t seed = 20261202;
   const Index n = 64, d = 8, dv = 8, chunk = 16;
   INFO("seed " << seed);
-  for (const Variant variant : all_variants) {
+  // Every variant masked, and the unmasked third order (whose scan runs its own stream, with S^Q).
+  std::vector<std::pair<Variant, bool>> cases;
+  for (const Variant variant : all_variants) cases.emplace_back(variant, true);
+  cases.emplace_back(Variant::hla3, false);
+  for (const auto& variant_masked : cases) {
+    const Variant variant = variant_masked.first;
     for (const bool bf16 : {false, true}) {
       for (const Rational& gamma : {Rational(1), Rational(1, 2)}) {
-        const OperatorSpec spec = bound_spec(variant, gamma);
+        OperatorSpec spec = bound_spec(variant, gamma);
+        spec.masked = variant_masked.second;
         Rng rng(seed + static_cast<int>(variant));
         const Sequence<Rational> s = representable_inputs(rng, n, d, dv, bf16);
         const Matrix<Rational> d_out = representable_inputs(rng, n, 1, dv, false).v;  // dO in float32
@@ -774,11 +780,12 @@ TEST_CASE("gpu/large/backward of hla2 masked with ridge and decay equals the CPU
           "[gpu][large][backward]") {
   check_large_backward(make_spec(Variant::hla2, true, Rational(999, 1000), Rational(1, 2)));
 }
-TEST_CASE("gpu/large/backward of linear ahla and hla3 decayed equals the CPU's in Z/p",
+TEST_CASE("gpu/large/backward of linear ahla and hla3 (masked and unmasked) decayed equals the CPU's in Z/p",
           "[gpu][large][backward]") {
   check_large_backward(make_spec(Variant::linear, true, Rational(999, 1000)));
   check_large_backward(make_spec(Variant::ahla, true, Rational(999, 1000)));
   check_large_backward(make_spec(Variant::hla3, true, Rational(999, 1000)));
+  check_large_backward(make_spec(Variant::hla3, false, Rational(999, 1000)));
 }
 
 int main(int argc, char* argv[]) {

@@ -19,10 +19,15 @@ constexpr int combine_scratch(int d, int dv) {
   }
 }
 
-// Scalars a streaming state holds (the segment summary's leading fields, unless the algebra says).
+// Scalars a streaming state holds: the segment summary's leading fields, as many as the algebra's
+// stream_size says (for its shapes, or for its parameters where the stream depends on the options:
+// the unmasked third order's holds S^Q too), else the whole summary.
 template <class A>
-constexpr int streaming_state_size(int d, int dv) {
-  if constexpr (requires { A::stream_size(d, dv); }) {
+HLA_HOST_DEVICE constexpr int streaming_state_size(const A& a) {
+  const int d = a.p.d, dv = a.p.dv;
+  if constexpr (requires { a.stream_size(); }) {
+    return a.stream_size();
+  } else if constexpr (requires { A::stream_size(d, dv); }) {
     return A::stream_size(d, dv);
   } else {
     return A::summary_size(d, dv);

@@ -287,8 +287,13 @@ struct Hla3Algebra {
   };
   static constexpr bool has_segments = true;
   static constexpr int summary_size(int d, int dv) { return 3 * d * d + 3 * d * dv + 3 * d + 1; }
-  // The stream needs the first five fields only.
-  static constexpr int stream_size(int d, int dv) { return d * d + 2 * d * dv + 2 * d; }
+  // The stream: masked, the first five fields (S^K, P, m, F, eta); unmasked (Sec. 7.1), whose read
+  // takes S^Q instead of F and eta, the first six (F and eta stay zero), so that the GPU scan's
+  // backward can run each chunk's tokens through it from the chunk's carry.
+  HLA_HOST_DEVICE constexpr int stream_size() const {
+    const int d = p.d, dv = p.dv;
+    return d * d + 2 * d * dv + 2 * d + (p.masked ? 0 : d * d);
+  }
   // push, absorb and read need 2 d + 2 dv; combine (in global memory) also T1 and t1.
   static constexpr int scratch_size(int d, int dv) { return 2 * d + 2 * dv; }
   static constexpr int combine_scratch_size(int d, int dv) { return 2 * d + 2 * dv + d * dv + d; }
@@ -298,14 +303,19 @@ struct Hla3Algebra {
   HLA_HOST_DEVICE void identity(T* s) const { empty_summary(s, summary_size(p.d, p.dv)); }
 
   // Hla3CorrectedStream: moments first, then F = g^3 F + (S^K q)(q^T P), eta = g^3 eta + (q.m) S^K q.
+  // Unmasked: the moments S^K, P, m and S^Q = g S^Q + q q^T only.
   HLA_HOST_DEVICE void push(T* s, T* scratch, const T* q, const T* k, const T* v) const {
     const int d = p.d, dv = p.dv;
     const T g = p.gamma, g3 = g * g * g;
     Fields<T*> f(s, d, dv);
-    block::each(d * d, [&](int i) { f.key_moment[i] = g * f.key_moment[i] + k[i / d] * k[i % d]; });
+    block::each(d * d, [&](int i) {
+      f.key_moment[i] = g * f.key_moment[i] + k[i / d] * k[i % d];
+      if (!p.masked) f.query_moment[i] = g * f.query_moment[i] + q[i / d] * q[i % d];
+    });
     block::each(d * dv, [&](int i) { f.key_value[i] = g * f.key_value[i] + k[i / dv] * v[i % dv]; });
     block::each(d, [&](int i) { f.key_mass[i] = g * f.key_mass[i] + k[i]; });
     block::sync();
+    if (!p.masked) return;
     T *metric_query = scratch, *z = scratch + d;
     block::times_column(f.key_moment, q, d, d, metric_query);
     block::row_times(q, f.key_value, d, dv, z);
@@ -320,10 +330,18 @@ struct Hla3Algebra {
 
   // Hla3CorrectedStream::backward (common.cuh, "The backward"): the read, F and eta's update
   // (z = S^K_t q, r = q^T P_t, sigma = q . m_t), then the moments'; S^K_t, P_t, m_t of `after`.
-  static constexpr int backward_scratch_size(int d, int dv) { return 2 * d + 2 * dv; }
-  HLA_HOST_DEVICE void backward(const T* after, const T*, T* adjoint, T* scratch, const T* q, const T* k,
-                                const T* v, const T* d_num, const T& d_den, T* grad_q, T* grad_k,
+  // Unmasked: unmasked_backward.
+  static constexpr int backward_scratch_size(int d, int dv) {
+    return 2 * d + 2 * dv > 4 * d ? 2 * d + 2 * dv : 4 * d;
+  }
+  HLA_HOST_DEVICE void backward(const T* after, const T* before, T* adjoint, T* scratch, const T* q,
+                                const T* k, const T* v, const T* d_num, const T& d_den, T* grad_q, T* grad_k,
                                 T* grad_v) const {
+    if (!p.masked) {
+      unmasked_backward(after, adjoint, scratch, q, k, v, d_num, d_den, grad_q, grad_k, grad_v);
+      return;
+    }
+    (void)before;
     const int d = p.d, dv = p.dv;
     const T g = p.gamma, g3 = g * g * g;
     Fields<const T*> s(after, d, dv);
@@ -378,7 +396,56 @@ struct Hla3Algebra {
     block::sync();
   }
 
-  // (common.cuh, carry_adjoint; masked only: the unmasked scan's summary is not this stream's)
+  // The unmasked stream's backward: the read x = q^T S^K, z = x S^Q, num = z P, den = z . m at the
+  // state after token t, then the moments' updates (S^K, S^Q, P, m = g (.) + k k^T, q q^T, k v^T, k).
+  HLA_HOST_DEVICE void unmasked_backward(const T* after, T* adjoint, T* scratch, const T* q, const T* k,
+                                         const T* v, const T* d_num, const T& d_den, T* grad_q, T* grad_k,
+                                         T* grad_v) const {
+    const int d = p.d, dv = p.dv;
+    const T g = p.gamma;
+    Fields<const T*> s(after, d, dv);
+    Fields<T*> a(adjoint, d, dv);
+    T *x = scratch, *z = x + d, *d_z = z + d, *d_x = d_z + d;
+    block::row_times(q, s.key_moment, d, d, x);
+    block::each(d, [&](int i) {  // d_z = P d_num + d_den m
+      T sum(0);
+      for (int j = 0; j < dv; ++j) sum += s.key_value[i * dv + j] * d_num[j];
+      d_z[i] = sum + d_den * s.key_mass[i];
+    });
+    block::sync();
+    block::row_times(x, s.query_moment, d, d, z);
+    block::times_column(s.query_moment, d_z, d, d, d_x);  // d_x = S^Q d_z
+    block::sync();
+    block::each(d * dv, [&](int i) { a.key_value[i] += z[i / dv] * d_num[i % dv]; });
+    block::each(d, [&](int i) { a.key_mass[i] += d_den * z[i]; });
+    block::each(d * d, [&](int i) {
+      a.query_moment[i] += x[i / d] * d_z[i % d];
+      a.key_moment[i] += q[i / d] * d_x[i % d];
+    });
+    block::times_column(s.key_moment, d_x, d, d, grad_q);  // dq = S^K d_x
+    block::sync();
+    block::each(d, [&](int i) {  // the moments: dk = (a_S + a_S^T) k + a_P v + a_m, dq += (a_Q + a_Q^T) q
+      T key(0), value(0), query(0);
+      for (int j = 0; j < d; ++j) key += (a.key_moment[i * d + j] + a.key_moment[j * d + i]) * k[j];
+      for (int j = 0; j < dv; ++j) value += a.key_value[i * dv + j] * v[j];
+      for (int j = 0; j < d; ++j) query += (a.query_moment[i * d + j] + a.query_moment[j * d + i]) * q[j];
+      grad_k[i] = key + value + a.key_mass[i];
+      grad_q[i] += query;
+    });
+    block::row_times(k, a.key_value, d, dv, grad_v);
+    block::sync();
+    block::each(d * d, [&](int i) {
+      a.key_moment[i] = g * a.key_moment[i];
+      a.query_moment[i] = g * a.query_moment[i];
+    });
+    block::each(d * dv, [&](int i) { a.key_value[i] = g * a.key_value[i]; });
+    block::each(d, [&](int i) { a.key_mass[i] = g * a.key_mass[i]; });
+    block::sync();
+  }
+
+  // (common.cuh, carry_adjoint) Unmasked: combine's moments S, S^Q, P, m = rho (.)_x + (.)_y are
+  // linear in the carry, so d(.)_x = rho d(.) (F and eta's adjoints, which no unmasked readout
+  // reaches, zero). Masked:
   // combine's S, P, m = rho (S, P, m)_x + (S, P, m)_y, F = rho^3 F_x + F_y + rho S_x X_y + rho Y_y P_x
   // + rho^2 S_x T1 with T1 = S^Q_y P_x, eta likewise with m, x_y and t1 = S^Q_y m_x: quadratic in
   // the carry, so its adjoint is taken at it. With U = S_x^T dF, u = S_x^T d_eta:
@@ -391,6 +458,21 @@ struct Hla3Algebra {
     Fields<const T*> x(x_base, d, dv), y(b, d, dv), a(d_out, d, dv);
     Fields<T*> o(d_x, d, dv);
     const T rho = *y.rho, rho2 = rho * rho, rho3 = rho2 * rho;
+    if (!p.masked) {
+      block::each(d * d, [&](int i) {
+        o.key_moment[i] = rho * a.key_moment[i];
+        o.query_moment[i] = rho * a.query_moment[i];
+      });
+      block::each(d * dv, [&](int i) {
+        o.key_value[i] = rho * a.key_value[i];
+        o.corrected_value[i] = T(0);
+      });
+      block::each(d, [&](int i) {
+        o.key_mass[i] = rho * a.key_mass[i];
+        o.corrected_mass[i] = T(0);
+      });
+      return;
+    }
     T *t1 = scratch, *t1_mass = t1 + d * dv, *u = t1_mass + d, *u_mass = u + d * dv;
     block::each(d * dv, [&](int i) {
       t1[i] = block::product_entry(y.query_moment, x.key_value, d, dv, i / dv, i % dv);
