@@ -616,6 +616,7 @@ template void launch_fill_gaussian<BFloat16>(BFloat16*, std::int64_t, std::uint6
 HLA_GPU_INSTANTIATE_BACKWARD(float, float)
 HLA_GPU_INSTANTIATE_BACKWARD(BFloat16, float)
 HLA_GPU_INSTANTIATE_BACKWARD(double, double)
+HLA_GPU_INSTANTIATE_BACKWARD(double, Gauge<double>)
 HLA_GPU_INSTANTIATE_BACKWARD(ModP, ModP)
 #undef HLA_GPU_INSTANTIATE_BACKWARD
 

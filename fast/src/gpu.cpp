@@ -299,6 +299,71 @@ void Inputs::gauge(const OperatorSpec& spec, Form form, Implementation impl, std
   den32.download(den, 0, rows);
 }
 
+namespace {
+
+// The backward of every head from the readouts' adjoints d_num and zero, downloaded into host
+// arrays through `out` (each gradient's device array, its host pointer and its length).
+template <class In, class T, class Out>
+void unnormalized_backward(const OperatorSpec& spec, Form form, const BackwardOptions& options,
+                           const Problem& problem, const In* q, const In* k, const In* v,
+                           const std::vector<T>& d_num, const Out& out) {
+  const std::size_t rows = problem.heads * problem.length;
+  const std::size_t keys = rows * problem.key_dim, values = rows * problem.value_dim;
+  DeviceArray<T> device_num(values), device_den(rows), dq(keys), dk(keys), dv(values);
+  device_num.upload(d_num.data(), 0, values);
+  const std::vector<T> zero(rows, T(0));
+  device_den.upload(zero.data(), 0, rows);
+  gpu::gradients<In, T>(spec, form, problem, options, q, k, v, device_num.data(), device_den.data(),
+                        dq.data(), dk.data(), dv.data());
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  out(dq, 0, keys);
+  out(dk, 1, keys);
+  out(dv, 2, values);
+}
+
+}  // namespace
+
+template <class T>
+void Inputs::gradients(const OperatorSpec& spec, Form form, const BackwardOptions& options,
+                       const double* d_out, T* dq, T* dk, T* dv) const {
+  if (spec.normalize) throw Error("gpu::Inputs::gradients: unnormalized operators only");
+  const std::size_t values = problem_.heads * problem_.length * problem_.value_dim;
+  const std::vector<T> d_num(d_out, d_out + values);  // float32: rounded to nearest
+  T* to[3] = {dq, dk, dv};
+  const auto out = [&](const DeviceArray<T>& from, int i, std::size_t count) {
+    from.download(to[i], 0, count);
+  };
+  Arrays& a = *arrays_;
+  if constexpr (std::is_same_v<T, float>) {
+    unnormalized_backward<float, float>(spec, form, options, problem_, a.q32.data(), a.k32.data(),
+                                        a.v32.data(), d_num, out);
+  } else {
+    unnormalized_backward<double, double>(spec, form, options, problem_, a.q.data(), a.k.data(), a.v.data(),
+                                          d_num, out);
+  }
+}
+template void Inputs::gradients<double>(const OperatorSpec&, Form, const BackwardOptions&, const double*,
+                                        double*, double*, double*) const;
+template void Inputs::gradients<float>(const OperatorSpec&, Form, const BackwardOptions&, const double*,
+                                       float*, float*, float*) const;
+
+void Inputs::gradient_gauge(const OperatorSpec& spec, Form form, const BackwardOptions& options,
+                            const double* d_out, double* dq, double* dk, double* dv) const {
+  if (spec.normalize) throw Error("gpu::Inputs::gradient_gauge: unnormalized operators only");
+  using G = Gauge<double>;
+  const std::size_t values = problem_.heads * problem_.length * problem_.value_dim;
+  const std::vector<G> d_num(d_out, d_out + values);  // |dO|
+  double* to[3] = {dq, dk, dv};
+  const auto out = [&](const DeviceArray<G>& from, int i, std::size_t count) {
+    std::vector<G> host(count);
+    from.download(host.data(), 0, count);
+    for (std::size_t j = 0; j < count; ++j) to[i][j] = host[j].value();
+  };
+  Arrays& a = *arrays_;
+  unnormalized_backward<double, G>(spec, form, options, problem_, a.q.data(), a.k.data(), a.v.data(), d_num,
+                                   out);
+}
+
 template <class T>
 void finish(const OperatorSpec& spec, const Problem& problem, const T* num, const T* den, T* out,
             CUstream_st* stream) {
@@ -461,6 +526,7 @@ HLA_GPU_INSTANTIATE(ModP, ModP)
 HLA_GPU_INSTANTIATE_BACKWARD(float, float)
 HLA_GPU_INSTANTIATE_BACKWARD(BFloat16, float)
 HLA_GPU_INSTANTIATE_BACKWARD(double, double)
+HLA_GPU_INSTANTIATE_BACKWARD(double, Gauge<double>)
 HLA_GPU_INSTANTIATE_BACKWARD(ModP, ModP)
 #undef HLA_GPU_INSTANTIATE_BACKWARD
 

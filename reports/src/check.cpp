@@ -400,15 +400,7 @@ double form_ratio(const Matrix<double>& candidate, const Matrix<double>& form, F
 
 // Whether the runs take place on the GPU (options.device, docs/check.md "Where it runs").
 bool on_gpu(const CheckOptions& options, Index d, Index dv) {
-  if (options.device == Device::cpu) return false;
-#if HLA_HAVE_CUDA
-  const std::optional<std::string> why = detail::gpu_check_unavailable(options, d, dv);
-  if (why && options.device == Device::gpu) throw Error("--device gpu: " + *why);
-  return !why;
-#else
-  if (options.device == Device::gpu) throw Error("--device gpu: this build has no CUDA");
-  return false;
-#endif
+  return detail::runs_on_gpu(options, [&] { return detail::gpu_check_unavailable(options, d, dv); });
 }
 
 // A faster way to read head i for the GPU's runs (check_arrays has one): its q, k, v (before the

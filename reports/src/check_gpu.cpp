@@ -1,4 +1,5 @@
-// Built with CUDA only (HLA_HAVE_CUDA); check.cpp calls it only then.
+// The runs on the GPU are built with CUDA only (HLA_HAVE_CUDA); without it, every check says why
+// it cannot run there.
 
 #include "check_gpu.hpp"
 
@@ -38,6 +39,16 @@ Buffer<T> touched_buffer(std::size_t count) {
   return out;
 }
 
+// q, k, v (head-major, as the candidate read them) copied to the device, and released here.
+std::unique_ptr<const fast::gpu::Inputs> inputs_on_device(const CheckOptions& options, std::int64_t heads,
+                                                          Index n, Index d, Index dv, Buffer<float> q,
+                                                          Buffer<float> k, Buffer<float> v, Phases& phases) {
+  auto inputs = std::make_unique<const fast::gpu::Inputs>(heads, n, int(d), int(dv), q.get(), k.get(),
+                                                          v.get(), options.scale);
+  phases.done("inputs to the GPU");
+  return inputs;
+}
+
 // gpu-streaming (the reference and its gauge), then each own implementation not yet listed.
 std::vector<Implementation> all_implementations(const CheckOptions& options) {
   std::vector<Implementation> out{Implementation::gpu_streaming};
@@ -71,11 +82,9 @@ std::optional<std::string> gpu_check_unavailable(const CheckOptions& options, In
 GpuCheckRuns gpu_check_runs(const CheckOptions& options, std::int64_t heads, Index n, Index d, Index dv,
                             Buffer<float> q, Buffer<float> k, Buffer<float> v, Phases& phases) {
   const OperatorSpec& spec = options.spec;
-  const fast::gpu::Inputs inputs(heads, n, int(d), int(dv), q.get(), k.get(), v.get(), options.scale);
-  q.reset();  // on the device now
-  k.reset();
-  v.reset();
-  phases.done("inputs to the GPU");
+  const std::unique_ptr<const fast::gpu::Inputs> on_device =
+      inputs_on_device(options, heads, n, d, dv, std::move(q), std::move(k), std::move(v), phases);
+  const fast::gpu::Inputs& inputs = *on_device;
   const std::size_t values = std::size_t(heads * n * dv), rows = std::size_t(heads * n);
   const auto run = [&]<class T>(Implementation impl, bool gauge, FlatTerms<T>& out) {
     out.num = touched_buffer<T>(values);
@@ -102,5 +111,74 @@ GpuCheckRuns gpu_check_runs(const CheckOptions& options, std::int64_t heads, Ind
   return out;
 }
 
+std::optional<std::string> gpu_gradient_check_unavailable(const CheckOptions& options, Index d, Index dv) {
+  if (options.precision == Format::f64)
+    return "a float64 candidate is checked against the MPFR reference, which runs on the CPU";
+  if (options.spec.normalize)
+    return "a normalized operator's gradient bound needs the forward readouts' own bound, which the gradient "
+           "check has on the CPU";
+  if (options.algorithm && *options.algorithm != Implementation::streaming)
+    return "the GPU holds the streaming backward's bound; the " +
+           std::string(fast::implementation_name(*options.algorithm)) + " backward's is computed on the CPU";
+  if (const auto reason = fast::gpu::unavailable_reason()) return "this machine has " + *reason;
+  const Implementation impl = Implementation::gpu_streaming;
+  return fast::gpu::shape_unavailable(options.spec, fast::default_form(options.spec, impl), impl, int(d),
+                                      int(dv), sizeof(double));
+}
+
+GpuGradientRuns gpu_gradient_runs(const CheckOptions& options, std::int64_t heads, Index n, Index d, Index dv,
+                                  Buffer<float> q, Buffer<float> k, Buffer<float> v, const double* d_out,
+                                  Phases& phases) {
+  const OperatorSpec& spec = options.spec;
+  const std::unique_ptr<const fast::gpu::Inputs> on_device =
+      inputs_on_device(options, heads, n, d, dv, std::move(q), std::move(k), std::move(v), phases);
+  const fast::gpu::Inputs& inputs = *on_device;
+  const std::size_t keys = std::size_t(heads * n * d), values = std::size_t(heads * n * dv);
+  const auto flat = [&]<class T>(FlatGradients<T>& g) {
+    g.dq = touched_buffer<T>(keys);
+    g.dk = touched_buffer<T>(keys);
+    g.dv = touched_buffer<T>(values);
+  };
+  const Implementation impl = Implementation::gpu_streaming;
+  const fast::Form form = fast::default_form(spec, impl);
+  const fast::gpu::BackwardOptions backward{impl};
+  GpuGradientRuns out;
+  flat(out.reference);
+  inputs.gradients<double>(spec, form, backward, d_out, out.reference.dq.get(), out.reference.dk.get(),
+                           out.reference.dv.get());
+  phases.done("gpu-streaming backward in float64");
+  flat(out.own);
+  inputs.gradients<float>(spec, form, backward, d_out, out.own.dq.get(), out.own.dk.get(), out.own.dv.get());
+  phases.done("gpu-streaming backward in float32");
+  flat(out.gauge);
+  inputs.gradient_gauge(spec, form, backward, d_out, out.gauge.dq.get(), out.gauge.dk.get(),
+                        out.gauge.dv.get());
+  phases.done("the gauge of the gpu-streaming backward");
+  return out;
+}
+
+}  // namespace hla::reports::detail
+#else
+namespace hla::reports::detail {
+
+std::optional<std::string> gpu_check_unavailable(const CheckOptions&, Index, Index) {
+  return "this build has no CUDA";
+}
+std::optional<std::string> gpu_gradient_check_unavailable(const CheckOptions&, Index, Index) {
+  return "this build has no CUDA";
+}
+
 }  // namespace hla::reports::detail
 #endif
+
+namespace hla::reports::detail {
+
+bool runs_on_gpu(const CheckOptions& options,
+                 const std::function<std::optional<std::string>()>& unavailable) {
+  if (options.device == Device::cpu) return false;
+  const std::optional<std::string> why = unavailable();
+  if (why && options.device == Device::gpu) throw Error("--device gpu: " + *why);
+  return !why;
+}
+
+}  // namespace hla::reports::detail

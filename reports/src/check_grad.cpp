@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "arrays.hpp"
+#include "check_gpu.hpp"
 #include "hla/checking/instances.hpp"
 #include "hla/reports/backward_bound.hpp"
 #include "hla/reports/candidates.hpp"
@@ -116,6 +117,39 @@ Matrix<double> gauge_up(const Matrix<double>& computed, const Matrix<std::int64_
   return out;
 }
 
+// Every entry's sound bound before the output format's rounding: the bounded run's a-priori bound
+// plus the reference's own (backward_bound.hpp's terms), from the gauges G1 = G(|x|, |c_hat|) of
+// the reference's run and of the bounded run (one when both are the streaming backward) and,
+// normalized, G2 = G(|x|, E) (already an upper bound); `ref` the reference's gradients.
+Gradients<double> entry_bounds(const CheckOptions& options, const Plan& plan,
+                               const std::vector<Gradients<double>>& g1, const Gradients<double>& g2,
+                               const Gradients<double>& ref) {
+  const bool f64 = options.precision == Format::f64, normalize = options.spec.normalize;
+  const std::size_t b = plan.runs.size() - 1;  // the bounded run
+  const auto bound = [&](int p) {
+    const Matrix<double>& g = part(ref, p);
+    const auto depth = [&](const std::vector<Gradients<std::int64_t>>& k,
+                           std::size_t i) -> const Matrix<std::int64_t>& { return part(k[i], p); };
+    const Matrix<double> gauge0 = gauge_up(part(g1[0], p), depth(plan.depth53, 0));
+    const Matrix<double> gauge_b = b ? gauge_up(part(g1[b], p), depth(plan.depth53, b)) : gauge0;
+    Matrix<double> out(g.rows(), g.cols());
+    for (Index i = 0; i < g.size(); ++i) {
+      const double own_bound = gamma_bound(depth(plan.depth, b).data()[i], plan.bits) * gauge_b.data()[i];
+      // The reference's own error: float64 streaming, gamma_53(K) times its gauge; MPFR, gamma_261(K)
+      // times it and half an ulp of double for each narrowing (the group sum's too).
+      const std::int64_t k53 = depth(plan.depth53, 0).data()[i];
+      const double reference_bound = f64 ? gamma_bound(k53, 261) * gauge0.data()[i] * (1 + 0x1p-50) +
+                                               std::ldexp(std::abs(g.data()[i]), -53) * double(plan.group) +
+                                               std::ldexp(1.0, -261)
+                                         : gamma_bound(k53, 53) * gauge0.data()[i];
+      const double total = own_bound + reference_bound;
+      out.data()[i] = normalize ? (total + part(g2, p).data()[i]) * (1 + 0x1p-50) : total;
+    }
+    return out;
+  };
+  return {bound(0), bound(1), bound(2), {}, {}};
+}
+
 // One value head's backward runs: the reference, the toolkit's own streaming backward of the
 // precision, and every entry's sound bound before the output format's rounding (.bound: the
 // bounded run's a-priori bound plus the reference's own, backward_bound.hpp's terms).
@@ -187,27 +221,7 @@ Runs runs_of(const CheckOptions& options, const Plan& plan, const Sequence<doubl
   }
   Runs r{ref.g, own.g, {}};
   r.ref.terms = r.own.terms = {};
-  const auto bound = [&](int p, const Matrix<double>& g) {
-    const auto depth = [&](const std::vector<Gradients<std::int64_t>>& k,
-                           std::size_t i) -> const Matrix<std::int64_t>& { return part(k[i], p); };
-    const Matrix<double> gauge0 = gauge_up(part(g1[0], p), depth(plan.depth53, 0));
-    const Matrix<double> gauge_b = b ? gauge_up(part(g1[b], p), depth(plan.depth53, b)) : gauge0;
-    Matrix<double> out(g.rows(), g.cols());
-    for (Index i = 0; i < g.size(); ++i) {
-      const double own_bound = gamma_bound(depth(plan.depth, b).data()[i], plan.bits) * gauge_b.data()[i];
-      // The reference's own error: float64 streaming, gamma_53(K) times its gauge; MPFR, gamma_261(K)
-      // times it and half an ulp of double for each narrowing (the group sum's too).
-      const std::int64_t k53 = depth(plan.depth53, 0).data()[i];
-      const double reference_bound = f64 ? gamma_bound(k53, 261) * gauge0.data()[i] * (1 + 0x1p-50) +
-                                               std::ldexp(std::abs(g.data()[i]), -53) * double(plan.group) +
-                                               std::ldexp(1.0, -261)
-                                         : gamma_bound(k53, 53) * gauge0.data()[i];
-      const double total = own_bound + reference_bound;
-      out.data()[i] = spec.normalize ? (total + part(g2, p).data()[i]) * (1 + 0x1p-50) : total;
-    }
-    return out;
-  };
-  r.bound = {bound(0, r.ref.dq), bound(1, r.ref.dk), bound(2, r.ref.dv), {}, {}};
+  r.bound = entry_bounds(options, plan, g1, g2, r.ref);
   return r;
 }
 
@@ -229,15 +243,13 @@ void add_runs(Runs& to, const Runs& x, Index group_index, Index dv) {
   add(to.bound, x.bound);
 }
 
-HeadOutcome check_head(const CheckOptions& options, const Plan& plan, const GradientHead& head) {
+// One query/key head against its group's value heads' runs (`runs(g)` those of value head g).
+HeadOutcome check_head(const Plan& plan, const GradientHead& head, const std::function<Runs(Index)>& runs) {
   const Index group = head.group, dv = head.tokens.value_dim() / group, n = head.tokens.length();
   // The group's value heads one after another: q and k shared, v, dO, dV in column blocks.
   Runs all;
   for (Gradients<double>* g : {&all.ref, &all.own, &all.bound}) g->dv = Matrix<double>(n, group * dv);
-  for (Index g = 0; g < group; ++g) {
-    const Sequence<double> s{head.tokens.q * options.scale, head.tokens.k, head.tokens.v.middleCols(g * dv, dv)};
-    add_runs(all, runs_of(options, plan, s, head.d_out.middleCols(g * dv, dv)), g, dv);
-  }
+  for (Index g = 0; g < group; ++g) add_runs(all, runs(g), g, dv);
   // An entry's position: dQ, dK in the query/key head, dV in its value head of the group.
   const auto where = [&](int p, Index t, Index j) {
     return p < 2 ? Position{head.batch, head.head, t, j} : Position{head.batch, head.head * group + j / dv, t, j % dv};
@@ -291,6 +303,59 @@ HeadOutcome check_head(const CheckOptions& options, const Plan& plan, const Grad
   }
   return r;
 }
+
+#if HLA_HAVE_CUDA
+// Every value head's streaming backward on the GPU at once (check_gpu.hpp: float64, float32 and
+// its gauge), then each query/key head's bounds and comparison on the CPU threads.
+void check_heads_on_gpu(const CheckOptions& options, const Plan& plan, const std::vector<GradientHead>& heads,
+                        std::vector<HeadOutcome>& outcomes) {
+  const Index group = heads[0].group, n = heads[0].tokens.length(), d = heads[0].tokens.key_dim(),
+              dv = heads[0].tokens.value_dim() / group;
+  const std::size_t count = heads.size() * std::size_t(group), keys = std::size_t(n * d),
+                    values = std::size_t(n * dv);
+  detail::Buffer<float> q = detail::buffer<float>(count * keys), k = detail::buffer<float>(count * keys),
+                        v = detail::buffer<float>(count * values);
+  const detail::Buffer<double> d_out = detail::buffer<double>(count * values);
+  parallel_for(heads.size(), options.threads, [&](std::size_t i) {
+    const GradientHead& head = heads[i];
+    for (Index g = 0; g < group; ++g) {
+      const std::size_t at = i * std::size_t(group) + std::size_t(g);
+      for (Index t = 0; t < n; ++t) {
+        for (Index j = 0; j < d; ++j) {
+          q[at * keys + std::size_t(t * d + j)] = float(head.tokens.q(t, j));  // values of the precision
+          k[at * keys + std::size_t(t * d + j)] = float(head.tokens.k(t, j));
+        }
+        for (Index j = 0; j < dv; ++j) {
+          v[at * values + std::size_t(t * dv + j)] = float(head.tokens.v(t, g * dv + j));
+          d_out[at * values + std::size_t(t * dv + j)] = head.d_out(t, g * dv + j);
+        }
+      }
+    }
+  });
+  Phases phases(options.progress);
+  const detail::GpuGradientRuns gpu = detail::gpu_gradient_runs(
+      options, std::int64_t(count), n, d, dv, std::move(q), std::move(k), std::move(v), d_out.get(), phases);
+  parallel_for(heads.size(), options.threads, [&](std::size_t i) {
+    outcomes[i] = check_head(plan, heads[i], [&](Index g) {
+      const std::size_t at = i * std::size_t(group) + std::size_t(g);
+      const auto read = [&]<class T>(const detail::FlatGradients<T>& x) {
+        using Rows = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+        Gradients<double> out{Eigen::Map<const Rows>(x.dq.get() + at * keys, n, d).template cast<double>(),
+                              Eigen::Map<const Rows>(x.dk.get() + at * keys, n, d).template cast<double>(),
+                              Eigen::Map<const Rows>(x.dv.get() + at * values, n, dv).template cast<double>(),
+                              {},
+                              {}};
+        out.dq *= options.scale;
+        return out;
+      };
+      Runs r{read(gpu.reference), read(gpu.own), {}};
+      r.bound = entry_bounds(options, plan, {read(gpu.gauge)}, {}, r.ref);
+      return r;
+    });
+  });
+  phases.done("the bounds and the comparison");
+}
+#endif
 
 // The streaming backward with one of the catalogue's backward mistakes (fast::backward_mistakes)
 // in every token's step, from the stream's own backward().
@@ -400,7 +465,6 @@ GradientCheckResult check_gradients(const CheckOptions& options, const std::vect
         "--grad: the normalized backward divides by den + eps (--eps-policy add); the gradients under "
         "--eps-policy " +
         std::string(eps_policy_name(options.eps_policy)) + " cannot be checked yet");
-  if (options.device == Device::gpu) throw Error("--grad: the gradient check runs on the CPU (--device cpu or auto)");
   require(!heads.empty(), "--grad: no heads to check");
   const Index group = heads[0].group, n = heads[0].tokens.length(), d = heads[0].tokens.key_dim(),
               dv = heads[0].tokens.value_dim() / group;
@@ -447,16 +511,36 @@ GradientCheckResult check_gradients(const CheckOptions& options, const std::vect
       k.terms.den.array() += q;
     }
   std::vector<HeadOutcome> outcomes(heads.size());
-  parallel_for(heads.size(), options.threads, [&](std::size_t i) { outcomes[i] = check_head(options, plan, heads[i]); });
+  const bool gpu =
+      detail::runs_on_gpu(options, [&] { return detail::gpu_gradient_check_unavailable(options, d, dv); });
+  if (gpu) {
+#if HLA_HAVE_CUDA
+    check_heads_on_gpu(options, plan, heads, outcomes);
+#endif
+  } else {
+    parallel_for(heads.size(), options.threads, [&](std::size_t i) {
+      const GradientHead& head = heads[i];
+      const Index dv = head.tokens.value_dim() / head.group;
+      outcomes[i] = check_head(plan, head, [&](Index g) {
+        const Sequence<double> s{head.tokens.q * options.scale, head.tokens.k,
+                                 head.tokens.v.middleCols(g * dv, dv)};
+        return runs_of(options, plan, s, head.d_out.middleCols(g * dv, dv));
+      });
+    });
+  }
 
   GradientCheckResult r;
   for (const HeadOutcome& h : outcomes) r.unbounded += h.unbounded;
   r.heads = Index(heads.size());
   r.n = n;
   r.entries = long(heads.size()) * long(n) * long(2 * d + group * dv);
-  r.reference_name = options.precision == Format::f64 ? "261-bit MPFR streaming backward (CPU)" : "float64 streaming backward (CPU)";
-  r.own_name = std::string(options.precision == Format::f64 ? "float64" : "float32") + " streaming backward";
-  r.bound_name = std::string(fast::implementation_name(bounded)) + " backward";
+  r.reference_name = options.precision == Format::f64 ? "261-bit MPFR streaming backward (CPU)"
+                     : gpu                            ? "float64 gpu-streaming backward (GPU)"
+                                                      : "float64 streaming backward (CPU)";
+  r.own_name = std::string(options.precision == Format::f64 ? "float64" : "float32") +
+               (gpu ? " gpu-streaming backward" : " streaming backward");
+  r.bound_name =
+      std::string(fast::implementation_name(gpu ? Implementation::gpu_streaming : bounded)) + " backward";
   if (bounded == Implementation::scan) r.bound_name += " (chunks of " + std::to_string(options.chunk) + ")";
   for (const HeadOutcome& h : outcomes) {
     if (h.worst_ratio > r.worst_ratio) {

@@ -8,10 +8,12 @@
 #include <random>
 #include <string>
 
+#include "hla/fast/backward.hpp"
 #include "hla/fast/catalogue.hpp"
 #include "hla/fast/gpu.hpp"
 #include "hla/fast/streaming.hpp"
 #include "hla/reports/check.hpp"
+#include "hla/reports/check_grad.hpp"
 #include "hla/testing/property.hpp"
 
 using namespace hla;
@@ -29,18 +31,21 @@ OperatorSpec spec_of(Variant variant) {
   return spec;
 }
 
+// rows x cols Gaussian entries of standard deviation sd, each rounded to bf16.
+Matrix<double> gaussian_bf16(std::mt19937_64& rng, Index rows, Index cols, double sd) {
+  std::normal_distribution<double> normal;
+  Matrix<double> m(rows, cols);
+  for (Index i = 0; i < m.size(); ++i) m.data()[i] = round_to(Format::bf16, sd * normal(rng));
+  return m;
+}
+
 // Four heads of bf16 inputs (n = 200: a tail chunk of 8 after six of 32) and a kernel's bf16
 // output: the toolkit's float32 stream, with the query scale or, faulty, without it. With
 // group > 1, each run of `group` heads shares the first one's q and k (grouped queries).
 std::vector<HeadInput> heads(std::uint64_t seed, const CheckOptions& options, bool faulty, Index group = 1) {
   std::mt19937_64 rng(seed);
-  std::normal_distribution<double> normal;
   const Index n = 200, d = 16, dv = 8;
-  const auto draw = [&](Index cols, double sd) {
-    Matrix<double> m(n, cols);
-    for (Index i = 0; i < m.size(); ++i) m.data()[i] = round_to(Format::bf16, sd * normal(rng));
-    return m;
-  };
+  const auto draw = [&](Index cols, double sd) { return gaussian_bf16(rng, n, cols, sd); };
   std::vector<HeadInput> out;
   for (Index h = 0; h < 4; ++h) {
     HeadInput head{0, h, {draw(d, 1), draw(d, 0.5), draw(dv, 1)}, {}};
@@ -201,6 +206,102 @@ TEST_CASE("check gpu/where the GPU cannot hold the check --device gpu refuses an
   f64.precision = Format::f64;
   f64.device = Device::gpu;
   CHECK_THROWS_WITH(check(f64, input), Catch::Contains("--device gpu: ") && Catch::Contains("MPFR"));
+}
+
+namespace {
+
+// Two query/key heads of bf16 inputs (n = 200, d = 16), each with `group` value heads (dv = 8) and
+// dO; the candidate: the toolkit's float32 streaming backward (q scaled by 0.25 first), or the
+// float64 backward with one of the catalogue's backward mistakes, rounded to float32.
+std::vector<GradientHead> gradient_heads(std::uint64_t seed, const CheckOptions& options,
+                                         std::string_view mistake, Index group) {
+  std::mt19937_64 rng(seed);
+  const Index n = 200, d = 16, dv = 8;
+  const auto draw = [&](Index cols, double sd) { return gaussian_bf16(rng, n, cols, sd); };
+  const auto f32 = [](const Matrix<double>& x) { return Matrix<double>(x.cast<float>().cast<double>()); };
+  std::vector<GradientHead> out;
+  for (Index h = 0; h < 2; ++h) {
+    GradientHead head{0, h, {draw(d, 1), draw(d, 0.5), draw(group * dv, 1)}, draw(group * dv, 1), {}, group};
+    head.candidate = {
+        Matrix<double>::Zero(n, d), Matrix<double>::Zero(n, d), Matrix<double>(n, group * dv), {}};
+    for (Index g = 0; g < group; ++g) {
+      const Sequence<double> s{head.tokens.q, head.tokens.k, head.tokens.v.middleCols(g * dv, dv)};
+      const Matrix<double> d_out = head.d_out.middleCols(g * dv, dv);
+      Gradients<double> x;
+      if (mistake.empty()) {
+        const Sequence<float> in{(s.q * options.scale).cast<float>(), s.k.cast<float>(), s.v.cast<float>()};
+        const Gradients<float> own = fast::streaming_gradients(
+            options.spec, fast::default_form(options.spec, fast::Implementation::streaming), in,
+            Matrix<float>(d_out.cast<float>()));
+        x = {own.dq.cast<double>() * options.scale, own.dk.cast<double>(), own.dv.cast<double>(), {}};
+      } else {
+        x = mistaken_gradients(options, mistake, s, d_out);
+      }
+      head.candidate.dq += x.dq;
+      head.candidate.dk += x.dk;
+      head.candidate.dv.middleCols(g * dv, dv) = x.dv;
+    }
+    head.candidate = {f32(head.candidate.dq), f32(head.candidate.dk), f32(head.candidate.dv), {}};
+    out.push_back(std::move(head));
+  }
+  return out;
+}
+
+}  // namespace
+
+// hla check --grad on the GPU (the streaming backward's runs there, the CPU's depths): the same
+// verdicts, worst ratios (up to the order of the kernels' sums) and diagnoses as on the CPU.
+TEST_CASE("check gpu/gradients on the GPU give the CPU's verdicts and diagnoses", "[gpu][backward]") {
+  const std::uint64_t seed = test_seed();
+  OperatorSpec decayed = spec_of(Variant::hla2), unmasked = spec_of(Variant::hla3);
+  decayed.decay = Rational(99, 100);
+  decayed.ridge = Rational(1, 4);
+  unmasked.masked = false;
+  for (const OperatorSpec& spec : {spec_of(Variant::linear), spec_of(Variant::hla2), decayed,
+                                   spec_of(Variant::ahla), spec_of(Variant::hla3), unmasked}) {
+    CheckOptions options = options_for(spec);
+    for (const std::string_view mistake : {std::string_view(), std::string_view("adjoint-late")}) {
+      for (const Index group : {Index(1), Index(2)}) {
+        INFO(describe(spec) << ", mistake '" << mistake << "', group " << group << ", seed " << seed);
+        const std::vector<GradientHead> input = gradient_heads(seed, options, mistake, group);
+        options.device = Device::cpu;
+        const GradientCheckResult cpu = check_gradients(options, input);
+        options.device = Device::gpu;
+        const GradientCheckResult gpu = check_gradients(options, input);
+        INFO(gradient_check_summary(gpu, options));
+        CHECK(gpu.reference_name == "float64 gpu-streaming backward (GPU)");
+        CHECK(cpu.reference_name == "float64 streaming backward (CPU)");
+        CHECK(cpu.passed == mistake.empty());
+        CHECK(gpu.passed == cpu.passed);
+        CHECK(gpu.sound == cpu.sound);
+        CHECK(gpu.tight == cpu.tight);
+        CHECK(std::abs(gpu.worst_ratio - cpu.worst_ratio) <= 1e-6 * cpu.worst_ratio);
+        CHECK(gpu.matches == cpu.matches);
+        if (!mistake.empty())
+          CHECK(std::find(gpu.matches.begin(), gpu.matches.end(), std::string(mistake)) != gpu.matches.end());
+      }
+    }
+  }
+}
+
+TEST_CASE("check gpu/gradients the GPU does not hold: --device gpu refuses and auto runs on the CPU",
+          "[gpu][backward]") {
+  const std::uint64_t seed = test_seed();
+  OperatorSpec normalized = spec_of(Variant::hla2);
+  normalized.normalize = true;
+  normalized.eps = Rational(1, 8);
+  for (const OperatorSpec& spec : {normalized, spec_of(Variant::hla2)}) {
+    CheckOptions options = options_for(spec);
+    if (!spec.normalize) options.algorithm = fast::Implementation::scan;
+    INFO(describe(spec) << ", seed " << seed);
+    const std::vector<GradientHead> input = gradient_heads(seed, options, "", 1);
+    options.device = Device::gpu;
+    CHECK_THROWS_WITH(check_gradients(options, input), Catch::StartsWith("--device gpu: "));
+    options.device = Device::automatic;
+    const GradientCheckResult r = check_gradients(options, input);
+    CHECK(r.reference_name == "float64 streaming backward (CPU)");
+    CHECK(r.sound);
+  }
 }
 
 int main(int argc, char* argv[]) {

@@ -331,6 +331,11 @@ TEST_CASE("check grad/normalized: entries on a denominator not told from zero ar
   // Another --eps-policy than the backward's den + eps is refused with a reason.
   p.options.eps_policy = EpsPolicy::signed_clamp;
   CHECK_THROWS_WITH(check_gradients(p.options, p.heads), Catch::Contains("--eps-policy add"));
+  // The GPU does not hold a normalized operator's gradient check (nor does a build without CUDA):
+  // --device gpu says why in one line.
+  p.options.eps_policy = EpsPolicy::add;
+  p.options.device = Device::gpu;
+  CHECK_THROWS_WITH(check_gradients(p.options, p.heads), Catch::StartsWith("--device gpu: "));
 }
 
 TEST_CASE("check grad/grouped value heads: dQ and dK sum the group's, and forgetting to sum fails", "[check][backward]") {

@@ -119,6 +119,17 @@ class Inputs {
   void gauge(const OperatorSpec& spec, Form form, Implementation impl, std::int64_t chunk, float* num,
              float* den) const;
 
+  // The gradients of <dO_h, O_h> of every head of an unnormalized operator (the readouts' adjoints
+  // dO and zero) by the GPU backward, dO [heads, n, dv] on the host, into host arrays dq, dk
+  // [heads, n, d] and dv [heads, n, dv], dq with respect to the scaled queries: in T = double from
+  // the float64 inputs and dO, T = float from the float32 inputs and dO rounded to float32.
+  template <class T>
+  void gradients(const OperatorSpec& spec, Form form, const BackwardOptions& options, const double* d_out,
+                 T* dq, T* dk, T* dv) const;
+  // The same backward in Gauge<double> on the float64 inputs' magnitudes and |dO|: its gauge.
+  void gradient_gauge(const OperatorSpec& spec, Form form, const BackwardOptions& options,
+                      const double* d_out, double* dq, double* dk, double* dv) const;
+
  private:
   struct Arrays;
   Problem problem_;
