@@ -308,7 +308,7 @@ HeadOutcome check_head(const Plan& plan, const GradientHead& head, const std::fu
 // Every value head's streaming backward on the GPU at once (check_gpu.hpp: float64, float32 and
 // its gauge), then each query/key head's bounds and comparison on the CPU threads.
 void check_heads_on_gpu(const CheckOptions& options, const Plan& plan, const std::vector<GradientHead>& heads,
-                        std::vector<HeadOutcome>& outcomes) {
+                        std::vector<HeadOutcome>& outcomes, Phases& phases) {
   const Index group = heads[0].group, n = heads[0].tokens.length(), d = heads[0].tokens.key_dim(),
               dv = heads[0].tokens.value_dim() / group;
   const std::size_t count = heads.size() * std::size_t(group), keys = std::size_t(n * d),
@@ -332,7 +332,6 @@ void check_heads_on_gpu(const CheckOptions& options, const Plan& plan, const std
       }
     }
   });
-  Phases phases(options.progress);
   const detail::GpuGradientRuns gpu = detail::gpu_gradient_runs(
       options, std::int64_t(count), n, d, dv, std::move(q), std::move(k), std::move(v), d_out.get(), phases);
   parallel_for(heads.size(), options.threads, [&](std::size_t i) {
@@ -485,6 +484,7 @@ GradientCheckResult check_gradients(const CheckOptions& options, const std::vect
   plan.out = options.output_format.value_or(options.precision);
   // Float32's depths bound float64's (a constant that double cannot hold, float cannot either), so
   // beside the reference's streaming run they serve for the gauges' rounding too. The runs at once.
+  Phases phases(options.progress);
   std::vector<std::future<Gradients<std::int64_t>>> runs53, runs;
   for (std::size_t i = 0; i < plan.runs.size(); ++i) {
     const Implementation impl = plan.runs[i];
@@ -497,6 +497,7 @@ GradientCheckResult check_gradients(const CheckOptions& options, const std::vect
     plan.depth53.push_back(plan.bits == 53 || i == 0 ? runs53[i].get() : plan.depth[i]);
     if (plan.bits == 53) plan.depth.push_back(plan.depth53[i]);
   }
+  phases.done("the backward's rounding depths");
   // Roundings beyond the backward's: q times the scale rounds once per query factor of a monomial
   // (of the readouts too), dQ times the scale once more; dQ and dK of grouped heads sum the group's
   // value heads, G - 1 more.
@@ -515,7 +516,7 @@ GradientCheckResult check_gradients(const CheckOptions& options, const std::vect
       detail::runs_on_gpu(options, [&] { return detail::gpu_gradient_check_unavailable(options, d, dv); });
   if (gpu) {
 #if HLA_HAVE_CUDA
-    check_heads_on_gpu(options, plan, heads, outcomes);
+    check_heads_on_gpu(options, plan, heads, outcomes, phases);
 #endif
   } else {
     parallel_for(heads.size(), options.threads, [&](std::size_t i) {
@@ -527,6 +528,7 @@ GradientCheckResult check_gradients(const CheckOptions& options, const std::vect
         return runs_of(options, plan, s, head.d_out.middleCols(g * dv, dv));
       });
     });
+    phases.done("the runs, bounds and comparison on the CPU");
   }
 
   GradientCheckResult r;
