@@ -58,6 +58,59 @@ Terms<double> widen(const Terms<T>& t) {
   return {t.num.template cast<double>(), t.den.template cast<double>()};
 }
 
+// The GPU streaming backward in one precision (float64; float32, on float or bf16 inputs): its
+// gradients and its readouts' adjoints, dO and zero (unnormalized).
+template <class F>
+BackwardRun gpu_backward(const OperatorSpec& spec, const Sequence<double>& s, const Matrix<double>& d_out,
+                         bool bf16) {
+  const Implementation impl = Implementation::gpu_streaming;
+  const fast::Form form = fast::default_form(spec, impl);
+  const Sequence<F> inputs{s.q.cast<F>(), s.k.cast<F>(), s.v.cast<F>()};  // exact
+  const Matrix<F> d_out_f = d_out.cast<F>();
+  Gradients<F> g;
+  if constexpr (std::is_same_v<F, float>) {
+    g = bf16 ? fast::gpu::gradients_bf16(spec, form, {inputs}, {d_out_f}, {impl}).front()
+             : fast::gpu::gradients(spec, form, {inputs}, {d_out_f}, {impl}).front();
+  } else {
+    g = fast::gpu::gradients(spec, form, {inputs}, {d_out_f}, {impl}).front();
+  }
+  const Terms<F> adjoints = reference::finish_adjoint(spec, g.terms, d_out_f);
+  return {{g.dq.template cast<double>(), g.dk.template cast<double>(), g.dv.template cast<double>(),
+           g.output.template cast<double>(), widen(g.terms)},
+          widen(adjoints)};
+}
+
+// The GPU streaming backward's rows, unnormalized operators. The kernel computes every entry with
+// the CPU stream's backward's operations in its grouping, sums aside (fast/cuda/algebra/common.cuh),
+// so the CPU streaming backward's depths and gauge bound it (gpu_test.cpp checks that bound on the
+// device). A normalized run would also need its readouts' bound, and the GPU forward's is the closed
+// form above, not the CPU's counts: no normalized rows.
+void add_streaming_backward(std::vector<Candidate>& out) {
+  const auto covers_backward = [](const OperatorSpec& spec) {
+    const Implementation impl = Implementation::gpu_streaming;
+    return !spec.normalize && !fast::backward_unavailable(spec, impl, fast::default_form(spec, impl));
+  };
+  const auto gauge = [](const OperatorSpec& spec, const Sequence<double>& s, const Terms<double>& adjoints,
+                        Index) { return streaming_backward_gauge(spec, s, adjoints); };
+  const auto depth = [](const OperatorSpec& spec, Index n, Index d, Index dv, Index) {
+    return streaming_backward_depth(spec, n, d, dv);
+  };
+  for (Candidate& c : out) {
+    if (c.implementation != fast::implementation_name(Implementation::gpu_streaming)) continue;
+    const bool bf16 = c.inputs == InputFormat::bf16;
+    c.covers_backward = covers_backward;
+    if (c.inputs == InputFormat::f64) {
+      c.backward = [](const OperatorSpec& spec, const Sequence<double>& s, const Matrix<double>& d_out,
+                      Index) { return gpu_backward<double>(spec, s, d_out, false); };
+    } else {
+      c.backward = [bf16](const OperatorSpec& spec, const Sequence<double>& s, const Matrix<double>& d_out,
+                          Index) { return gpu_backward<float>(spec, s, d_out, bf16); };
+    }
+    c.backward_gauge = gauge;
+    c.backward_depth = depth;
+  }
+}
+
 void add_rows(std::vector<Candidate>& out, Implementation impl) {
   const std::string name(fast::implementation_name(impl));
   const bool uses_chunk = impl == Implementation::gpu_scan;
@@ -90,6 +143,7 @@ void add_rows(std::vector<Candidate>& out, Implementation impl) {
                  gauge, depth});
   out.push_back({name, "bf16-in/f32", InputFormat::bf16, 24, uses_chunk, !uses_chunk, covers, in_float(true),
                  gauge, depth});
+  if (impl == Implementation::gpu_streaming) add_streaming_backward(out);
 }
 
 // The fast path (matrix units, gpu::fast_forward): masked unnormalized hla2 and ahla without decay,

@@ -14,6 +14,7 @@
 #include "hla/fast/streaming.hpp"
 #include "hla/reports/check.hpp"
 #include "hla/reports/check_grad.hpp"
+#include "hla/reports/error_report.hpp"
 #include "hla/testing/property.hpp"
 
 using namespace hla;
@@ -302,6 +303,59 @@ TEST_CASE("check gpu/gradients the GPU does not hold: --device gpu refuses and a
     CHECK(r.reference_name == "float64 streaming backward (CPU)");
     CHECK(r.sound);
   }
+}
+
+// The error report's GPU streaming backward rows (gpu_candidates.cpp): for every unnormalized
+// operator of the report, with the report's decay 15/16, each precision's dQ, dK, dV within the
+// bound from the CPU streaming backward's depths and gauge, against the exact gradients of the
+// n x n definition; dK at one token off by 1 + 2^-10 (float64) or 1 + 2^-6 (float32 on float inputs)
+// leaves it.
+TEST_CASE("report gpu/the GPU streaming backward's rows stay within their bound, and a little off leaves it",
+          "[gpu][backward]") {
+  const std::uint64_t seed = test_seed();
+  const Index n = 24, d = 3, dv = 2;
+  std::size_t rows = 0;
+  for (const Candidate& c : gpu_candidates()) {
+    if (!c.covers_backward) continue;
+    for (const ReportSpec& rs : report_specs()) {
+      OperatorSpec spec = rs.spec;
+      spec.decay = Rational(15, 16);
+      if (!c.covers_backward(spec)) continue;
+      ++rows;
+      INFO(c.implementation << " " << c.precision << ", " << rs.name << ", seed " << seed);
+      const auto round = [&](double x) { return round_input(c.inputs, x); };
+      const ReportCase at{0, 1, Family::gaussian, 0, seed};
+      const Sequence<double> raw = case_inputs(at, n, d, dv);
+      const Sequence<double> s{raw.q.unaryExpr(round), raw.k.unaryExpr(round), raw.v.unaryExpr(round)};
+      const Matrix<double> d_out = case_upstream(at, n, dv).unaryExpr(round);
+      const auto exact = [](const Matrix<double>& m) {
+        return Matrix<Rational>(m.unaryExpr([](double x) { return Rational(x); }));
+      };
+      const Gradients<Rational> g =
+          reference::gradients(spec, Sequence<Rational>{exact(s.q), exact(s.k), exact(s.v)}, exact(d_out));
+      const auto mpfr = [](const auto& m) {
+        return m.unaryExpr([](const Rational& x) { return from_rational<Mpfr>(x); });
+      };
+      const Gradients<Mpfr> reference{
+          mpfr(g.dq), mpfr(g.dk), mpfr(g.dv), {}, {mpfr(g.terms.num), Vector<Mpfr>(mpfr(g.terms.den))}};
+      const std::array<CellMetrics, 3> m = measure_backward(spec, c, s, d_out, reference, 0);
+      for (const CellMetrics& x : m) {
+        CHECK(x.test_ratio <= 1);
+        CHECK(x.unbounded == 0);
+      }
+      if (c.inputs == InputFormat::bf16) continue;  // as for the CPU rows: float64 and float32
+      Candidate off = c;
+      const double factor = 1 + (c.unit_roundoff_bits == 53 ? 0x1p-10 : 0x1p-6);
+      off.backward = [&c, factor](const OperatorSpec& sp, const Sequence<double>& x, const Matrix<double>& dy,
+                                  Index chunk) {
+        BackwardRun run = c.backward(sp, x, dy, chunk);
+        run.gradients.dk.row(3) *= factor;
+        return run;
+      };
+      CHECK(measure_backward(spec, off, s, d_out, reference, 0)[1].test_ratio > 1);
+    }
+  }
+  CHECK(rows > 0);
 }
 
 int main(int argc, char* argv[]) {
