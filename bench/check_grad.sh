@@ -15,7 +15,7 @@ shift 5
 options=("$@")
 [ ${#options[@]} -gt 0 ] || options=(--variant hla2)
 mkdir -p "$work"
-/usr/bin/python3 - "$n" "$d" "$work" <<'EOF'
+"${PYTHON:-python3}" - "$n" "$d" "$work" <<'EOF'
 import sys
 import numpy as np
 n, d, work = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
@@ -26,7 +26,7 @@ EOF
 "$hla" eval "${options[@]}" --impl gpu-streaming --scalar f32 --q "$work/q.npy" --k "$work/k.npy" \
   --v "$work/v.npy" --out "$work/o.npy" --grad "$work/do.npy" --out-dq "$work/dq.npy" --out-dk "$work/dk.npy" \
   --out-dv "$work/dv.npy" >/dev/null
-/usr/bin/python3 - "$heads" "$work" <<'EOF'
+"${PYTHON:-python3}" - "$heads" "$work" <<'EOF'
 import sys
 import numpy as np
 heads, work = int(sys.argv[1]), sys.argv[2]
