@@ -8,7 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include "../cuda/algebra/dispatch.cuh"
-#include "device_host.hpp"
+#include "../cuda/host.hpp"
 #include "hla/fast/backward.hpp"
 #include "hla/fast/scan.hpp"
 #include "hla/fast/streaming.hpp"
@@ -240,7 +240,7 @@ TEST_CASE("device algebra/the streaming backward equals the CPU stream's in Z/p"
       }
       gpu::with_device_algebra(
           fast::algebra_params<T>(spec, c.impl, c.form, s.key_dim(), dv), [&](const auto& algebra) {
-            const Gradients<T> actual = testing::device_backward(algebra, s, d_terms, checkpoint);
+            const Gradients<T> actual = gpu::host::device_backward(algebra, s, d_terms, checkpoint);
             RC_ASSERT(actual.dq == expected.dq);
             RC_ASSERT(actual.dk == expected.dk);
             RC_ASSERT(actual.dv == expected.dv);
@@ -270,7 +270,7 @@ TEST_CASE("device algebra/the scan's backward equals the reference gradients in 
           fast::algebra_params<T>(spec, c.impl, c.form, s.key_dim(), dv),
           [&]<class Algebra>(const Algebra& algebra) {
             if constexpr (Algebra::has_segments && requires { Algebra::carry_adjoint_scratch_size(0, 0); }) {
-              const Gradients<T> actual = testing::device_scan_backward(
+              const Gradients<T> actual = gpu::host::device_scan_backward(
                   algebra, s, d_terms, std::max<Index>(1, std::min(chunk, n)), checkpoint);
               RC_ASSERT(actual.dq == expected.dq);
               RC_ASSERT(actual.dk == expected.dk);
@@ -307,12 +307,13 @@ TEST_CASE("device algebra/the backward kernels in float64 on small integers are 
           [&]<class Algebra>(const Algebra& algebra) {
             Gradients<double> g;
             if (c.impl == Implementation::gpu_streaming) {
-              g = testing::device_backward(algebra, convert<double>(s), d_terms, fast::default_checkpoint(n));
+              g = gpu::host::device_backward(algebra, convert<double>(s), d_terms,
+                                             fast::default_checkpoint(n));
             } else if constexpr (Algebra::has_segments &&
                                  requires { Algebra::carry_adjoint_scratch_size(0, 0); }) {
-              g = testing::device_scan_backward(algebra, convert<double>(s), d_terms,
-                                                std::max<Index>(1, std::min(chunk, n)),
-                                                fast::default_checkpoint(chunk));
+              g = gpu::host::device_scan_backward(algebra, convert<double>(s), d_terms,
+                                                  std::max<Index>(1, std::min(chunk, n)),
+                                                  fast::default_checkpoint(chunk));
             } else {
               RC_FAIL("the catalogue lists a GPU scan backward without a carry adjoint");
             }

@@ -2,7 +2,7 @@
 // form, small random inputs; and n = 65536, d = dv = 64 against the CPU stream), bit for bit in
 // float64 on small integers, and within stated a-priori bounds in float32 and with bf16 inputs.
 // The same for the GPU backward (streaming and scan) against the CPU's and the definition's
-// gradients; its float32 bounds from the kernels' own operations run on the host (device_host.hpp).
+// gradients; its float32 bounds from the kernels' own operations run on the host (fast/cuda/host.hpp).
 // Without a usable GPU the executable reports "skipped" and exits with 77 (ctest: skipped).
 
 #include "hla/fast/gpu.hpp"
@@ -18,7 +18,7 @@
 #include <string_view>
 #include <utility>
 
-#include "device_host.hpp"
+#include "../cuda/host.hpp"
 #include "hla/checking/instances.hpp"
 #include "hla/fast/scan.hpp"
 #include "hla/fast/streaming.hpp"
@@ -684,7 +684,7 @@ TEST_CASE("gpu backward/float64 on small integers equals the exact gradients bit
 // aside, whose order the rounding depth does not depend on), so the CPU backward's depths K
 // (checking::Depth) and exact gauge bound it: |g_hat - g| <= gamma(K) gauge for every entry
 // (rounding_test.cpp). The scan's kernels are bounded by their own operations, run on the host in
-// the instrumented scalars (device_host.hpp), chunks of 16. float32 inputs, and bf16 inputs with
+// the instrumented scalars (fast/cuda/host.hpp), chunks of 16. float32 inputs, and bf16 inputs with
 // float32 arithmetic; gamma in {1, 1/2}.
 TEST_CASE("gpu backward/float32 and bf16-input gradients stay within gamma(K) times the gauge",
           "[gpu][float32][backward]") {
@@ -736,8 +736,9 @@ TEST_CASE("gpu backward/float32 and bf16-input gradients stay within gamma(K) ti
                   [&]<class Algebra>(const Algebra& algebra) {
                     if constexpr (Algebra::has_segments &&
                                   requires { Algebra::carry_adjoint_scratch_size(0, 0); })
-                      g = testing::device_scan_backward(algebra, in, Terms<T>{d_num, Vector<T>::Zero(n)},
-                                                        chunk, fast::default_checkpoint(chunk));
+                      g = fast::gpu::host::device_scan_backward(algebra, in,
+                                                                Terms<T>{d_num, Vector<T>::Zero(n)}, chunk,
+                                                                fast::default_checkpoint(chunk));
                     else
                       FAIL("the catalogue lists a GPU scan backward without a carry adjoint");
                   });

@@ -8,10 +8,14 @@
 #if HLA_HAVE_CUDA
 #include <bit>
 
+#include "cuda/host.hpp"
+#include "hla/checking/depth.hpp"
 #include "hla/checking/gauge.hpp"
+#include "hla/fast/backward.hpp"
 #include "hla/fast/gpu.hpp"
 #include "hla/fast/scan.hpp"
 #include "hla/fast/streaming.hpp"
+#include "hla/reports/backward_bound.hpp"
 #endif
 
 namespace hla::reports {
@@ -58,21 +62,21 @@ Terms<double> widen(const Terms<T>& t) {
   return {t.num.template cast<double>(), t.den.template cast<double>()};
 }
 
-// The GPU streaming backward in one precision (float64; float32, on float or bf16 inputs): its
-// gradients and its readouts' adjoints, dO and zero (unnormalized).
+// A GPU backward in one precision (float64; float32, on float or bf16 inputs): its gradients, its
+// forward readouts and their adjoints as it formed them.
 template <class F>
-BackwardRun gpu_backward(const OperatorSpec& spec, const Sequence<double>& s, const Matrix<double>& d_out,
-                         bool bf16) {
-  const Implementation impl = Implementation::gpu_streaming;
+BackwardRun gpu_backward(Implementation impl, const OperatorSpec& spec, const Sequence<double>& s,
+                         const Matrix<double>& d_out, bool bf16, Index chunk) {
   const fast::Form form = fast::default_form(spec, impl);
   const Sequence<F> inputs{s.q.cast<F>(), s.k.cast<F>(), s.v.cast<F>()};  // exact
   const Matrix<F> d_out_f = d_out.cast<F>();
+  const fast::gpu::BackwardOptions options{impl, 0, chunk};
   Gradients<F> g;
   if constexpr (std::is_same_v<F, float>) {
-    g = bf16 ? fast::gpu::gradients_bf16(spec, form, {inputs}, {d_out_f}, {impl}).front()
-             : fast::gpu::gradients(spec, form, {inputs}, {d_out_f}, {impl}).front();
+    g = bf16 ? fast::gpu::gradients_bf16(spec, form, {inputs}, {d_out_f}, options).front()
+             : fast::gpu::gradients(spec, form, {inputs}, {d_out_f}, options).front();
   } else {
-    g = fast::gpu::gradients(spec, form, {inputs}, {d_out_f}, {impl}).front();
+    g = fast::gpu::gradients(spec, form, {inputs}, {d_out_f}, options).front();
   }
   const Terms<F> adjoints = reference::finish_adjoint(spec, g.terms, d_out_f);
   return {{g.dq.template cast<double>(), g.dk.template cast<double>(), g.dv.template cast<double>(),
@@ -80,31 +84,70 @@ BackwardRun gpu_backward(const OperatorSpec& spec, const Sequence<double>& s, co
           widen(adjoints)};
 }
 
-// The GPU streaming backward's rows, unnormalized operators. The kernel computes every entry with
-// the CPU stream's backward's operations in its grouping, sums aside (fast/cuda/algebra/common.cuh),
-// so the CPU streaming backward's depths and gauge bound it (gpu_test.cpp checks that bound on the
-// device). A normalized run would also need its readouts' bound, and the GPU forward's is the closed
-// form above, not the CPU's counts: no normalized rows.
-void add_streaming_backward(std::vector<Candidate>& out) {
-  const auto covers_backward = [](const OperatorSpec& spec) {
-    const Implementation impl = Implementation::gpu_streaming;
-    return !spec.normalize && !fast::backward_unavailable(spec, impl, fast::default_form(spec, impl));
+// The GPU scan's backward on the host in T (Gauge<double>, checking::Depth): the kernels' bodies
+// (fast/cuda/host.hpp), so exactly their operations, from the readouts' adjoints `upstream` gives.
+template <class T>
+Gradients<T> host_scan_backward(const OperatorSpec& spec, const Sequence<T>& s, const Upstream<T>& upstream,
+                                Index chunk) {
+  const Implementation impl = Implementation::gpu_scan;
+  const Index n = s.length(), dv = s.value_dim();
+  const Index size = std::min<Index>(std::max<Index>(chunk, 1), std::max<Index>(n, 1));  // as gpu::gradients
+  // A readouts' upstream returns its adjoints whatever the readouts; these give only the shapes.
+  const Terms<T> adjoints = upstream.adjoint(spec, Terms<T>{Matrix<T>::Zero(n, dv), Vector<T>::Zero(n)});
+  Gradients<T> g;
+  fast::gpu::with_device_algebra(
+      fast::algebra_params<T>(spec, impl, fast::default_form(spec, impl), s.key_dim(), dv),
+      [&]<class Algebra>(const Algebra& algebra) {
+        if constexpr (Algebra::has_segments && requires { Algebra::carry_adjoint_scratch_size(0, 0); })
+          g = fast::gpu::host::device_scan_backward(algebra, s, adjoints, size,
+                                                    fast::default_checkpoint(size));
+        else
+          throw Error("the GPU scan backward of " + describe(spec) + " has no carry adjoint");
+      });
+  return g;
+}
+
+// The GPU backward's rows. The GPU streaming backward computes every entry with the CPU streaming
+// backward's operations in its grouping, sums aside (fast/cuda/algebra/common.cuh), so the CPU's
+// depths and gauge bound it; the GPU scan's come from its kernels' bodies on the host. Their
+// forward readouts (for a normalized operator's adjoints) come from the GPU forward, whose depths
+// are the closed forms above (gpu_depth) and gauges its CPU twins' (gpu_gauge).
+void add_backward(std::vector<Candidate>& out, Implementation impl) {
+  const auto covers_backward = [impl](const OperatorSpec& spec) {
+    return !fast::backward_unavailable(spec, impl, fast::default_form(spec, impl));
   };
-  const auto gauge = [](const OperatorSpec& spec, const Sequence<double>& s, const Terms<double>& adjoints,
-                        Index) { return streaming_backward_gauge(spec, s, adjoints); };
-  const auto depth = [](const OperatorSpec& spec, Index n, Index d, Index dv, Index) {
-    return streaming_backward_depth(spec, n, d, dv);
+  const auto gauge = [impl](const OperatorSpec& spec, const Sequence<double>& s,
+                            const Terms<double>& adjoints, Index chunk) {
+    Gradients<double> g = impl == Implementation::gpu_streaming
+                              ? streaming_backward_gauge(spec, s, adjoints)
+                              : backward_gauge(s, adjoints, [&](const auto& seq, const auto& upstream) {
+                                  return host_scan_backward(spec, seq, upstream, chunk);
+                                });
+    g.terms = gpu_gauge(spec, impl, s, chunk);
+    return g;
+  };
+  const auto depth = [impl](const OperatorSpec& spec, Index n, Index d, Index dv, Index chunk) {
+    Gradients<std::int64_t> k =
+        impl == Implementation::gpu_streaming
+            ? streaming_backward_depth(spec, n, d, dv)
+            : backward_depths<24>(spec, n, d, dv, [&](const auto& seq, const auto& upstream) {
+                return host_scan_backward(spec, seq, upstream, chunk);
+              });
+    k.terms = gpu_depth(spec, impl, n, d, dv, chunk);
+    return k;
   };
   for (Candidate& c : out) {
-    if (c.implementation != fast::implementation_name(Implementation::gpu_streaming)) continue;
+    if (c.implementation != fast::implementation_name(impl)) continue;
     const bool bf16 = c.inputs == InputFormat::bf16;
     c.covers_backward = covers_backward;
     if (c.inputs == InputFormat::f64) {
-      c.backward = [](const OperatorSpec& spec, const Sequence<double>& s, const Matrix<double>& d_out,
-                      Index) { return gpu_backward<double>(spec, s, d_out, false); };
+      c.backward = [impl](const OperatorSpec& spec, const Sequence<double>& s, const Matrix<double>& d_out,
+                          Index chunk) { return gpu_backward<double>(impl, spec, s, d_out, false, chunk); };
     } else {
-      c.backward = [bf16](const OperatorSpec& spec, const Sequence<double>& s, const Matrix<double>& d_out,
-                          Index) { return gpu_backward<float>(spec, s, d_out, bf16); };
+      c.backward = [impl, bf16](const OperatorSpec& spec, const Sequence<double>& s,
+                                const Matrix<double>& d_out, Index chunk) {
+        return gpu_backward<float>(impl, spec, s, d_out, bf16, chunk);
+      };
     }
     c.backward_gauge = gauge;
     c.backward_depth = depth;
@@ -143,7 +186,7 @@ void add_rows(std::vector<Candidate>& out, Implementation impl) {
                  gauge, depth});
   out.push_back({name, "bf16-in/f32", InputFormat::bf16, 24, uses_chunk, !uses_chunk, covers, in_float(true),
                  gauge, depth});
-  if (impl == Implementation::gpu_streaming) add_streaming_backward(out);
+  add_backward(out, impl);
 }
 
 // The fast path (matrix units, gpu::fast_forward): masked unnormalized hla2 and ahla without decay,

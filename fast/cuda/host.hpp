@@ -1,19 +1,20 @@
 #pragma once
 
-// The GPU backward's kernel bodies (fast/cuda/backward.cuh) run on the host, where a thread block
-// is one thread, over any scalar: Z/p (device_algebra_test.cpp: equal to the CPU's bit for bit),
-// and the instrumented scalars (gpu_test.cpp: the rounding depths and gauges of exactly the
-// kernels' operations, which bound their float results). Each array is sized as the kernels size it.
+// The GPU backward's kernel bodies (backward.cuh) run on the host, where a thread block is one
+// thread, over any scalar: Z/p (fast/tests/device_algebra_test.cpp: equal to the CPU's bit for bit),
+// and the instrumented scalars (fast/tests/gpu_test.cpp, and the error report's gpu-scan backward
+// rows: the rounding depths and gauges of exactly the kernels' operations, which bound their float
+// results). Each array is sized as the kernels size it. Host C++ only: no CUDA headers needed.
 
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
-#include "../cuda/backward.cuh"
+#include "backward.cuh"
 #include "hla/fast/scan.hpp"
 #include "hla/reference/gradient.hpp"
 
-namespace hla::testing {
+namespace hla::fast::gpu::host {
 
 // Gradients as the kernels write them: row-major n x d, n x d, n x dv.
 template <class T>
@@ -112,4 +113,4 @@ Gradients<T> device_scan_backward(const Algebra& algebra, const Sequence<T>& s, 
   return g;
 }
 
-}  // namespace hla::testing
+}  // namespace hla::fast::gpu::host
