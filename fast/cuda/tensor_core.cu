@@ -1,5 +1,6 @@
 // The fast path: masked, unnormalized hla2 and ahla (gamma = 1) on the matrix units, bf16 inputs,
-// float32 accumulation and state, d = dv = 64, chunks of 64 tokens. One block (one warpgroup)
+// float32 accumulation and state, d = dv = 64, chunks of 64 tokens (the last one may be short:
+// rows past n load as zeros and are not stored). One block (one warpgroup)
 // per sequence-head walks its chunks in order, so the scan over chunk summaries is the running
 // state itself and never touches device memory; every step of a chunk is a 64 x 64 x 64 product
 // issued asynchronously on Hopper's warpgroup matrix units (wgmma.cuh), and the state sums stay
@@ -99,7 +100,8 @@ __device__ void load_rows(Accumulator& o, const float* from) {
 // The summaries combine (carry_kernel) as F_AB = F_A + F_B + S_A C_B and E_AB = E_A + E_B + D_B P_A.
 enum class Pass { outputs, summary };
 
-// q, k, v: tensor maps of the [heads * length, 64] inputs with 64 x 64 boxes. summaries: three
+// q, k, v: tensor maps of the [heads, length, 64] inputs with 64 x 64 boxes (a short last chunk
+// read with zeros past the end). summaries: three
 // matrices per (head, segment); carries: two per (head, segment), or none when segments = 1.
 template <bool Ahla, Pass pass>
 __global__ void __launch_bounds__(threads, 1)
@@ -112,19 +114,23 @@ __global__ void __launch_bounds__(threads, 1)
   const int per_head = pass == Pass::outputs ? segments : segments - 1;
   const std::int64_t head = blockIdx.x / per_head, segment = blockIdx.x % per_head;
   const std::int64_t first = segment * segment_chunks;  // this segment's first chunk
-  const std::int64_t chunks = std::min(segment_chunks, length / width - first);
+  const std::int64_t chunks = std::min(segment_chunks, (length + width - 1) / width - first);
   const auto start_chunk = [&](std::int64_t c) {  // by thread 0
     if (c >= chunks) return;
-    const std::int64_t row = head * length + (first + c) * width;
     const Chunk to = s.chunk(c);
     Arrival& arrival = loaded[c % stages];
-    arrival.expect(3 * wgmma::tile_bytes);
-    start_loading(q, row, to.q, arrival);
-    start_loading(k, row, to.k, arrival);
-    start_loading(v, row, to.v, arrival);
+    arrival.expect(3 * wgmma::tile_bytes);  // a short last chunk too: its missing rows arrive as zeros
+    start_loading(q, (first + c) * width, head, to.q, arrival);
+    start_loading(k, (first + c) * width, head, to.k, arrival);
+    start_loading(v, (first + c) * width, head, to.v, arrival);
   };
   const auto output_rows = [&](std::int64_t c) {
     return out + (head * length + (first + c) * width) * width;
+  };
+  // The bytes of chunk c's outputs that exist: the rows of a short last chunk only. Zero rows of
+  // q, k, v add nothing to any sum or product, so the existing rows are those of the whole chunk.
+  const auto output_bytes_of = [&](std::int64_t c) {
+    return static_cast<int>(std::min<std::int64_t>(width, length - (first + c) * width)) * width * 4;
   };
   // hla2: S and F; ahla: P and E, in float32 for the whole segment, from its carry-in; their bf16
   // copies in s.state1 and s.state2. sum3 (summary): hla2 C, ahla D.
@@ -152,7 +158,8 @@ __global__ void __launch_bounds__(threads, 1)
     publish_shared();  // the state copies, U of the last chunk, its outputs; its products are done
     if (threadIdx.x == 0) {
       start_chunk(c + stages - 1);  // into the last chunk's buffers
-      if (pass == Pass::outputs && c > 0) start_storing(output_rows(c - 1), s.output(c - 1), output_bytes);
+      if (pass == Pass::outputs && c > 0)
+        start_storing(output_rows(c - 1), s.output(c - 1), output_bytes_of(c - 1));
     }
     const Chunk now = s.chunk(c);
 
@@ -227,7 +234,7 @@ __global__ void __launch_bounds__(threads, 1)
   } else {
     publish_shared();
     if (threadIdx.x == 0) {
-      start_storing(output_rows(chunks - 1), s.output(chunks - 1), output_bytes);
+      start_storing(output_rows(chunks - 1), s.output(chunks - 1), output_bytes_of(chunks - 1));
       wait_stores_done();
     }
   }
@@ -313,11 +320,11 @@ void launch(std::int64_t heads, std::int64_t length, const BFloat16* q, const BF
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes),
           "cudaFuncSetAttribute");
   }
-  const std::int64_t rows = heads * length, chunks = length / width;
+  const std::int64_t chunks = (length + width - 1) / width;  // the last one may be short
   const int segments = static_cast<int>(segments_for(heads, chunks, sms));
   const std::int64_t segment_chunks = (chunks + segments - 1) / segments;
-  const CUtensorMap q_map = tma::tile_map(q, rows), k_map = tma::tile_map(k, rows),
-                    v_map = tma::tile_map(v, rows);
+  const CUtensorMap q_map = tma::tile_map(q, heads, length), k_map = tma::tile_map(k, heads, length),
+                    v_map = tma::tile_map(v, heads, length);
   if (segments == 1) {
     outputs<<<static_cast<unsigned>(heads), threads, shared_bytes, stream>>>(
         q_map, k_map, v_map, out, length, segment_chunks, 1, nullptr, nullptr);

@@ -46,13 +46,17 @@ struct Arrival {
   }
 };
 
-// Starts copying the 64 x 64 box at `row` of a tile_map (rows row .. row + 63) into a tile in the
-// 128-byte swizzle, signalling `arrival` (the tensor memory accelerator; one thread issues it).
-__device__ inline void start_loading(const CUtensorMap& map, std::int64_t row, void* to, Arrival& arrival) {
+// Starts copying the 64 x 64 box at `row` of sequence-head `head` of a tile_map (its rows row ..
+// row + 63; rows past the head's length arrive as zeros) into a tile in the 128-byte swizzle,
+// signalling `arrival` with the whole box's bytes (the tensor memory accelerator; one thread
+// issues it).
+__device__ inline void start_loading(const CUtensorMap& map, std::int64_t row, std::int64_t head, void* to,
+                                     Arrival& arrival) {
   asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
-      "[%4];\n" ::"r"(shared_address(to)),
-      "l"(&map), "r"(0), "r"(static_cast<int>(row)), "r"(shared_address(&arrival.word))
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+      "[%5];\n" ::"r"(shared_address(to)),
+      "l"(&map), "r"(0), "r"(static_cast<int>(row)), "r"(static_cast<int>(head)),
+      "r"(shared_address(&arrival.word))
       : "memory");
 }
 
@@ -70,8 +74,10 @@ __device__ inline void wait_stores_done() {
   asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 }
 
-// The tensor map of a [rows, 64] bf16 tensor, read in 64 x 64 boxes into 128-byte swizzled tiles.
-inline CUtensorMap tile_map(const BFloat16* data, std::int64_t rows) {
+// The tensor map of a [heads, length, 64] bf16 tensor, read in 64 x 64 boxes of one head into
+// 128-byte swizzled tiles; a box reaching past a head's length is filled with zeros there, so a
+// sequence's last chunk may be short (CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE fills zeros).
+inline CUtensorMap tile_map(const BFloat16* data, std::int64_t heads, std::int64_t length) {
   static const auto encode = [] {
     void* function = nullptr;
     cudaDriverEntryPointQueryResult found{};
@@ -84,11 +90,14 @@ inline CUtensorMap tile_map(const BFloat16* data, std::int64_t rows) {
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(function);
   }();
   CUtensorMap map;
-  const cuuint64_t dims[] = {static_cast<cuuint64_t>(wgmma::width), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[] = {wgmma::width * sizeof(BFloat16)};  // bytes between rows
-  const cuuint32_t box[] = {wgmma::width, wgmma::width}, element_strides[] = {1, 1};
+  const cuuint64_t dims[] = {static_cast<cuuint64_t>(wgmma::width), static_cast<cuuint64_t>(length),
+                             static_cast<cuuint64_t>(heads)};
+  const cuuint64_t row_bytes = wgmma::width * sizeof(BFloat16);
+  const cuuint64_t strides[] = {row_bytes,
+                                row_bytes * static_cast<cuuint64_t>(length)};  // bytes between rows, heads
+  const cuuint32_t box[] = {wgmma::width, wgmma::width, 1}, element_strides[] = {1, 1, 1};
   const CUresult status =
-      encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<BFloat16*>(data), dims, strides, box,
+      encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<BFloat16*>(data), dims, strides, box,
              element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (status != CUDA_SUCCESS)

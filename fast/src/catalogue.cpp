@@ -303,7 +303,9 @@ std::string implementation_summary(Implementation impl) {
              "modp; also --impl gpu)";
     case gpu_fast:
       return "the fast path on Hopper's matrix units: " + std::string(gpu_fast_coverage) +
-             ", d = dv = 64, n a multiple of 64; inputs rounded to bf16, sums in float32 (--scalar f32)";
+             ", d = dv = 64, any n (the last chunk of 64 may be short); inputs rounded to bf16, sums in "
+             "float32 "
+             "(--scalar f32)";
   }
   return "?";
 }

@@ -476,9 +476,6 @@ void fast_forward(const OperatorSpec& spec, const Problem& problem, const BFloat
     throw Error("fast path: d = dv = 64 only, got d = " + std::to_string(problem.key_dim) +
                 ", dv = " + std::to_string(problem.value_dim));
   }
-  if (problem.length % 64 != 0) {
-    throw Error("fast path: n must be a multiple of 64, got " + std::to_string(problem.length));
-  }
   // Tensor-map coordinates are 32-bit, and the copy engine moves 16-byte aligned rows.
   if (problem.batch * problem.heads * problem.length > std::numeric_limits<std::int32_t>::max()) {
     throw Error("fast path: batch * heads * n must be below 2^31, got " +

@@ -190,10 +190,10 @@ void add_rows(std::vector<Candidate>& out, Implementation impl) {
 }
 
 // The fast path (matrix units, gpu::fast_forward): masked unnormalized hla2 and ahla without decay,
-// on bf16 inputs, for d = dv = 64 and n a multiple of 64. The report's narrower heads run padded
-// with zero columns and its lengths with zero rows at the end: zeros add nothing to any sum or
-// product, and later rows never reach earlier outputs, so the outputs are those of the unpadded
-// input, computed by the kernel at its own shape. It computes no denominator.
+// on bf16 inputs, for d = dv = 64 and any n (a short last chunk reads zeros past n). The report's
+// narrower heads run padded with zero columns: zeros add nothing to any sum or product, so the
+// outputs are those of the unpadded input, computed by the kernel at its own shape. It computes no
+// denominator.
 constexpr Index fast_width = 64;
 
 bool fast_covers(const OperatorSpec& spec) {
@@ -213,10 +213,9 @@ Depths fast_depth(Index n, Index dv) {
 
 CandidateRun fast_run(const OperatorSpec& spec, const Sequence<double>& s) {
   const Index n = s.length(), dv = s.value_dim();
-  const Index padded = (n + fast_width - 1) / fast_width * fast_width;
   const auto pad = [&](const Matrix<double>& m) {  // exact: the inputs are bf16 values
-    Matrix<float> out = Matrix<float>::Zero(padded, fast_width);
-    out.topLeftCorner(n, m.cols()) = m.cast<float>();
+    Matrix<float> out = Matrix<float>::Zero(n, fast_width);
+    out.leftCols(m.cols()) = m.cast<float>();
     return out;
   };
   const Matrix<float> num = fast::gpu::fast_forward(spec, {{pad(s.q), pad(s.k), pad(s.v)}}).front();

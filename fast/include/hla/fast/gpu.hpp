@@ -143,8 +143,8 @@ void finish(const OperatorSpec& spec, const Problem& problem, const T* num, cons
             CUstream_st* stream = nullptr);
 
 // The fast path on the matrix units (Implementation::gpu_fast: the operators the catalogue says),
-// bf16 inputs, float32 accumulation and state, d = dv = 64 and n a multiple of 64 (chunks of 64
-// tokens). Writes num only (the output of the unnormalized operator). Throws hla::Error for
+// bf16 inputs, float32 accumulation and state, d = dv = 64, any n (chunks of 64 tokens, the last
+// one possibly short). Writes num only (the output of the unnormalized operator). Throws hla::Error for
 // anything else.
 void fast_forward(const OperatorSpec& spec, const Problem& problem, const BFloat16* q, const BFloat16* k,
                   const BFloat16* v, float* num, CUstream_st* stream = nullptr);
