@@ -64,6 +64,9 @@ struct Plan {
   std::vector<Implementation> runs;
   std::vector<Gradients<std::int64_t>> depth, depth53;
   int bits = 24;  // the candidate's arithmetic
+  // --scale's roundings in double of dQ, dK, dV (q times the scale, dQ times it): those of the MPFR
+  // reference's inputs and dQ, which its 261-bit depths do not price.
+  std::int64_t scale_roundings[3] = {0, 0, 0};
   Format out = Format::f32;
   Index group = 1;
 };
@@ -136,12 +139,14 @@ Gradients<double> entry_bounds(const CheckOptions& options, const Plan& plan,
     for (Index i = 0; i < g.size(); ++i) {
       const double own_bound = gamma_bound(depth(plan.depth, b).data()[i], plan.bits) * gauge_b.data()[i];
       // The reference's own error: float64 streaming, gamma_53(K) times its gauge; MPFR, gamma_261(K)
-      // times it and half an ulp of double for each narrowing (the group sum's too).
+      // times it, the scale's roundings in double (q scaled before it, dQ after) and half an ulp of
+      // double for each narrowing (the group sum's too).
       const std::int64_t k53 = depth(plan.depth53, 0).data()[i];
-      const double reference_bound = f64 ? gamma_bound(k53, 261) * gauge0.data()[i] * (1 + 0x1p-50) +
-                                               std::ldexp(std::abs(g.data()[i]), -53) * double(plan.group) +
-                                               std::ldexp(1.0, -261)
-                                         : gamma_bound(k53, 53) * gauge0.data()[i];
+      const double reference_bound =
+          f64 ? (gamma_bound(k53, 261) + gamma_bound(plan.scale_roundings[p], 53)) * gauge0.data()[i] *
+                        (1 + 0x1p-50) +
+                    std::ldexp(std::abs(g.data()[i]), -53) * double(plan.group) + std::ldexp(1.0, -261)
+              : gamma_bound(k53, 53) * gauge0.data()[i];
       const double total = own_bound + reference_bound;
       out.data()[i] = normalize ? (total + part(g2, p).data()[i]) * (1 + 0x1p-50) : total;
     }
@@ -503,6 +508,10 @@ GradientCheckResult check_gradients(const CheckOptions& options, const std::vect
   // value heads, G - 1 more.
   const int q = exact_power_of_two(options.scale) ? 0 : query_degree(spec);
   plan.group = group;
+  if (q) {
+    plan.scale_roundings[0] = q + 1;
+    plan.scale_roundings[1] = plan.scale_roundings[2] = q;
+  }
   for (auto* depths : {&plan.depth, &plan.depth53})
     for (Gradients<std::int64_t>& k : *depths) {
       k.dq.array() += q + (q ? 1 : 0) + (group - 1);
