@@ -65,8 +65,6 @@ Terms<double> adjoint_error(const OperatorSpec& spec, int bits, const Matrix<dou
   return out;
 }
 
-namespace {
-
 Gradients<double> gradient_gauge_upper_bound(const Gradients<double>& computed,
                                              const Gradients<std::int64_t>& depth) {
   const auto up = [](const Matrix<double>& g, const Matrix<std::int64_t>& k) {
@@ -79,6 +77,8 @@ Gradients<double> gradient_gauge_upper_bound(const Gradients<double>& computed,
   };
   return {up(computed.dq, depth.dq), up(computed.dk, depth.dk), up(computed.dv, depth.dv), {}, {}};
 }
+
+namespace {
 
 Gradients<double> gradient_bound(int bits, const Gradients<std::int64_t>& depth, const Gradients<double>& g1,
                                  const Gradients<double>& g2) {

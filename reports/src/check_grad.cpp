@@ -109,17 +109,6 @@ Run run_in(const CheckOptions& options, Implementation impl, const Sequence<doub
   return r;
 }
 
-// The exact gauge bounded from above: the computed one over 1 - gamma_53(K) (NaN, from zero
-// times an infinite adjoint error, and overflow as infinity).
-Matrix<double> gauge_up(const Matrix<double>& computed, const Matrix<std::int64_t>& depth) {
-  Matrix<double> out(computed.rows(), computed.cols());
-  for (Index i = 0; i < computed.size(); ++i) {
-    const double x = computed.data()[i] / (1 - gamma_bound(depth.data()[i], 53)) * (1 + 0x1p-50);
-    out.data()[i] = x < INFINITY ? x : INFINITY;
-  }
-  return out;
-}
-
 // Every entry's sound bound before the output format's rounding: the bounded run's a-priori bound
 // plus the reference's own (backward_bound.hpp's terms), from the gauges G1 = G(|x|, |c_hat|) of
 // the reference's run and of the bounded run (one when both are the streaming backward) and,
@@ -129,12 +118,14 @@ Gradients<double> entry_bounds(const CheckOptions& options, const Plan& plan,
                                const Gradients<double>& ref) {
   const bool f64 = options.precision == Format::f64, normalize = options.spec.normalize;
   const std::size_t b = plan.runs.size() - 1;  // the bounded run
+  const Gradients<double> up0 = gradient_gauge_upper_bound(g1[0], plan.depth53[0]);
+  const Gradients<double> up_b = b ? gradient_gauge_upper_bound(g1[b], plan.depth53[b]) : Gradients<double>{};
   const auto bound = [&](int p) {
     const Matrix<double>& g = part(ref, p);
     const auto depth = [&](const std::vector<Gradients<std::int64_t>>& k,
                            std::size_t i) -> const Matrix<std::int64_t>& { return part(k[i], p); };
-    const Matrix<double> gauge0 = gauge_up(part(g1[0], p), depth(plan.depth53, 0));
-    const Matrix<double> gauge_b = b ? gauge_up(part(g1[b], p), depth(plan.depth53, b)) : gauge0;
+    const Matrix<double>& gauge0 = part(up0, p);
+    const Matrix<double>& gauge_b = b ? part(up_b, p) : gauge0;
     Matrix<double> out(g.rows(), g.cols());
     for (Index i = 0; i < g.size(); ++i) {
       const double own_bound = gamma_bound(depth(plan.depth, b).data()[i], plan.bits) * gauge_b.data()[i];
@@ -211,8 +202,7 @@ Runs runs_of(const CheckOptions& options, const Plan& plan, const Sequence<doubl
     const Terms<double> e_ref = error(0, ref, f64 ? 261 : 53, plan.depth53[0]);
     const Terms<double> e_b = error(b, c_b, plan.bits, plan.depth[b]);
     const auto up_all = [&](const Gradients<double>& g, std::size_t i) {
-      const Gradients<std::int64_t>& k = plan.depth53[i];
-      return Gradients<double>{gauge_up(g.dq, k.dq), gauge_up(g.dk, k.dk), gauge_up(g.dv, k.dv), {}, {}};
+      return gradient_gauge_upper_bound(g, plan.depth53[i]);
     };
     if (b == 0) {
       g2 = up_all(gauge(0, {e_ref.num + e_b.num, e_ref.den + e_b.den}), 0);

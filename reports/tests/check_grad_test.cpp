@@ -86,6 +86,14 @@ Problem problem(std::uint64_t seed, Format out, const std::function<Gradients<do
   return p;
 }
 
+// The same inputs for `variant`, float32 outputs, the candidates still to be filled in.
+Problem inputs_only(std::uint64_t seed, Variant variant) {
+  Problem p = problem(seed, Format::f32,
+                      [](const Sequence<double>&, const Matrix<double>&) { return Gradients<double>{}; });
+  p.options.spec.variant = variant;
+  return p;
+}
+
 // The toolkit's float32 backward of `impl` for spec on the problem's heads (q scaled by 0.25 first).
 Gradients<double> toolkit_backward(const OperatorSpec& spec, fast::Implementation impl,
                                    const Sequence<double>& s, const Matrix<double>& d_out) {
@@ -217,9 +225,7 @@ TEST_CASE("check grad/every backward mistake is reachable: gradients that have i
           "[check][backward]") {
   const std::uint64_t seed = test_seed();
   for (const Variant variant : all_variants) {
-    Problem p = problem(seed, Format::f32,
-                        [](const Sequence<double>&, const Matrix<double>&) { return Gradients<double>{}; });
-    p.options.spec.variant = variant;
+    Problem p = inputs_only(seed, variant);
     p.options.spec.decay = Rational(9, 10);
     const std::size_t applied =
         every_mistake_is_named(p, seed, [](const fast::Mistake&, const GradientCheckResult&) {});
@@ -240,9 +246,7 @@ TEST_CASE(
     "[check][backward]") {
   const std::uint64_t seed = test_seed();
   for (const Variant variant : all_variants) {
-    Problem p = problem(seed, Format::f32,
-                        [](const Sequence<double>&, const Matrix<double>&) { return Gradients<double>{}; });
-    p.options.spec.variant = variant;
+    Problem p = inputs_only(seed, variant);
     p.options.spec.normalize = true;
     p.options.spec.eps = Rational(1, 1000);
     for (GradientHead& h : p.heads) {
@@ -285,8 +289,7 @@ TEST_CASE("check grad/normalized: entries on a denominator not told from zero ar
           "[check][backward]") {
   const std::uint64_t seed = test_seed();
   INFO("seed " << seed << " (HLA_CHECK_SEED)");
-  Problem p = problem(seed, Format::f32,
-                      [](const Sequence<double>&, const Matrix<double>&) { return Gradients<double>{}; });
+  Problem p = inputs_only(seed, Variant::linear);
   p.options.spec.normalize = true;
   p.options.spec.eps = Rational(1, 1000);
   p.options.precision = Format::f32;

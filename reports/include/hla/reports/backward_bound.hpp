@@ -79,6 +79,12 @@ Gradients<double> backward_gauge(const Sequence<double>& s, const Terms<double>&
       value(g.dq), value(g.dk), value(g.dv), {}, {value(g.terms.num), Vector<double>(value(g.terms.den))}};
 }
 
+// The gauges of dQ, dK, dV computed in double, bounded from above as gauge_upper_bound does for
+// num and den: divided by 1 - gamma_53(K) for the depths K (NaN, from zero times an infinite
+// adjoint error, and overflow as infinity).
+Gradients<double> gradient_gauge_upper_bound(const Gradients<double>& computed,
+                                             const Gradients<std::int64_t>& depth);
+
 // E >= |c_hat - c| entrywise (infinite at a token whose denominator bound does not exclude zero);
 // zero unnormalized. `readout_gauge` an upper bound of the readouts' exact gauge.
 Terms<double> adjoint_error(const OperatorSpec& spec, int bits, const Matrix<double>& d_out,
