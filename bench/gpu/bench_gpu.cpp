@@ -1,6 +1,8 @@
-// Times the GPU forward (masked, unnormalized) on [batch, heads, n, d] inputs with CUDA events:
-// warm-up, then the median of --reps runs, inputs drawn on the device (never zeros). Prints one
-// CSV line per configuration; bench/gpu/run.py adds the peers and the roofline floors.
+// Times the GPU forward (masked; --options plain, normalized, decayed, normalized-decayed, gamma =
+// 0.999) on [batch, heads, n, d] inputs with CUDA events: warm-up, then the median of --reps runs,
+// inputs drawn on the device (never zeros). The fast path writes its outputs in float32 or, with
+// --out bf16, in bf16 (the others write num and den in float32). Prints one CSV line per
+// configuration; bench/gpu/run.py adds the peers and the roofline floors.
 // `--pass backward` times the backward (gpu::gradients, methods streaming and scan) instead,
 // from dO drawn like v; its forward pass, which the gradients of a normalized operator need, is not
 // included.
@@ -40,8 +42,10 @@ struct Options {
   std::int64_t chunk = 64;
   std::vector<std::string> variants{"hla2", "ahla"}, precisions{"f32", "bf16"}, methods{"scan", "streaming"};
   std::vector<std::int64_t> lengths{1024, 4096, 16384, 65536};
+  std::vector<std::string> options{"plain"};
   std::string dump;  // write q, k, v (as float32) and num of the last run of each configuration here
   bool backward = false;
+  bool bf16_out = false;
 };
 
 Options parse(int argc, char** argv) {
@@ -73,13 +77,19 @@ Options parse(int argc, char** argv) {
       o.precisions = split(value);
     else if (flag == "--methods")
       o.methods = split(value);
-    else if (flag == "--n") {
+    else if (flag == "--options")
+      o.options = split(value);
+    else if (flag == "--out") {
+      if (value != "f32" && value != "bf16") throw Error("--out: f32 or bf16, got " + value);
+      o.bf16_out = value == "bf16";
+    } else if (flag == "--n") {
       o.lengths.clear();
       for (const auto& n : split(value)) o.lengths.push_back(std::stoll(n));
     } else
       throw Error("unknown option " + flag);
   }
   if (o.reps < 1) throw Error("--reps: must be >= 1");
+  if (!o.dump.empty() && o.bf16_out) throw Error("--dump: writes float32 outputs; leave out --out bf16");
   return o;
 }
 
@@ -105,7 +115,8 @@ void dump_array(const std::string& path, const In* device, std::int64_t count) {
 // `backward`, gpu::gradients (num holds dO, den zero, as for an unnormalized operator).
 template <class In>
 double time_pass(const OperatorSpec& spec, fast::Implementation impl, const gpu::Problem& p,
-                 std::int64_t chunk, int reps, bool backward, double* spread, const std::string& dump) {
+                 std::int64_t chunk, int reps, bool backward, bool bf16_out, double* spread,
+                 const std::string& dump) {
   const std::int64_t rows = p.batch * p.heads * p.length;
   In *q, *k, *v;
   float *num, *den, *dq = nullptr, *dk = nullptr, *dv = nullptr;
@@ -134,7 +145,7 @@ double time_pass(const OperatorSpec& spec, fast::Implementation impl, const gpu:
     if (backward)
       return gpu::gradients<In, float>(spec, form, p, {impl, 0, chunk}, q, k, v, num, den, dq, dk, dv);
     if constexpr (std::is_same_v<In, gpu::BFloat16>) {
-      if (on_matrix_units) return gpu::fast_forward(spec, p, q, k, v, num);
+      if (on_matrix_units) return gpu::fast_forward(spec, p, q, k, v, {num, bf16_out, nullptr});
     }
     if (on_matrix_units) throw Error("the fast path takes bf16 inputs only");
     gpu::terms(spec, form, impl, p, chunk, q, k, v, num, den);
@@ -187,28 +198,39 @@ int main(int argc, char** argv) {
     check(cudaDeviceGetDefaultMemPool(&pool, device), "cudaDeviceGetDefaultMemPool");
     std::uint64_t keep = std::numeric_limits<std::uint64_t>::max();
     check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), "cudaMemPoolSetAttribute");
-    std::cout << "variant,precision,method,batch,heads,n,d,dv,chunk,median_ms,spread_ms,pass\n";
+    std::cout << "variant,precision,method,batch,heads,n,d,dv,chunk,median_ms,spread_ms,pass,options,out\n";
     for (const auto& variant_text : o.variants) {
-      OperatorSpec spec;
-      const auto variant = parse_variant(variant_text);
-      if (!variant) throw Error("--variants: unknown variant " + variant_text);
-      spec.variant = *variant;
-      for (const auto& precision : o.precisions) {
-        for (const auto& method_text : o.methods) {
-          // The GPU implementations without their "gpu-" prefix: scan, streaming, fast.
-          const auto impl = fast::parse_implementation("gpu-" + method_text);
-          if (!impl || !fast::on_gpu(*impl)) throw Error("--methods: unknown method " + method_text);
-          if (impl == fast::Implementation::gpu_fast && precision != "bf16") continue;  // bf16 inputs only
-          for (const std::int64_t n : o.lengths) {
-            const gpu::Problem p{o.batch, o.heads, n, o.d, o.dv};
-            double spread = 0;
-            const double ms =
-                precision == "bf16"
-                    ? time_pass<gpu::BFloat16>(spec, *impl, p, o.chunk, o.reps, o.backward, &spread, o.dump)
-                    : time_pass<float>(spec, *impl, p, o.chunk, o.reps, o.backward, &spread, o.dump);
-            std::cout << variant_text << "," << precision << "," << method_text << "," << o.batch << ","
-                      << o.heads << "," << n << "," << o.d << "," << o.dv << "," << o.chunk << "," << ms
-                      << "," << spread << "," << (o.backward ? "backward" : "forward") << std::endl;
+      for (const auto& options : o.options) {
+        OperatorSpec spec;
+        const auto variant = parse_variant(variant_text);
+        if (!variant) throw Error("--variants: unknown variant " + variant_text);
+        spec.variant = *variant;
+        if (options != "plain" && options != "normalized" && options != "decayed" &&
+            options != "normalized-decayed")
+          throw Error("--options: plain, normalized, decayed or normalized-decayed, got " + options);
+        spec.normalize = options.starts_with("normalized");
+        spec.eps = spec.normalize ? Rational(1, 4) : Rational(0);
+        spec.decay = options.ends_with("decayed") ? Rational(999, 1000) : Rational(1);
+        for (const auto& precision : o.precisions) {
+          for (const auto& method_text : o.methods) {
+            // The GPU implementations without their "gpu-" prefix: scan, streaming, fast.
+            const auto impl = fast::parse_implementation("gpu-" + method_text);
+            if (!impl || !fast::on_gpu(*impl)) throw Error("--methods: unknown method " + method_text);
+            if (impl == fast::Implementation::gpu_fast && precision != "bf16") continue;  // bf16 inputs only
+            for (const std::int64_t n : o.lengths) {
+              const gpu::Problem p{o.batch, o.heads, n, o.d, o.dv};
+              double spread = 0;
+              const double ms = precision == "bf16"
+                                    ? time_pass<gpu::BFloat16>(spec, *impl, p, o.chunk, o.reps, o.backward,
+                                                               o.bf16_out, &spread, o.dump)
+                                    : time_pass<float>(spec, *impl, p, o.chunk, o.reps, o.backward,
+                                                       o.bf16_out, &spread, o.dump);
+              const bool narrow = o.bf16_out && *impl == fast::Implementation::gpu_fast;
+              std::cout << variant_text << "," << precision << "," << method_text << "," << o.batch << ","
+                        << o.heads << "," << n << "," << o.d << "," << o.dv << "," << o.chunk << "," << ms
+                        << "," << spread << "," << (o.backward ? "backward" : "forward") << "," << options
+                        << "," << (narrow ? "bf16" : "f32") << std::endl;
+            }
           }
         }
       }

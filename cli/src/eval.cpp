@@ -107,7 +107,7 @@ Matrix<T> evaluate_on_gpu(const EvalRequest& req, fast::Form form, const Sequenc
 template <class T>
 Matrix<T> evaluate_fast(const EvalRequest& req, const Sequence<T>& s) {
 #if defined(HLA_HAVE_CUDA)
-  if constexpr (std::is_same_v<T, float>) return fast::gpu::fast_forward(req.spec, {s}).front();
+  if constexpr (std::is_same_v<T, float>) return fast::gpu::fast_outputs(req.spec, {s}, false).front();
 #endif
   (void)s;
   throw Error("unreachable: --impl gpu-fast with --scalar " + std::string(scalar_kind_name(req.scalar)));

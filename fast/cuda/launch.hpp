@@ -57,9 +57,21 @@ void launch_round_to_float(const double* from, float* to, std::int64_t count, CU
 template <class In>
 void launch_fill_gaussian(In* data, std::int64_t count, std::uint64_t seed, float scale, CUstream_st* stream);
 
-// The tensor-core path (tensor_core.cu): masked, unnormalized, gamma = 1, d = dv = 64, n % 64 == 0.
-void launch_fast(bool ahla, std::int64_t heads, std::int64_t length, const BFloat16* q, const BFloat16* k,
-                 const BFloat16* v, float* out, CUstream_st* stream);
+// The tensor-core path (tensor_core.cu): masked hla2 or ahla, d = dv = 64, any n, over `heads`
+// sequence-heads of `length` tokens (the batch's heads one after another).
+struct FastLaunch {
+  bool ahla = false;
+  bool normalize = false;
+  double decay = 1;                     // every head's gamma, unless head_decays
+  const double* head_decays = nullptr;  // device: gamma of each head of a batch (heads_per_batch)
+  std::int64_t heads_per_batch = 1;
+  float eps = 0;        // normalized: out = num / (den + eps)
+  void* out = nullptr;  // [heads, length, 64], float32 or bf16
+  bool bf16_out = false;
+  float* den = nullptr;  // normalized only: out gets num (float32) and den [heads, length] the denominators
+};
+void launch_fast(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
+                 const BFloat16* k, const BFloat16* v, CUstream_st* stream);
 
 // Shared memory one block may use (opt-in limit), and the device's description; throws hla::Error
 // when no device is usable.

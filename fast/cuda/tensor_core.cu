@@ -1,20 +1,28 @@
-// The fast path: masked, unnormalized hla2 and ahla (gamma = 1) on the matrix units, bf16 inputs,
-// float32 accumulation and state, d = dv = 64, chunks of 64 tokens (the last one may be short:
-// rows past n load as zeros and are not stored). One block (one warpgroup)
-// per sequence-head walks its chunks in order, so the scan over chunk summaries is the running
-// state itself and never touches device memory; every step of a chunk is a 64 x 64 x 64 product
-// issued asynchronously on Hopper's warpgroup matrix units (wgmma.cuh), and the state sums stay
-// in the accumulator registers for the whole sequence. The inputs arrive by the tensor memory
+// The fast path: masked hla2 and ahla on the matrix units, corrected forms (docs/findings.md F1 for
+// decayed hla2), normalized or not, decay gamma in (0, 1] per head; bf16 inputs, float32
+// accumulation and state, d = dv = 64, chunks of 64 tokens (the last one may be short: rows past n
+// load as zeros and are not stored), outputs in float32 or bf16. One block (one warpgroup) per
+// sequence-head walks its chunks in order, so the scan over chunk summaries is the running state
+// itself and never touches device memory; every step of a chunk is a 64 x 64 x 64 product issued
+// asynchronously on Hopper's warpgroup matrix units (wgmma.cuh), and the state sums stay in the
+// accumulator registers for the whole sequence. The inputs arrive by the tensor memory
 // accelerator (TMA), three chunks ahead, and each chunk's outputs leave by one bulk copy, so the
 // warpgroup's own instructions are the products and the conversions between them.
 //
-// hla2 (Hla2MaskedChunks with gamma = 1): with S the key moment and F = sum_j u_j v_j^T before the chunk,
-//   A = (Q K^T) . L,  U = Q S + A K  (rows u_j = S_j q_j),  W = (Q U^T) . L,
-//   O = Q F + W V,    S += K^T K,    F += U^T V.
-// ahla: with P = sum k v^T and E = sum_i k_i (q_i^T P_i) before the chunk,
-//   A = (Q K^T) . L,  X = Q P + A V  (rows q_i^T P_i),  O = Q E + A X,  E += K^T X,  P += K^T V.
-// Operands are rounded to bf16 for the products (A, U or X, W, and the state S, F or P, E); the
-// sums stay in float32. docs/gpu.md gives the error bound.
+// With g the decay, tau = 1..64 a token's place in its chunk, D = diag(g^(64 - tau)) (each token's
+// age at the chunk's end) and L_g the causal mask with entries g^(t - j) (Hla2MaskedChunks and
+// AhlaChunks, fast/include/hla/fast/chunked/, are the CPU forms):
+// hla2, with S the key moment and F = sum_j g^(2 (end - j)) u_j v_j^T before the chunk,
+//   A = (Q K^T) . L_g,  U = diag(g^tau) Q S + A K  (rows u_j = S_j q_j),  W = (Q U^T) . L_g . L_g,
+//   O = diag(g^(2 tau)) Q F + W V,  S = g^64 S + K^T (D K),  F = g^128 F + (D^2 U)^T V;
+// ahla, with P = sum g^(end - i) k v^T and E = sum_i g^(end - i) k_i (q_i^T P_i) before the chunk,
+//   A = (Q K^T) . L_g,  X = diag(g^tau) Q P + A V  (rows q_i^T P_i),  O = diag(g^tau) Q E + A X,
+//   P = g^64 P + K^T (D V),  E = g^64 E + K^T (D X).
+// Normalized, the denominators are the same sums with V replaced by a column of ones (hla2: f = F 1,
+// den = diag(g^(2 tau)) Q f + W 1; ahla: m = P 1, x = X 1, n = E 1, den = diag(g^tau) Q n + A x),
+// products with N = 8 whose B operand's first column is the vector and the rest zero.
+// Operands are rounded to bf16 for the products (A, U or X, W, the states, the decayed copies D K,
+// D^2 U, D V, D X); the sums stay in float32. docs/gpu.md gives the error bound.
 
 #include <cuda_bf16.h>
 
@@ -32,15 +40,30 @@ using Bf = __nv_bfloat16;
 using tma::Arrival, tma::shared_address, tma::start_loading, tma::start_storing, tma::wait_stores_done,
     tma::wait_stores_read;
 using wgmma::Accumulator;
+using wgmma::Column;
 using wgmma::Major;
 
 constexpr int width = wgmma::width;  // C = d = dv
 constexpr int threads = 128;         // one warpgroup
 constexpr int stages = 4;            // chunks of input in shared memory: one computing, three loading
 constexpr int input_tiles = 3 * stages;
+constexpr int vector_tiles = 8;  // 8 rows of a tile each: ones, ages, and the normalized sums' vectors
+constexpr int vector_tile_bytes = 8 * width * 2;
 constexpr int matrix_floats = width * width;
+constexpr int powers_count = 2 * width + 1;      // g^0 .. g^128
 constexpr int output_bytes = matrix_floats * 4;  // one chunk's float32 outputs
-constexpr int shared_bytes = wgmma::tile_alignment + (input_tiles + 3) * wgmma::tile_bytes + 2 * output_bytes;
+constexpr int factor_bytes = 32 * threads * 4;   // one masked operand's factors, per thread
+
+// Shared memory, in the order of Tiles: what every kernel uses, then the vectors of the normalized
+// ones, then the decayed copies, the masks' factors and the powers of the decaying ones (which keep
+// the vectors' place, used or not).
+constexpr int shared_bytes(bool normalized, bool decayed) {
+  return wgmma::tile_alignment + (input_tiles + 3) * wgmma::tile_bytes + 2 * output_bytes +
+         (normalized || decayed ? vector_tiles * vector_tile_bytes : 0) +
+         (decayed ? 3 * wgmma::tile_bytes + 2 * factor_bytes + powers_count * 4 : 0);
+}
+static_assert(shared_bytes(true, true) <= 227 * 1024,
+              "the fast path's shared memory exceeds Hopper's 227 KB");
 
 // One chunk's inputs in shared memory.
 struct Chunk {
@@ -50,22 +73,42 @@ struct Chunk {
 struct Tiles {
   Bf* inputs;               // stages x (Q, K, V)
   Bf *state1, *state2, *u;  // hla2: S, F, U; ahla: P, E, X
-  float* outputs;           // two chunks' outputs, row-major, on their way to device memory
+  unsigned char* outputs;   // two chunks' outputs, row-major, on their way to device memory
+  // Normalized: row 0 of each: ones, ages (g^(64 - tau)); hla2: f (with F); ahla: n (with E), m
+  // (with P), x, D x.
+  Bf *ones, *ages, *vector2, *vector1, *x, *decayed_x;
+  // Decayed: hla2 D K, D^2 U, D V (summaries); ahla D V, D X; the masked operands' factors for
+  // each thread's entries of A (g^(r - c)) and W (g^(2 (r - c))), zero above the diagonal; the
+  // powers g^0 .. g^128, float32 roundings of float64 powers.
+  Bf *decayed_in, *decayed_u, *decayed_extra;
+  float *a_factors, *w_factors, *powers;
   __device__ explicit Tiles(unsigned char* shared)
       : inputs(reinterpret_cast<Bf*>(
             shared + (wgmma::tile_alignment - shared_address(shared) % wgmma::tile_alignment) %
                          wgmma::tile_alignment)) {
-    constexpr int elements = wgmma::tile_bytes / 2;
+    constexpr int elements = wgmma::tile_bytes / 2, vector_elements = vector_tile_bytes / 2;
     state1 = inputs + input_tiles * elements;
     state2 = state1 + elements;
     u = state2 + elements;
-    outputs = reinterpret_cast<float*>(u + elements);
+    outputs = reinterpret_cast<unsigned char*>(u + elements);
+    ones = reinterpret_cast<Bf*>(outputs + 2 * output_bytes);
+    ages = ones + vector_elements;
+    vector2 = ages + vector_elements;
+    vector1 = vector2 + vector_elements;
+    x = vector1 + vector_elements;
+    decayed_x = x + vector_elements;
+    decayed_in = ones + vector_tiles * vector_elements;  // after the vectors, used or not
+    decayed_u = decayed_in + elements;
+    decayed_extra = decayed_u + elements;
+    a_factors = reinterpret_cast<float*>(decayed_extra + elements);
+    w_factors = a_factors + factor_bytes / 4;
+    powers = w_factors + factor_bytes / 4;
   }
   __device__ Chunk chunk(std::int64_t c) const {
     Bf* first = inputs + 3 * (c % stages) * (wgmma::tile_bytes / 2);
     return {first, first + wgmma::tile_bytes / 2, first + wgmma::tile_bytes};
   }
-  __device__ float* output(std::int64_t c) const { return outputs + (c % 2) * matrix_floats; }
+  __device__ unsigned char* output(std::int64_t c) const { return outputs + (c % 2) * output_bytes; }
 };
 
 // Every thread's shared-memory writes (its copies and stores) visible to every thread and to the
@@ -82,6 +125,12 @@ __device__ void store_rows(float* to, const Accumulator& o) {
     *reinterpret_cast<float2*>(to + Accumulator::row(i) * width + Accumulator::column(i)) =
         make_float2(o.x[i], o.x[i + 1]);
 }
+__device__ void store_rows(Bf* to, const Accumulator& o) {
+#pragma unroll
+  for (int i = 0; i < 32; i += 2)
+    *reinterpret_cast<__nv_bfloat162*>(to + Accumulator::row(i) * width + Accumulator::column(i)) =
+        __floats2bfloat162_rn(o.x[i], o.x[i + 1]);
+}
 __device__ void load_rows(Accumulator& o, const float* from) {
 #pragma unroll
   for (int i = 0; i < 32; i += 2) {
@@ -91,30 +140,117 @@ __device__ void load_rows(Accumulator& o, const float* from) {
     o.x[i + 1] = pair.y;
   }
 }
+// Column 0 of a Column to or from 64 floats.
+__device__ void store_vector(float* to, const Column& c) {
+  if (!Column::holds_column0()) return;
+  to[Column::row(0)] = c.x[0];
+  to[Column::row(2)] = c.x[2];
+}
+__device__ void load_vector(Column& c, const float* from) {
+  wgmma::zero(c);
+  if (!Column::holds_column0()) return;
+  c.x[0] = from[Column::row(0)];
+  c.x[2] = from[Column::row(2)];
+}
 
 // What a launch of the kernel computes for its segment of a sequence (G segments of L chunks,
 // the last one shorter; G = 1 when the sequence-heads fill the GPU):
 //   outputs: the outputs, from the carry-in state (zero for the first segment);
 //   summary: the segment's summary from a zero state, for all but the last segment:
-//     hla2 (S, F, C) with C = sum q v^T;  ahla (P, E, D) with D = sum k q^T.
-// The summaries combine (carry_kernel) as F_AB = F_A + F_B + S_A C_B and E_AB = E_A + E_B + D_B P_A.
+//     hla2 (S, F, C; f, m) with C = sum g^(end - j) q_j v_j^T, m = C 1;
+//     ahla (P, E, D; n, m) with D = sum k q^T.
+// The summaries combine in carry_kernel.
 enum class Pass { outputs, summary };
 
+// A summary's or a carry's layout: three matrices (a carry: two) and two vectors.
+constexpr int summary_floats = 3 * matrix_floats + 2 * width;
+constexpr int carry_floats = 2 * matrix_floats + 2 * width;
+
+struct Arguments {
+  std::int64_t length, segment_chunks;
+  int segments;
+  std::int64_t heads_per_batch;
+  const double* head_decays;
+  double decay;
+  float eps;
+  void* out;
+  bool bf16_out;
+  float* den;  // terms: out gets num and den the denominators
+  const float* carries;
+  float* summaries;
+};
+
+// The block's registers: the float32 sums that run through the whole segment.
+struct Sums {
+  Accumulator sum1, sum2, sum3;  // hla2: S, F, C (summaries); ahla: P, E, D (summaries)
+  Column vector2, vector1;       // normalized: hla2 f (F's), m (C's, summaries); ahla n (E's), m (P's)
+};
+
+// A decaying kernel's factors for this thread's two accumulator rows (RowPair) and per chunk.
+struct Decay {
+  wgmma::RowPair offset{}, offset2{}, age{}, age2{};  // g^tau, g^(2 tau), g^(64 - tau), g^(2 (64 - tau))
+  float rho = 1, rho2 = 1;                            // g^64, g^128
+  Decay() = default;                                  // without decay: unused
+  __device__ explicit Decay(const float* powers) {
+    for (int half = 0; half < 2; ++half) {
+      const int r = Accumulator::row(2 * half);
+      offset.f[half] = powers[r + 1];
+      offset2.f[half] = powers[2 * r + 2];
+      age.f[half] = powers[width - 1 - r];
+      age2.f[half] = powers[2 * (width - 1 - r)];
+    }
+    rho = powers[width];
+    rho2 = powers[2 * width];
+  }
+};
+
+// The outputs of a chunk's accumulators: normalized, O times 1 / (den + eps) row by row (IEEE
+// float32 operations, so that the terms give the same outputs on the host), then into the staging
+// buffer as float32 or bf16; the terms' den goes straight to device memory (rows up to n).
+template <bool Normalized>
+__device__ void stage_outputs(const Arguments& args, Accumulator& o, const Column& den,
+                              unsigned char* staging, std::int64_t first_row, int rows) {
+  if constexpr (Normalized) {
+    if (args.den) {
+      float* den_rows = args.den + first_row;
+      if (Column::holds_column0()) {
+        if (Column::row(0) < rows) den_rows[Column::row(0)] = den.x[0];
+        if (Column::row(2) < rows) den_rows[Column::row(2)] = den.x[2];
+      }
+    } else {
+      const int quad = threadIdx.x % 32 & ~3;  // the lane holding the row's denominator
+      wgmma::RowPair inverse;
+      inverse.f[0] = __frcp_rn(__fadd_rn(__shfl_sync(0xffffffffu, den.x[0], quad), args.eps));
+      inverse.f[1] = __frcp_rn(__fadd_rn(__shfl_sync(0xffffffffu, den.x[2], quad), args.eps));
+#pragma unroll
+      for (int i = 0; i < 32; ++i) o.x[i] = __fmul_rn(o.x[i], inverse[i]);
+    }
+  }
+  if (args.bf16_out) {
+    store_rows(reinterpret_cast<Bf*>(staging), o);
+  } else {
+    store_rows(reinterpret_cast<float*>(staging), o);
+  }
+}
+
 // q, k, v: tensor maps of the [heads, length, 64] inputs with 64 x 64 boxes (a short last chunk
-// read with zeros past the end). summaries: three
-// matrices per (head, segment); carries: two per (head, segment), or none when segments = 1.
-template <bool Ahla, Pass pass>
+// read with zeros past the end).
+// Decayed: some head's gamma is not 1 (the kernel takes any gamma, 1 included; without Decayed it
+// skips the decay's work).
+template <bool Ahla, Pass pass, bool Normalized, bool Decayed>
 __global__ void __launch_bounds__(threads, 1)
     fast_kernel(const __grid_constant__ CUtensorMap q, const __grid_constant__ CUtensorMap k,
-                const __grid_constant__ CUtensorMap v, float* out, std::int64_t length,
-                std::int64_t segment_chunks, int segments, const float* carries, float* summaries) {
+                const __grid_constant__ CUtensorMap v, const Arguments args) {
   extern __shared__ __align__(128) unsigned char shared[];
   __shared__ Arrival loaded[stages];
   const Tiles s(shared);
+  const int segments = args.segments;
+  const std::int64_t length = args.length;
   const int per_head = pass == Pass::outputs ? segments : segments - 1;
   const std::int64_t head = blockIdx.x / per_head, segment = blockIdx.x % per_head;
-  const std::int64_t first = segment * segment_chunks;  // this segment's first chunk
-  const std::int64_t chunks = std::min(segment_chunks, (length + width - 1) / width - first);
+  const std::int64_t first = segment * args.segment_chunks;  // this segment's first chunk
+  const std::int64_t chunks = std::min(args.segment_chunks, (length + width - 1) / width - first);
+  const int element_bytes = args.bf16_out ? 2 : 4;
   const auto start_chunk = [&](std::int64_t c) {  // by thread 0
     if (c >= chunks) return;
     const Chunk to = s.chunk(c);
@@ -125,33 +261,84 @@ __global__ void __launch_bounds__(threads, 1)
     start_loading(v, (first + c) * width, head, to.v, arrival);
   };
   const auto output_rows = [&](std::int64_t c) {
-    return out + (head * length + (first + c) * width) * width;
+    return static_cast<unsigned char*>(args.out) +
+           (head * length + (first + c) * width) * width * element_bytes;
   };
-  // The bytes of chunk c's outputs that exist: the rows of a short last chunk only. Zero rows of
-  // q, k, v add nothing to any sum or product, so the existing rows are those of the whole chunk.
-  const auto output_bytes_of = [&](std::int64_t c) {
-    return static_cast<int>(std::min<std::int64_t>(width, length - (first + c) * width)) * width * 4;
+  // The rows of chunk c that exist: those of a short last chunk only. Zero rows of q, k, v add
+  // nothing to any sum or product, so the existing rows are those of the whole chunk.
+  const auto rows_of = [&](std::int64_t c) {
+    return static_cast<int>(std::min<std::int64_t>(width, length - (first + c) * width));
   };
-  // hla2: S and F; ahla: P and E, in float32 for the whole segment, from its carry-in; their bf16
-  // copies in s.state1 and s.state2. sum3 (summary): hla2 C, ahla D.
-  Accumulator sum1, sum2, sum3;
-  wgmma::zero(sum3);
-  if (pass == Pass::outputs && segment > 0) {
-    load_rows(sum1, carries + (head * segments + segment) * 2 * matrix_floats);
-    load_rows(sum2, carries + (head * segments + segment) * 2 * matrix_floats + matrix_floats);
-  } else {
-    wgmma::zero(sum1);
-    wgmma::zero(sum2);
+
+  if constexpr (Decayed) {  // the powers of gamma, then each thread's factors of the masked operands
+    const double gamma = args.head_decays ? args.head_decays[head % args.heads_per_batch] : args.decay;
+    for (int i = threadIdx.x; i < powers_count; i += threads)
+      s.powers[i] = static_cast<float>(pow(gamma, static_cast<double>(i)));
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      const int r = Accumulator::row(i), c = Accumulator::column(i);
+      s.a_factors[i * threads + threadIdx.x] = c <= r ? s.powers[r - c] : 0.0f;
+      s.w_factors[i * threads + threadIdx.x] = c <= r ? s.powers[2 * (r - c)] : 0.0f;
+    }
   }
-  wgmma::round_to_tile(sum1, s.state1);
-  wgmma::round_to_tile(sum2, s.state2);
+  if constexpr (Normalized) {  // the ones and ages vectors; the vector tiles' rows 1..7 stay zero
+    for (int i = threadIdx.x; i < vector_tiles * vector_tile_bytes / 2; i += threads) s.ones[i] = Bf(0.0f);
+    __syncthreads();
+    for (int i = threadIdx.x; i < width; i += threads) {
+      s.ones[i] = Bf(1.0f);
+      s.ages[i] = Decayed ? __float2bfloat16_rn(s.powers[width - 1 - i]) : Bf(1.0f);
+    }
+  }
+
+  Sums sums;
+  wgmma::zero(sums.sum3);
+  wgmma::zero(sums.vector1);
+  wgmma::zero(sums.vector2);
+  if (pass == Pass::outputs && segment > 0) {
+    const float* carry = args.carries + (head * segments + segment) * carry_floats;
+    load_rows(sums.sum1, carry);
+    load_rows(sums.sum2, carry + matrix_floats);
+    if constexpr (Normalized) {
+      load_vector(sums.vector2, carry + 2 * matrix_floats);
+      if constexpr (Ahla)
+        load_vector(sums.vector1, carry + 2 * matrix_floats + width);  // hla2's m: summaries
+    }
+  } else {
+    wgmma::zero(sums.sum1);
+    wgmma::zero(sums.sum2);
+  }
+  wgmma::round_to_tile(sums.sum1, s.state1);
+  wgmma::round_to_tile(sums.sum2, s.state2);
+  if constexpr (Normalized) {
+    wgmma::round_to_tile_row(sums.vector2, s.vector2);
+    wgmma::round_to_tile_row(sums.vector1, s.vector1);
+  }
   if (threadIdx.x == 0) {
     for (Arrival& arrival : loaded) arrival.init();
     Arrival::fence_init();
   }
-  __syncthreads();
+  publish_shared();
   if (threadIdx.x == 0)
     for (int c = 0; c < stages - 1; ++c) start_chunk(c);
+  // With decay: the sums' decay over one chunk, applied once their bf16 copies are taken and before
+  // the chunk's products add to them, so that no product is in flight (registers changed between
+  // an accumulator's products stall the matrix units' pipeline): S, P, C, m by g^64; hla2's F, f
+  // by g^128, ahla's E, n by g^64; ahla's D does not decay.
+  const Decay decay = Decayed ? Decay(s.powers) : Decay{};
+  const auto decay_sums = [&] {
+    if constexpr (Decayed) {
+      wgmma::scale(sums.sum1, decay.rho);
+      wgmma::scale(sums.sum2, Ahla ? decay.rho : decay.rho2);
+      if (!Ahla && pass == Pass::summary) wgmma::scale(sums.sum3, decay.rho);  // hla2's C
+      if constexpr (Normalized) {
+        if (Ahla || pass == Pass::summary) wgmma::scale(sums.vector1, decay.rho);  // m
+        wgmma::scale(sums.vector2, Ahla ? decay.rho : decay.rho2);
+      }
+    }
+  };
+  decay_sums();
+  const auto age = [&](int r) { return s.powers[width - 1 - r]; };  // a tile's row r
   for (std::int64_t c = 0; c < chunks; ++c) {
     loaded[c % stages].wait(c / stages % 2);   // chunk c is in; c + 1 .. c + stages - 2 may still load
     if (threadIdx.x == 0) wait_stores_read();  // chunk c - 2's outputs have left s.output(c)
@@ -159,82 +346,225 @@ __global__ void __launch_bounds__(threads, 1)
     if (threadIdx.x == 0) {
       start_chunk(c + stages - 1);  // into the last chunk's buffers
       if (pass == Pass::outputs && c > 0)
-        start_storing(output_rows(c - 1), s.output(c - 1), output_bytes_of(c - 1));
+        start_storing(output_rows(c - 1), s.output(c - 1), rows_of(c - 1) * width * element_bytes);
     }
     const Chunk now = s.chunk(c);
+    Accumulator& sum1 = sums.sum1;
+    Accumulator& sum2 = sums.sum2;
+    Accumulator& sum3 = sums.sum3;
+    Column& vector1 = sums.vector1;  // ahla m
+    Column& vector2 = sums.vector2;  // hla2 f, ahla n
 
-    Accumulator a, u;
+    // hla2: A = Q K^T, U = Q S, S = g^64 S + K^T (D K);  ahla: A, X = Q P, P = g^64 P + K^T (D V)
+    // (normalized, ahla: x = Q m, m = g^64 m + K^T (D 1)).
+    // With decay, Q S (Q P) and Q m go to `carried` first and are row-scaled into u and x between
+    // the products: an accumulator changed between two of its own products would stall the
+    // matrix units' pipeline.
+    Accumulator a, u, carried;
+    Column x, x_carried;
     wgmma::fence_operand(sum1);
+    if constexpr (Ahla && Normalized) wgmma::fence_operand(vector1);
     wgmma::fence();
-    wgmma::multiply<Major::k, Major::k>(a, now.q, now.k, false);  // A = Q K^T
+    wgmma::multiply<Major::k, Major::k>(a, now.q, now.k, false);
     wgmma::commit();
-    wgmma::multiply<Major::k, Major::mn>(u, now.q, s.state1, false);  // hla2: U = Q S;  ahla: X = Q P
+    if constexpr (Decayed) {
+      wgmma::multiply<Major::k, Major::mn>(carried, now.q, s.state1, false);
+      if constexpr (Ahla && Normalized)
+        wgmma::multiply<Major::k, Major::k>(x_carried, now.q, s.vector1, false);
+      wgmma::commit();
+      // D K (ahla: D V), and for hla2's summaries D V, while the products run.
+      wgmma::scale_tile_rows(s.decayed_in, Ahla ? now.v : now.k, age);
+      if (pass == Pass::summary && !Ahla) wgmma::scale_tile_rows(s.decayed_extra, now.v, age);
+      publish_shared();
+      wgmma::fence();
+      wgmma::multiply<Major::mn, Major::mn>(sum1, now.k, s.decayed_in, true);
+    } else {
+      wgmma::multiply<Major::k, Major::mn>(u, now.q, s.state1, false);
+      if constexpr (Ahla && Normalized) wgmma::multiply<Major::k, Major::k>(x, now.q, s.vector1, false);
+      wgmma::commit();
+      wgmma::multiply<Major::mn, Major::mn>(sum1, now.k, Ahla ? now.v : now.k, true);
+    }
+    if constexpr (Ahla && Normalized) wgmma::multiply<Major::mn, Major::k>(vector1, now.k, s.ages, true);
     wgmma::commit();
-    wgmma::multiply<Major::mn, Major::mn>(sum1, now.k, Ahla ? now.v : now.k,
-                                          true);  // hla2: S += K^T K;  ahla: P += K^T V
-    wgmma::commit();
-    wgmma::wait<2>();
-    wgmma::fence_operand(a);
-    const wgmma::RowOperand masked = wgmma::round_to_masked_operand(a);
+    wgmma::RowOperand masked;
+    if constexpr (Decayed) {
+      wgmma::wait<1>();
+      wgmma::fence_operand(carried);
+      wgmma::scale_rows(u, carried, decay.offset);
+      if constexpr (Ahla && Normalized) {
+        wgmma::fence_operand(x_carried);
+        wgmma::scale_rows(x, x_carried, decay.offset);
+      }
+      wgmma::fence_operand(a);
+      masked = wgmma::round_to_masked_operand(a, s.a_factors);
+    } else {
+      wgmma::wait<2>();
+      wgmma::fence_operand(a);
+      masked = wgmma::round_to_masked_operand(a);
+    }
     wgmma::fence();
     wgmma::multiply<Major::mn>(u, masked, Ahla ? now.v : now.k, true);  // hla2: U += A K;  ahla: X += A V
+    if constexpr (Ahla && Normalized) wgmma::multiply<Major::k>(x, masked, s.ones, true);  // x += A 1
     wgmma::commit();
     wgmma::wait<0>();
     wgmma::fence_operand(u);
     wgmma::fence_operand(sum1);
     wgmma::round_to_tile(u, s.u);
+    // hla2: D^2 U (for F);  ahla: D X (for E)
+    const Bf* u_input = s.u;
+    if constexpr (Decayed) {
+      wgmma::round_to_tile(u, s.decayed_u, Ahla ? decay.age : decay.age2);
+      u_input = s.decayed_u;
+    }
     wgmma::round_to_tile(sum1, s.state1);  // read again by the next chunk only
+    const Bf* x_input = s.x;
+    if constexpr (Ahla && Normalized) {
+      wgmma::fence_operand(x);
+      wgmma::fence_operand(vector1);
+      wgmma::round_to_tile_row(x, s.x);
+      if constexpr (Decayed) {
+        wgmma::round_to_tile_row(x, s.decayed_x, decay.age);
+        x_input = s.decayed_x;
+      }
+      wgmma::round_to_tile_row(vector1, s.vector1);
+    }
     publish_shared();
 
-    wgmma::fence_operand(sum2);
     if constexpr (pass == Pass::summary) {
-      wgmma::fence_operand(sum3);
-      wgmma::fence();
-      // hla2: F += U^T V, C += Q^T V;  ahla: E += K^T X, D += K^T Q
-      wgmma::multiply<Major::mn, Major::mn>(sum2, Ahla ? now.k : s.u, Ahla ? s.u : now.v, true);
-      wgmma::multiply<Major::mn, Major::mn>(sum3, Ahla ? now.k : now.q, Ahla ? now.q : now.v, true);
-      wgmma::commit();
-      wgmma::wait<0>();
+      // hla2: F += (D^2 U)^T V, C += Q^T (D V) (f += (D^2 U)^T 1, m += Q^T (D 1));
+      // ahla: E += K^T (D X), D += K^T Q (n += K^T (D x)).
       wgmma::fence_operand(sum2);
       wgmma::fence_operand(sum3);
+      if constexpr (Normalized) {
+        wgmma::fence_operand(vector1);
+        wgmma::fence_operand(vector2);
+      }
+      wgmma::fence();
+      if constexpr (Ahla) {
+        wgmma::multiply<Major::mn, Major::mn>(sum2, now.k, u_input, true);
+        wgmma::multiply<Major::mn, Major::mn>(sum3, now.k, now.q, true);
+        if constexpr (Normalized) wgmma::multiply<Major::mn, Major::k>(vector2, now.k, x_input, true);
+      } else {
+        wgmma::multiply<Major::mn, Major::mn>(sum2, u_input, now.v, true);
+        wgmma::multiply<Major::mn, Major::mn>(sum3, now.q, Decayed ? s.decayed_extra : now.v, true);
+        if constexpr (Normalized) {
+          wgmma::multiply<Major::mn, Major::k>(vector2, u_input, s.ones, true);
+          wgmma::multiply<Major::mn, Major::k>(vector1, now.q, s.ages, true);
+        }
+      }
+      wgmma::commit();
+      wgmma::wait<0>();
+      wgmma::fence_operand(sum1);
+      wgmma::fence_operand(sum2);
+      wgmma::fence_operand(sum3);
+      if constexpr (Normalized) {
+        wgmma::fence_operand(vector1);
+        wgmma::fence_operand(vector2);
+      }
+      if (c + 1 < chunks) decay_sums();
       continue;
     }
     Accumulator o;
+    Column den;
+    wgmma::fence_operand(sum2);
+    if constexpr (Normalized) wgmma::fence_operand(vector2);
     wgmma::fence();
     if constexpr (Ahla) {
-      wgmma::multiply<Major::k, Major::mn>(o, now.q, s.state2, false);  // O = Q E
-      wgmma::multiply<Major::mn>(o, masked, s.u, true);                 // O += A X
-      wgmma::multiply<Major::mn, Major::mn>(sum2, now.k, s.u, true);    // E += K^T X
+      // O = diag(g^tau) Q E + A X, E += K^T (D X); den = diag(g^tau) Q n + A x, n += K^T (D x).
+      if constexpr (Decayed) {
+        wgmma::multiply<Major::k, Major::mn>(carried, now.q, s.state2, false);
+        if constexpr (Normalized) wgmma::multiply<Major::k, Major::k>(x_carried, now.q, s.vector2, false);
+        wgmma::commit();
+        wgmma::multiply<Major::mn, Major::mn>(sum2, now.k, u_input, true);
+        if constexpr (Normalized) wgmma::multiply<Major::mn, Major::k>(vector2, now.k, x_input, true);
+        wgmma::commit();
+        wgmma::wait<1>();
+        wgmma::fence_operand(carried);
+        wgmma::scale_rows(o, carried, decay.offset);
+        if constexpr (Normalized) {
+          wgmma::fence_operand(x_carried);
+          wgmma::scale_rows(den, x_carried, decay.offset);
+        }
+        wgmma::fence();
+        wgmma::multiply<Major::mn>(o, masked, s.u, true);
+        if constexpr (Normalized) wgmma::multiply<Major::k>(den, masked, s.x, true);
+      } else {
+        wgmma::multiply<Major::k, Major::mn>(o, now.q, s.state2, false);
+        wgmma::multiply<Major::mn>(o, masked, s.u, true);
+        wgmma::multiply<Major::mn, Major::mn>(sum2, now.k, u_input, true);
+        if constexpr (Normalized) {
+          wgmma::multiply<Major::k, Major::k>(den, now.q, s.vector2, false);
+          wgmma::multiply<Major::k>(den, masked, s.x, true);
+          wgmma::multiply<Major::mn, Major::k>(vector2, now.k, x_input, true);
+        }
+      }
       wgmma::commit();
     } else {
+      // W = (Q U^T) . L_g . L_g, O = diag(g^(2 tau)) Q F + W V, F += (D^2 U)^T V;
+      // den = diag(g^(2 tau)) Q f + W 1, f += (D^2 U)^T 1.
       Accumulator w;
-      wgmma::multiply<Major::k, Major::k>(w, now.q, s.u, false);  // W = Q U^T
+      wgmma::multiply<Major::k, Major::k>(w, now.q, s.u, false);
       wgmma::commit();
-      wgmma::multiply<Major::k, Major::mn>(o, now.q, s.state2, false);  // O = Q F
-      wgmma::multiply<Major::mn, Major::mn>(sum2, s.u, now.v, true);    // F += U^T V
-      wgmma::commit();
-      wgmma::wait<1>();
-      wgmma::fence_operand(w);
-      const wgmma::RowOperand masked_w = wgmma::round_to_masked_operand(w);
+      wgmma::RowOperand masked_w;
+      if constexpr (Decayed) {
+        wgmma::multiply<Major::k, Major::mn>(carried, now.q, s.state2, false);
+        if constexpr (Normalized) wgmma::multiply<Major::k, Major::k>(x_carried, now.q, s.vector2, false);
+        wgmma::commit();
+        wgmma::multiply<Major::mn, Major::mn>(sum2, u_input, now.v, true);
+        if constexpr (Normalized) wgmma::multiply<Major::mn, Major::k>(vector2, u_input, s.ones, true);
+        wgmma::commit();
+        wgmma::wait<1>();
+        wgmma::fence_operand(carried);
+        wgmma::scale_rows(o, carried, decay.offset2);
+        if constexpr (Normalized) {
+          wgmma::fence_operand(x_carried);
+          wgmma::scale_rows(den, x_carried, decay.offset2);
+        }
+        wgmma::fence_operand(w);
+        masked_w = wgmma::round_to_masked_operand(w, s.w_factors);
+      } else {
+        wgmma::multiply<Major::k, Major::mn>(o, now.q, s.state2, false);
+        wgmma::multiply<Major::mn, Major::mn>(sum2, u_input, now.v, true);
+        if constexpr (Normalized) {
+          wgmma::multiply<Major::k, Major::k>(den, now.q, s.vector2, false);
+          wgmma::multiply<Major::mn, Major::k>(vector2, u_input, s.ones, true);
+        }
+        wgmma::commit();
+        wgmma::wait<1>();
+        wgmma::fence_operand(w);
+        masked_w = wgmma::round_to_masked_operand(w);
+      }
       wgmma::fence();
-      wgmma::multiply<Major::mn>(o, masked_w, now.v, true);  // O += W V
+      wgmma::multiply<Major::mn>(o, masked_w, now.v, true);
+      if constexpr (Normalized) wgmma::multiply<Major::k>(den, masked_w, s.ones, true);
       wgmma::commit();
     }
     wgmma::wait<0>();
     wgmma::fence_operand(o);
     wgmma::fence_operand(sum2);
-    store_rows(s.output(c), o);            // leaves at the top of the next chunk
+    if constexpr (Normalized) {
+      wgmma::fence_operand(den);
+      wgmma::fence_operand(vector2);
+    }
+    stage_outputs<Normalized>(args, o, den, s.output(c), head * length + (first + c) * width, rows_of(c));
     wgmma::round_to_tile(sum2, s.state2);  // published at the top of the next chunk
+    if constexpr (Normalized) wgmma::round_to_tile_row(vector2, s.vector2);
+    if (c + 1 < chunks) decay_sums();
   }
   if constexpr (pass == Pass::summary) {
-    float* to = summaries + (head * (segments - 1) + segment) * 3 * matrix_floats;
-    store_rows(to, sum1);
-    store_rows(to + matrix_floats, sum2);
-    store_rows(to + 2 * matrix_floats, sum3);
+    float* to = args.summaries + (head * (segments - 1) + segment) * summary_floats;
+    store_rows(to, sums.sum1);
+    store_rows(to + matrix_floats, sums.sum2);
+    store_rows(to + 2 * matrix_floats, sums.sum3);
+    if constexpr (Normalized) {
+      store_vector(to + 3 * matrix_floats, sums.vector2);
+      store_vector(to + 3 * matrix_floats + width, sums.vector1);
+    }
   } else {
     publish_shared();
     if (threadIdx.x == 0) {
-      start_storing(output_rows(chunks - 1), s.output(chunks - 1), output_bytes_of(chunks - 1));
+      start_storing(output_rows(chunks - 1), s.output(chunks - 1),
+                    rows_of(chunks - 1) * width * element_bytes);
       wait_stores_done();
     }
   }
@@ -242,21 +572,33 @@ __global__ void __launch_bounds__(threads, 1)
 
 // The carry-ins of every segment of one sequence-head (block): the running combination of the
 // summaries before it, in float32 on the ordinary cores. Segment 0 starts from zero and needs none.
-//   hla2: S += S_g after F += F_g + S C_g;  ahla: P += P_g after E += E_g + D_g P.
+// With l = g^L for a segment of L tokens (every summarized segment has L = 64 segment_chunks):
+//   hla2: F = l^2 F + F_g + l S C_g, f = l^2 f + f_g + l S m_g, then S = l S + S_g;
+//   ahla: E = l E + E_g + l D_g P, n = l n + n_g + l D_g m, then P = l P + P_g, m = l m + m_g.
 template <bool Ahla>
-__global__ void __launch_bounds__(256) carry_kernel(const float* summaries, float* carries, int segments) {
-  __shared__ float state1[matrix_floats], third[matrix_floats];
+__global__ void __launch_bounds__(256)
+    carry_kernel(const float* summaries, float* carries, int segments, std::int64_t segment_tokens,
+                 std::int64_t heads_per_batch, const double* head_decays, double decay) {
+  __shared__ float state1[matrix_floats], third[matrix_floats], vector1[width];
   const std::int64_t head = blockIdx.x;
-  float state2[matrix_floats / 256];  // this thread's entries of the running F (E)
+  const double gamma = head_decays ? head_decays[head % heads_per_batch] : decay;
+  const float l = static_cast<float>(pow(gamma, static_cast<double>(segment_tokens)));
+  const float l2 = static_cast<float>(pow(gamma, 2.0 * static_cast<double>(segment_tokens)));
+  const float l_second = Ahla ? l : l2;  // the second state's decay over a segment
+  float state2[matrix_floats / 256];     // this thread's entries of the running F (E)
+  float vector2 = 0;                     // threads 0..63: entry of the running f (n)
   for (int i = threadIdx.x; i < matrix_floats; i += 256) state1[i] = 0;
+  if (threadIdx.x < width) vector1[threadIdx.x] = 0;
 #pragma unroll
   for (int e = 0; e < matrix_floats / 256; ++e) state2[e] = 0;
   for (int g = 0; g + 1 < segments; ++g) {
-    const float* summary = summaries + (head * (segments - 1) + g) * 3 * matrix_floats;
-    __syncthreads();  // the last step's reads of state1 and third are done
+    const float* summary = summaries + (head * (segments - 1) + g) * summary_floats;
+    const float* summary_vector2 = summary + 3 * matrix_floats;
+    const float* summary_vector1 = summary_vector2 + width;
+    __syncthreads();  // the last step's reads of state1, vector1 and third are done
     for (int i = threadIdx.x; i < matrix_floats; i += 256) third[i] = summary[2 * matrix_floats + i];
     __syncthreads();
-    float* carry = carries + (head * segments + g + 1) * 2 * matrix_floats;
+    float* carry = carries + (head * segments + g + 1) * carry_floats;
 #pragma unroll
     for (int e = 0; e < matrix_floats / 256; ++e) {
       const int i = threadIdx.x + 256 * e, r = i / width, c = i % width;
@@ -264,13 +606,26 @@ __global__ void __launch_bounds__(256) carry_kernel(const float* summaries, floa
       for (int j = 0; j < width; ++j)
         product = Ahla ? fmaf(third[r * width + j], state1[j * width + c], product)
                        : fmaf(state1[r * width + j], third[j * width + c], product);
-      state2[e] += summary[matrix_floats + i] + product;
+      state2[e] = l_second * state2[e] + summary[matrix_floats + i] + l * product;
       carry[matrix_floats + i] = state2[e];
     }
-    __syncthreads();  // every product has read state1
+    if (threadIdx.x < width) {
+      const int r = threadIdx.x;
+      float product = 0;  // hla2: (S m_g)(r);  ahla: (D_g m)(r)
+      for (int j = 0; j < width; ++j)
+        product = Ahla ? fmaf(third[r * width + j], vector1[j], product)
+                       : fmaf(state1[r * width + j], summary_vector1[j], product);
+      vector2 = l_second * vector2 + summary_vector2[r] + l * product;
+      carry[2 * matrix_floats + r] = vector2;
+    }
+    __syncthreads();  // every product has read state1 and vector1
     for (int i = threadIdx.x; i < matrix_floats; i += 256) {
-      state1[i] += summary[i];
+      state1[i] = l * state1[i] + summary[i];
       carry[i] = state1[i];
+    }
+    if (Ahla && threadIdx.x < width) {
+      vector1[threadIdx.x] = l * vector1[threadIdx.x] + summary_vector1[threadIdx.x];
+      carry[2 * matrix_floats + width + threadIdx.x] = vector1[threadIdx.x];
     }
   }
 }
@@ -302,9 +657,9 @@ class StreamScratch {
   CUstream_st* stream_;
 };
 
-template <bool Ahla>
-void launch(std::int64_t heads, std::int64_t length, const BFloat16* q, const BFloat16* k, const BFloat16* v,
-            float* out, CUstream_st* stream) {
+template <bool Ahla, bool Normalized, bool Decayed>
+void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
+            const BFloat16* k, const BFloat16* v, CUstream_st* stream) {
   int device = 0, major = 0, minor = 0, sms = 0;
   check(cudaGetDevice(&device), "cudaGetDevice");
   check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute");
@@ -314,10 +669,11 @@ void launch(std::int64_t heads, std::int64_t length, const BFloat16* q, const BF
     throw Error("fast path: needs a compute capability 9.0 GPU (Hopper's wgmma); this one is " +
                 std::to_string(major) + "." + std::to_string(minor));
   }
-  const auto outputs = fast_kernel<Ahla, Pass::outputs>;
-  const auto summary = fast_kernel<Ahla, Pass::summary>;
+  constexpr int shared = shared_bytes(Normalized, Decayed);
+  const auto outputs = fast_kernel<Ahla, Pass::outputs, Normalized, Decayed>;
+  const auto summary = fast_kernel<Ahla, Pass::summary, Normalized, Decayed>;
   for (const auto kernel : {outputs, summary}) {
-    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes),
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared),
           "cudaFuncSetAttribute");
   }
   const std::int64_t chunks = (length + width - 1) / width;  // the last one may be short
@@ -325,34 +681,46 @@ void launch(std::int64_t heads, std::int64_t length, const BFloat16* q, const BF
   const std::int64_t segment_chunks = (chunks + segments - 1) / segments;
   const CUtensorMap q_map = tma::tile_map(q, heads, length), k_map = tma::tile_map(k, heads, length),
                     v_map = tma::tile_map(v, heads, length);
+  Arguments args{length,          segment_chunks, segments, how.heads_per_batch,
+                 how.head_decays, how.decay,      how.eps,  how.out,
+                 how.bf16_out,    how.den,        nullptr,  nullptr};
   if (segments == 1) {
-    outputs<<<static_cast<unsigned>(heads), threads, shared_bytes, stream>>>(
-        q_map, k_map, v_map, out, length, segment_chunks, 1, nullptr, nullptr);
+    outputs<<<static_cast<unsigned>(heads), threads, shared, stream>>>(q_map, k_map, v_map, args);
     check_launch("fast kernel");
     return;
   }
-  const StreamScratch summaries(heads * (segments - 1) * 3 * matrix_floats, stream);
-  const StreamScratch carries(heads * segments * 2 * matrix_floats, stream);
-  summary<<<static_cast<unsigned>(heads * (segments - 1)), threads, shared_bytes, stream>>>(
-      q_map, k_map, v_map, nullptr, length, segment_chunks, segments, nullptr, summaries.get());
+  const StreamScratch summaries(heads * (segments - 1) * summary_floats, stream);
+  const StreamScratch carries(heads * segments * carry_floats, stream);
+  args.summaries = summaries.get();
+  summary<<<static_cast<unsigned>(heads * (segments - 1)), threads, shared, stream>>>(q_map, k_map, v_map,
+                                                                                      args);
   check_launch("fast kernel (segment summaries)");
-  carry_kernel<Ahla>
-      <<<static_cast<unsigned>(heads), 256, 0, stream>>>(summaries.get(), carries.get(), segments);
+  carry_kernel<Ahla><<<static_cast<unsigned>(heads), 256, 0, stream>>>(
+      summaries.get(), carries.get(), segments, segment_chunks * width, how.heads_per_batch, how.head_decays,
+      how.decay);
   check_launch("fast kernel (carry-ins)");
-  outputs<<<static_cast<unsigned>(heads * segments), threads, shared_bytes, stream>>>(
-      q_map, k_map, v_map, out, length, segment_chunks, segments, carries.get(), nullptr);
+  args.summaries = nullptr;
+  args.carries = carries.get();
+  outputs<<<static_cast<unsigned>(heads * segments), threads, shared, stream>>>(q_map, k_map, v_map, args);
   check_launch("fast kernel");
 }
 
 }  // namespace
 
-void launch_fast(bool ahla, std::int64_t heads, std::int64_t length, const BFloat16* q, const BFloat16* k,
-                 const BFloat16* v, float* out, CUstream_st* stream) {
+void launch_fast(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
+                 const BFloat16* k, const BFloat16* v, CUstream_st* stream) {
   if (heads == 0 || length == 0) return;
-  if (ahla) {
-    launch<true>(heads, length, q, k, v, out, stream);
+  const auto run = [&]<bool Ahla, bool Normalized>() {
+    if (how.head_decays || how.decay != 1) {
+      launch<Ahla, Normalized, true>(how, heads, length, q, k, v, stream);
+    } else {
+      launch<Ahla, Normalized, false>(how, heads, length, q, k, v, stream);
+    }
+  };
+  if (how.ahla) {
+    how.normalize ? run.operator()<true, true>() : run.operator()<true, false>();
   } else {
-    launch<false>(heads, length, q, k, v, out, stream);
+    how.normalize ? run.operator()<false, true>() : run.operator()<false, false>();
   }
 }
 

@@ -61,7 +61,7 @@ __device__ inline void start_loading(const CUtensorMap& map, std::int64_t row, s
 }
 
 // Bulk copies from shared to device memory (sm_90), tracked in groups by the issuing thread.
-__device__ inline void start_storing(float* to, const float* from, int bytes) {
+__device__ inline void start_storing(void* to, const void* from, int bytes) {
   asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(to),
                "r"(shared_address(from)), "r"(bytes)
                : "memory");

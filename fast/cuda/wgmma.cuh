@@ -51,6 +51,17 @@ struct Accumulator {
   __device__ static int column(int i) { return 8 * (i / 4) + 2 * (threadIdx.x % 4) + i % 2; }
 };
 
+// A warpgroup's 64 x 8 float32 accumulator (wgmma's N = 8): thread t holds rows as Accumulator's
+// and columns 2 (t % 4) (+ 1), element [2 (second row) + (second column)]. The fast path uses its
+// column 0 only (a matrix-vector product: B's other columns are zero), held by the threads with
+// t % 4 == 0 in x[0] (row(0)) and x[2] (row(2)).
+struct Column {
+  float x[4];
+  __device__ static int row(int i) { return Accumulator::row(i); }
+  __device__ static int column(int i) { return Accumulator::column(i); }
+  __device__ static bool holds_column0() { return threadIdx.x % 4 == 0; }
+};
+
 // A 64 x 64 bf16 operand A held in registers, four K slices of 16 (the layout of an accumulator's
 // columns 16 kk .. 16 kk + 15, so an accumulator converts in place).
 struct RowOperand {
@@ -62,6 +73,10 @@ struct RowOperand {
 __device__ inline void fence_operand(Accumulator& d) {
 #pragma unroll
   for (int i = 0; i < 32; ++i) asm volatile("" : "+f"(d.x[i])::"memory");
+}
+__device__ inline void fence_operand(Column& d) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) asm volatile("" : "+f"(d.x[i])::"memory");
 }
 
 __device__ inline void fence() {
@@ -113,20 +128,41 @@ __device__ void step(Accumulator& d, const std::uint32_t (&a)[4], std::uint64_t 
         "n"(int(major_b == Major::mn)));
 }
 
+// The same with N = 8 (a Column): B is 16 x 8, its K-major tile the first 8 rows of a 64-wide
+// swizzled tile (one 1024-byte period, so the descriptor is the 64 x 64 tile's).
+template <Major major_a, Major major_b>
+__device__ void step(Column& d, std::uint64_t a, std::uint64_t b, bool accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, %4, %5, p, 1, 1, %7, %8;\n}\n"
+      : "+f"(d.x[0]), "+f"(d.x[1]), "+f"(d.x[2]), "+f"(d.x[3])
+      : "l"(a), "l"(b), "r"(int(accumulate)), "n"(int(major_a == Major::mn)), "n"(int(major_b == Major::mn)));
+}
+template <Major major_b>
+__device__ void step(Column& d, const std::uint32_t (&a)[4], std::uint64_t b, bool accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1, "
+      "%10;\n}\n"
+      : "+f"(d.x[0]), "+f"(d.x[1]), "+f"(d.x[2]), "+f"(d.x[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(int(accumulate)),
+        "n"(int(major_b == Major::mn)));
+}
+
 #undef HLA_WGMMA_D
 #undef HLA_WGMMA_D_OPERANDS
 
-// d (+)= A B, the whole 64 x 64 x 64 product, A and B shared tiles.
-template <Major major_a, Major major_b>
-__device__ void multiply(Accumulator& d, const __nv_bfloat16* a, const __nv_bfloat16* b, bool accumulate) {
+// d (+)= A B, the whole 64 x 64 x 64 product (64 x 64 x 8 for a Column), A and B shared tiles.
+template <Major major_a, Major major_b, class D>
+__device__ void multiply(D& d, const __nv_bfloat16* a, const __nv_bfloat16* b, bool accumulate) {
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk)
     step<major_a, major_b>(d, descriptor<major_a>(a, kk), descriptor<major_b>(b, kk), accumulate || kk > 0);
 }
 
 // d (+)= A B with A in registers.
-template <Major major_b>
-__device__ void multiply(Accumulator& d, const RowOperand& a, const __nv_bfloat16* b, bool accumulate) {
+template <Major major_b, class D>
+__device__ void multiply(D& d, const RowOperand& a, const __nv_bfloat16* b, bool accumulate) {
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) step<major_b>(d, a.x[kk], descriptor<major_b>(b, kk), accumulate || kk > 0);
 }
@@ -152,6 +188,29 @@ __device__ inline RowOperand round_to_masked_operand(const Accumulator& d) {
   return a;
 }
 
+// A factor for each of the thread's two rows of an accumulator (or Column): f[0] for row(0) (its
+// elements i with i / 2 even), f[1] for row(2) (i / 2 odd).
+struct RowPair {
+  float f[2];
+  __device__ float operator[](int i) const { return f[i / 2 % 2]; }
+};
+
+// bf16(d . M) as a register operand, with M(r, c) the thread's entry factors[i * 128 + thread] for
+// its element i at (r, c) (the causal mask with the decay, zero above the diagonal): one
+// multiplication and one rounding per entry.
+__device__ inline RowOperand round_to_masked_operand(const Accumulator& d, const float* factors) {
+  RowOperand a;
+  const int t = threadIdx.x % 128;
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+    for (int p = 0; p < 4; ++p) {
+      const int i = 8 * kk + 2 * p;
+      a.x[kk][p] = pack(d.x[i] * factors[i * 128 + t], d.x[i + 1] * factors[(i + 1) * 128 + t]);
+    }
+  return a;
+}
+
 // tile = bf16(d).
 __device__ inline void round_to_tile(const Accumulator& d, __nv_bfloat16* tile) {
 #pragma unroll
@@ -160,9 +219,61 @@ __device__ inline void round_to_tile(const Accumulator& d, __nv_bfloat16* tile) 
         pack(d.x[i], d.x[i + 1]);
 }
 
-__device__ inline void zero(Accumulator& d) {
+// tile = bf16(diag(factor) d): each row multiplied by its factor in float32 first.
+__device__ inline void round_to_tile(const Accumulator& d, __nv_bfloat16* tile, const RowPair& factor) {
 #pragma unroll
-  for (int i = 0; i < 32; ++i) d.x[i] = 0.0f;
+  for (int i = 0; i < 32; i += 2)
+    *reinterpret_cast<std::uint32_t*>(tile + offset(Accumulator::row(i), Accumulator::column(i))) =
+        pack(d.x[i] * factor[i], d.x[i + 1] * factor[i]);
+}
+
+// Row 0 of a K-major tile (a B operand of N = 8) = bf16(factor(r) d(r, 0)), r = 0..63: column 0 of
+// d as a row (row 0 of a swizzled tile is stored in order).
+__device__ inline void round_to_tile_row(const Column& d, __nv_bfloat16* tile, const RowPair& factor) {
+  if (!Column::holds_column0()) return;
+  tile[Column::row(0)] = __float2bfloat16_rn(d.x[0] * factor[0]);
+  tile[Column::row(2)] = __float2bfloat16_rn(d.x[2] * factor[2]);
+}
+__device__ inline void round_to_tile_row(const Column& d, __nv_bfloat16* tile) {
+  if (!Column::holds_column0()) return;
+  tile[Column::row(0)] = __float2bfloat16_rn(d.x[0]);
+  tile[Column::row(2)] = __float2bfloat16_rn(d.x[2]);
+}
+
+// to = diag(factor) from.
+template <class D>
+__device__ void scale_rows(D& to, const D& from, const RowPair& factor) {
+#pragma unroll
+  for (int i = 0; i < int(sizeof(to.x) / sizeof(float)); ++i) to.x[i] = from.x[i] * factor[i];
+}
+template <class D>
+__device__ void scale(D& d, float factor) {
+#pragma unroll
+  for (int i = 0; i < int(sizeof(d.x) / sizeof(float)); ++i) d.x[i] *= factor;
+}
+
+template <class D>
+__device__ void zero(D& d) {
+#pragma unroll
+  for (int i = 0; i < int(sizeof(d.x) / sizeof(float)); ++i) d.x[i] = 0.0f;
+}
+
+// to = bf16(diag(factor) from) for 64 x 64 tiles: the 128 threads of a warpgroup, row r of both
+// (its 128 bytes, whatever the swizzle) multiplied by factor(r) in float32 before the rounding.
+template <class Factor>
+__device__ void scale_tile_rows(__nv_bfloat16* to, const __nv_bfloat16* from, Factor factor) {
+#pragma unroll
+  for (int piece = threadIdx.x % 128; piece < width * width / 8; piece += 128) {
+    const float f = factor(piece / 8);  // 8 pieces of 16 bytes per row
+    uint4 bits = reinterpret_cast<const uint4*>(from)[piece];
+    __nv_bfloat162* pairs = reinterpret_cast<__nv_bfloat162*>(&bits);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float2 x = __bfloat1622float2(pairs[j]);
+      pairs[j] = __floats2bfloat162_rn(x.x * f, x.y * f);
+    }
+    reinterpret_cast<uint4*>(to)[piece] = bits;
+  }
 }
 
 }  // namespace hla::fast::gpu::detail::wgmma

@@ -469,7 +469,8 @@ std::vector<Gradients<float>> gradients_bf16(const OperatorSpec& spec, Form form
 }
 
 void fast_forward(const OperatorSpec& spec, const Problem& problem, const BFloat16* q, const BFloat16* k,
-                  const BFloat16* v, float* num, CUstream_st* stream) {
+                  const BFloat16* v, const FastOutput& out, CUstream_st* stream,
+                  std::span<const double> head_decays) {
   require_available(spec, Implementation::gpu_fast, Form::published);
   validate_problem(problem);
   if (problem.key_dim != 64 || problem.value_dim != 64) {
@@ -482,21 +483,93 @@ void fast_forward(const OperatorSpec& spec, const Problem& problem, const BFloat
                 std::to_string(problem.batch * problem.heads * problem.length));
   }
   const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
-  if (!aligned(q) || !aligned(k) || !aligned(v) || !aligned(num)) {
+  if (!aligned(q) || !aligned(k) || !aligned(v) || !aligned(out.out)) {
     throw Error("fast path: q, k, v and the output must start at 16-byte aligned addresses");
   }
-  detail::launch_fast(spec.variant == Variant::ahla, problem.batch * problem.heads, problem.length, q, k, v,
-                      num, stream);
+  if (out.den && !spec.normalize) throw Error("fast path: den is written for a normalized operator only");
+  if (out.den && out.bf16) throw Error("fast path: with den, out gets num in float32 (bf16 = false)");
+  if (!head_decays.empty() && static_cast<std::int64_t>(head_decays.size()) != problem.heads) {
+    throw Error("fast path: one decay per head: " + std::to_string(problem.heads) + " heads, " +
+                std::to_string(head_decays.size()) + " decays");
+  }
+  for (std::size_t h = 0; h < head_decays.size(); ++h) {
+    if (!(head_decays[h] > 0 && head_decays[h] <= 1)) {
+      throw Error("fast path: the decay of head " + std::to_string(h) + " is " +
+                  std::to_string(head_decays[h]) + "; gamma must be in (0, 1]");
+    }
+  }
+  detail::FastLaunch how;
+  how.ahla = spec.variant == Variant::ahla;
+  how.normalize = spec.normalize;
+  how.decay = to_double(spec.decay);
+  how.heads_per_batch = problem.heads;
+  how.eps = static_cast<float>(to_double(spec.eps));
+  how.out = out.out;
+  how.bf16_out = out.bf16;
+  how.den = out.den;
+  double* decays = nullptr;
+  if (!head_decays.empty()) {
+    check(cudaMallocAsync(reinterpret_cast<void**>(&decays), head_decays.size() * sizeof(double), stream),
+          "cudaMallocAsync");
+    check(cudaMemcpyAsync(decays, head_decays.data(), head_decays.size() * sizeof(double),
+                          cudaMemcpyHostToDevice, stream),
+          "cudaMemcpyAsync");
+    how.head_decays = decays;
+  }
+  try {
+    detail::launch_fast(how, problem.batch * problem.heads, problem.length, q, k, v, stream);
+  } catch (...) {
+    if (decays) cudaFreeAsync(decays, stream);
+    throw;
+  }
+  if (decays) check(cudaFreeAsync(decays, stream), "cudaFreeAsync");
 }
 
-std::vector<Matrix<float>> fast_forward(const OperatorSpec& spec, const std::vector<Sequence<float>>& heads) {
-  const std::vector<Terms<float>> out = round_trip<BFloat16, float>(
+FastRoundings fast_roundings(bool decayed, std::int64_t n) {
+  const std::int64_t padded = (n + 63) / 64 * 64;  // a short last chunk runs as a whole one, zeros past n
+  return decayed ? FastRoundings{4, 10 * (padded / 8 + 24)} : FastRoundings{3, 9 * (padded / 8 + 24)};
+}
+
+namespace {
+
+// The fast path on host sequences: its terms (`terms`) or its outputs, float32 either way.
+std::vector<Terms<float>> fast_round_trip(const OperatorSpec& spec, const std::vector<Sequence<float>>& heads,
+                                          bool terms, bool bf16, std::span<const double> head_decays) {
+  return round_trip<BFloat16, float>(
       heads, "fast path", [](float x) { return to_bfloat16(x); },
       [&](const Problem& problem, const BFloat16* q, const BFloat16* k, const BFloat16* v, float* num,
-          float*) { fast_forward(spec, problem, q, k, v, num); });
-  std::vector<Matrix<float>> nums;
-  for (const Terms<float>& t : out) nums.push_back(t.num);
-  return nums;
+          float* den) {
+        const std::int64_t rows = problem.batch * problem.heads * problem.length;
+        check(cudaMemset(den, 0, rows * sizeof(float)), "cudaMemset");
+        if (!bf16) {
+          fast_forward(spec, problem, q, k, v, {num, false, terms && spec.normalize ? den : nullptr}, nullptr,
+                       head_decays);
+          return;
+        }
+        DeviceArray<BFloat16> narrow(rows * problem.value_dim);
+        fast_forward(spec, problem, q, k, v, {narrow.data(), true, nullptr}, nullptr, head_decays);
+        std::vector<BFloat16> host(rows * problem.value_dim);
+        narrow.download(host.data(), 0, host.size());
+        std::vector<float> wide(host.size());
+        for (std::size_t i = 0; i < host.size(); ++i) wide[i] = to_float(host[i]);
+        check(cudaMemcpy(num, wide.data(), wide.size() * sizeof(float), cudaMemcpyHostToDevice),
+              "cudaMemcpy");
+      });
+}
+
+}  // namespace
+
+std::vector<Terms<float>> fast_terms(const OperatorSpec& spec, const std::vector<Sequence<float>>& heads,
+                                     std::span<const double> head_decays) {
+  return fast_round_trip(spec, heads, true, false, head_decays);
+}
+
+std::vector<Matrix<float>> fast_outputs(const OperatorSpec& spec, const std::vector<Sequence<float>>& heads,
+                                        bool bf16, std::span<const double> head_decays) {
+  std::vector<Matrix<float>> outputs;
+  for (Terms<float>& t : fast_round_trip(spec, heads, false, bf16, head_decays))
+    outputs.push_back(std::move(t.num));
+  return outputs;
 }
 
 template <class In>

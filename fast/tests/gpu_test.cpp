@@ -794,14 +794,16 @@ int main(int argc, char* argv[]) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The fast path (tensor cores). Its products take bf16 operands: every monomial of the output
-// passes through at most three bf16 roundings (hla2: A or S, then U, then W or F; ahla: A or P,
-// then X, then A X or E), so its relative perturbation is at most gamma_bf16(3), u = 2^-8. The
-// float32 sums add at most K = 9 (n / 8 + 24) roundings at u = 2^-22 (docs/gpu.md: 9 per
-// accumulation step of the matrix units, 4 steps per product and per chunk of each state sum; the
-// split into segments stays within it). The CPU stream in float64 stands in for the exact result,
-// with its own bound (docs/operators.md); the gauge is that stream's on |q|, |k|, |v| in float64,
-// inflated by 1e-9.
+// The fast path (tensor cores). Its products take bf16 operands and sum in float32: componentwise,
+// numerators and denominators are within ((1 + gamma_8(b))(1 + gamma_22(K)) - 1) gauge of the exact
+// result, with b bf16 roundings and K float32 roundings from gpu::fast_roundings (docs/gpu.md, "The
+// fast path's bound"). The CPU stream in float64 stands in for the exact result, with its own
+// bound (docs/operators.md); the gauge is that stream's on |q|, |k|, |v| in float64, inflated by
+// 1e-9. Normalized outputs: with e_n, e_d those bounds and D = den + eps, the kernel's
+// fl(num_hat fl(1 / fl(den_hat + fl(eps)))) is within e_q + (2 u + u^2)(|o| + e_q) of o = num / D,
+// where e_q = (e_n + |o| e_D) / (|D| - e_D) and e_D = e_d + u eps + u (|D| + e_d + u eps), u = 2^-24;
+// a bf16 output adds 2^-8 (|o| + e) to a bound e. The decays used (1, 63/64, 7/8, 1/2) are exact in
+// float32 and float64.
 
 namespace {
 
@@ -810,40 +812,72 @@ double gamma_of(double k, double u) {
 }
 
 // Gaussian q, k, v scaled by 1/sqrt(d) and rounded to bf16: the values of gaussian_sequence (same
-// generator, same order), without their rationals.
-Sequence<float> bf16_gaussian_sequence(Rng& rng, Index n, Index d) {
+// generator, same order), without their rationals; q and k by absolute value when `positive`
+// (normalized operators: denominators far from zero).
+Sequence<float> bf16_gaussian_sequence(Rng& rng, Index n, Index d, bool positive = false) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-  const auto matrix = [&] {
+  const auto matrix = [&](bool absolute) {
     Matrix<float> m(n, d);
     for (Index r = 0; r < n; ++r)
-      for (Index c = 0; c < d; ++c)
-        m(r, c) = fast::gpu::to_float(fast::gpu::to_bfloat16(static_cast<float>(rng.gaussian() * scale)));
+      for (Index c = 0; c < d; ++c) {
+        const float x =
+            fast::gpu::to_float(fast::gpu::to_bfloat16(static_cast<float>(rng.gaussian() * scale)));
+        m(r, c) = absolute ? std::abs(x) : x;
+      }
     return m;
   };
-  Matrix<float> q = matrix(), k = matrix();
-  return {std::move(q), std::move(k), matrix()};
+  Matrix<float> q = matrix(positive), k = matrix(positive);
+  return {std::move(q), std::move(k), matrix(false)};
 }
 
-// The fast path on `heads` sequences of n tokens with d = dv = 64 within the bound above of the
-// exact result, and within the sum of the two bounds of the generic GPU scan.
-void check_fast_path(Index n, Index heads, std::uint64_t seed) {
+float round_to_bf16(float x) {
+  return fast::gpu::to_float(fast::gpu::to_bfloat16(x));
+}
+
+struct FastCase {
+  bool normalize = false;
+  Rational decay = 1;
+};
+
+std::string describe_case(const FastCase& c) {
+  std::ostringstream out;
+  out << (c.normalize ? "normalized" : "unnormalized") << ", gamma = " << c.decay;
+  return out.str();
+}
+
+// The fast path on `heads` sequences of n tokens with d = dv = 64: its terms within the bound above
+// of the exact result and within the sum of the two bounds of the generic GPU scan; its outputs
+// (float32 and bf16) the terms' quotient bit for bit, and within their bound.
+void check_fast_path(Index n, Index heads, std::uint64_t seed, const FastCase& fast_case = {}) {
   const Index d = 64;
+  const double u = 0x1p-24, u8 = 0x1p-8;
   for (const Variant variant : {Variant::hla2, Variant::ahla}) {
     OperatorSpec spec;
     spec.variant = variant;
+    spec.normalize = fast_case.normalize;
+    spec.eps = fast_case.normalize ? Rational(1, 4) : Rational(0);
+    spec.decay = fast_case.decay;
+    const double eps = to_double(spec.eps);
     std::vector<Sequence<float>> inputs;
     Rng rng(seed + static_cast<int>(variant));
-    for (Index h = 0; h < heads; ++h) inputs.push_back(bf16_gaussian_sequence(rng, n, d));
-    const std::vector<Matrix<float>> got = fast::gpu::fast_forward(spec, inputs);
+    for (Index h = 0; h < heads; ++h) inputs.push_back(bf16_gaussian_sequence(rng, n, d, spec.normalize));
+    const std::vector<Terms<float>> got = fast::gpu::fast_terms(spec, inputs);
+    const std::vector<Matrix<float>> out32 = fast::gpu::fast_outputs(spec, inputs, false),
+                                     out16 = fast::gpu::fast_outputs(spec, inputs, true);
     const std::vector<Terms<float>> generic = fast::gpu::terms_bf16(
         spec, fast::default_form(spec, fast::Implementation::scan), Implementation::gpu_scan, inputs, 64);
     const int r = order(variant);
-    const Index padded = (n + 63) / 64 * 64;  // a short last chunk runs as a whole one, zeros past n
+    const fast::gpu::FastRoundings roundings = fast::gpu::fast_roundings(spec.decayed(), n);
     const double fast_factor =
-        (1 + gamma_of(3, 0x1p-8)) * (1 + gamma_of(9 * (padded / 8 + 24.0), 0x1p-22)) - 1;
+        (1 + gamma_of(roundings.bf16, u8)) * (1 + gamma_of(static_cast<double>(roundings.float32), 0x1p-22)) -
+        1;
     const double generic_factor =
         gamma_of(to_double(gpu_depth(spec, Implementation::gpu_scan, 0, d, n, 64)), 0x1p-24);
-    double worst = 0, normwise = 0, generic_difference = 0, generic_ratio = 0;
+    double worst = 0, worst_output = 0, normwise = 0, generic_difference = 0, generic_ratio = 0;
+    Index mismatches = 0;
+    const auto ratio = [](double error, double bound) {
+      return error == 0 ? 0.0 : bound > 0 ? error / bound : 1e300;
+    };
     for (Index h = 0; h < heads; ++h) {
       const Sequence<double> s{inputs[h].q.cast<double>(), inputs[h].k.cast<double>(),
                                inputs[h].v.cast<double>()};
@@ -853,38 +887,72 @@ void check_fast_path(Index n, Index heads, std::uint64_t seed) {
                                                s.v.cast<Gauge<double>>()};
       const Terms<Gauge<double>> gauge = fast::streaming_terms(spec, form, magnitudes);
       for (Index t = 0; t < n; ++t) {
-        const double f64_factor = gamma_of((r + 1) * (2.0 * (t + 1) + 2 * d + 4), 0x1p-53);
+        const double factor = fast_factor + gamma_of((r + 1) * (2.0 * (t + 1) + 2 * d + 4), 0x1p-53);
+        const double e_d = spec.normalize ? factor * gauge.den(t).value() * (1 + 1e-9) : 0;
+        if (spec.normalize)
+          worst = std::max(worst, ratio(std::abs(double(got[h].den(t)) - reference.den(t)), e_d));
+        const float inverse = 1.0f / (got[h].den(t) + static_cast<float>(eps));
         for (Index c = 0; c < d; ++c) {
-          const double bound = (fast_factor + f64_factor) * gauge.num(t, c).value() * (1 + 1e-9);
-          const double error = std::abs(double(got[h](t, c)) - reference.num(t, c));
-          if (error > 0) worst = std::max(worst, bound > 0 ? error / bound : 1e300);
+          const double e_n = factor * gauge.num(t, c).value() * (1 + 1e-9);
+          worst = std::max(worst, ratio(std::abs(double(got[h].num(t, c)) - reference.num(t, c)), e_n));
+          // The outputs: the terms' quotient (or num), bit for bit, and within their bound.
+          const float quotient = spec.normalize ? got[h].num(t, c) * inverse : got[h].num(t, c);
+          if (std::bit_cast<std::uint32_t>(out32[h](t, c)) != std::bit_cast<std::uint32_t>(quotient) ||
+              out16[h](t, c) != round_to_bf16(quotient))
+            ++mismatches;
+          double exact = reference.num(t, c), e = e_n;
+          if (spec.normalize) {
+            const double D = reference.den(t) + eps;
+            const double e_D = e_d + u * eps + u * (std::abs(D) + e_d + u * eps);
+            REQUIRE(std::abs(D) > e_D);  // positive q, k: denominators far from zero
+            exact = reference.num(t, c) / D;
+            const double e_q = (e_n + std::abs(exact) * e_D) / (std::abs(D) - e_D);
+            e = e_q + (2 * u + u * u) * (std::abs(exact) + e_q);
+          }
+          worst_output = std::max(worst_output, ratio(std::abs(double(out32[h](t, c)) - exact), e));
+          worst_output = std::max(
+              worst_output, ratio(std::abs(double(out16[h](t, c)) - exact), e + u8 * (std::abs(exact) + e)));
         }
       }
-      normwise = std::max(normwise, (got[h].cast<double>() - reference.num).norm() / reference.num.norm());
+      normwise =
+          std::max(normwise, (got[h].num.cast<double>() - reference.num).norm() / reference.num.norm());
       // Both within their componentwise bounds of the exact result, so within the sum of the two of each
-      // other.
-      const double difference = (got[h] - generic[h].num).cast<double>().norm();
-      const double gauge_norm = gauge.num.unaryExpr([](const Gauge<double>& g) { return g.value(); }).norm();
-      generic_difference = std::max(generic_difference, difference / generic[h].num.cast<double>().norm());
-      generic_ratio = std::max(generic_ratio, difference / ((fast_factor + generic_factor) * gauge_norm));
+      // other (numerators, and denominators when normalized).
+      const auto compare = [&](const auto& fast_values, const auto& generic_values,
+                               const auto& gauge_values) {
+        const double difference = (fast_values - generic_values).template cast<double>().norm();
+        const double gauge_norm =
+            gauge_values.unaryExpr([](const Gauge<double>& g) { return g.value(); }).norm();
+        generic_difference =
+            std::max(generic_difference, difference / generic_values.template cast<double>().norm());
+        generic_ratio = std::max(generic_ratio, difference / ((fast_factor + generic_factor) * gauge_norm));
+      };
+      compare(got[h].num, generic[h].num, gauge.num);
+      if (spec.normalize) compare(got[h].den, generic[h].den, gauge.den);
     }
-    INFO(variant_name(variant) << ", n = " << n << ", " << heads << " heads, d = dv = 64, seed " << seed
-                               << ": worst error / bound " << worst << ", normwise relative error "
-                               << normwise << ", against the generic GPU scan " << generic_difference);
-    std::cout << "  fast " << variant_name(variant) << " n = " << n << ": worst error / bound = " << worst
+    INFO(variant_name(variant) << " " << describe_case(fast_case) << ", n = " << n << ", " << heads
+                               << " heads, d = dv = 64, seed " << seed << ": worst error / bound " << worst
+                               << ", outputs " << worst_output << ", normwise relative error " << normwise
+                               << ", against the generic GPU scan " << generic_difference);
+    std::cout << "  fast " << variant_name(variant) << " " << describe_case(fast_case) << " n = " << n
+              << ": worst error / bound = " << worst << ", outputs " << worst_output
               << ", normwise relative error = " << normwise
               << ", relative difference to the generic scan = " << generic_difference << "\n";
     CHECK(worst <= 1.0);
+    CHECK(worst_output <= 1.0);
+    CHECK(mismatches == 0);
     CHECK(generic_ratio <= 1.0);
   }
 }
 
+const FastCase fast_cases[] = {{false, 1}, {true, 1}, {false, Rational(63, 64)}, {true, Rational(7, 8)}};
+
 }  // namespace
 
 // Two heads of 65 chunks: each sequence runs as two segments (33 and 32 chunks), the second from
-// the carry-in that the first one's summary gives.
+// the carry-in that the first one's summary gives; every option.
 TEST_CASE("gpu/fast/hla2 and ahla on the matrix units stay within the bf16 bound", "[gpu][fast]") {
-  check_fast_path(65 * 64, 2, 20261130);
+  for (const FastCase& c : fast_cases) check_fast_path(65 * 64, 2, 20261130, c);
 }
 
 // As many heads as SMs: one block per sequence-head, no segments; 10 chunks go round the four
@@ -894,6 +962,7 @@ TEST_CASE("gpu/fast/one block per sequence-head when the heads fill the GPU", "[
   REQUIRE(cudaGetDevice(&device) == cudaSuccess);
   REQUIRE(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) == cudaSuccess);
   check_fast_path(10 * 64, sms, 20261202);
+  check_fast_path(10 * 64, sms, 20261206, fast_cases[3]);
 }
 
 // A short last chunk (its rows past n read as zeros, its outputs stored up to n only): one short
@@ -903,30 +972,72 @@ TEST_CASE("gpu/fast/a sequence whose length is not a multiple of 64 ends with a 
   int device = 0, sms = 0;
   REQUIRE(cudaGetDevice(&device) == cudaSuccess);
   REQUIRE(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) == cudaSuccess);
-  check_fast_path(37, 3, 20261203);
-  check_fast_path(65 * 64 + 17, 2, 20261204);
+  for (const FastCase& c : fast_cases) {
+    check_fast_path(37, 3, 20261203, c);
+    check_fast_path(65 * 64 + 17, 2, 20261204, c);
+  }
   check_fast_path(100, sms, 20261205);
+}
+
+// One gamma per head: each head's terms equal, bit for bit, those of a run with that head's gamma
+// for every head (the same number of heads, so the same split into segments). Normalized, so that
+// the denominators' sums are covered too; gamma = 1 runs the decaying kernel with unit powers.
+TEST_CASE("gpu/fast/one decay per head gives each head its own operator", "[gpu][fast]") {
+  const double decays[] = {1, 63.0 / 64, 7.0 / 8, 0.5};
+  for (const Variant variant : {Variant::hla2, Variant::ahla}) {
+    OperatorSpec spec{.variant = variant, .normalize = true, .eps = Rational(1, 4)};
+    std::vector<Sequence<float>> inputs;
+    Rng rng(20261207);
+    for (int h = 0; h < 4; ++h) inputs.push_back(bf16_gaussian_sequence(rng, 65 * 64 + 17, 64, true));
+    const std::vector<Terms<float>> mixed = fast::gpu::fast_terms(spec, inputs, decays);
+    for (int h = 0; h < 4; ++h) {
+      OperatorSpec single = spec;
+      single.decay = Rational(static_cast<std::int64_t>(decays[h] * 64), 64);
+      const Terms<float> alone = fast::gpu::fast_terms(single, inputs).at(h);
+      INFO(variant_name(variant) << ", head " << h << ", gamma = " << single.decay);
+      CHECK((mixed[h].num.array() == alone.num.array()).all());
+      CHECK((mixed[h].den.array() == alone.den.array()).all());
+    }
+  }
 }
 
 TEST_CASE("gpu/large/the fast path at n = 65536 stays within the bf16 bound", "[gpu][fast][large]") {
   check_fast_path(65536, 1, 20261201);
+  check_fast_path(65536, 1, 20261208, fast_cases[3]);
 }
 
 TEST_CASE("gpu/fast/the fast path refuses what it does not cover", "[gpu][fast]") {
   const fast::gpu::Problem wrong_d{1, 1, 64, 32, 64}, fine{1, 1, 64, 64, 64};
   const OperatorSpec hla2{.variant = Variant::hla2}, ahla{.variant = Variant::ahla},
-      hla3{.variant = Variant::hla3}, decayed{.variant = Variant::hla2, .decay = Rational(1, 2)};
+      hla3{.variant = Variant::hla3}, ridge{.variant = Variant::hla2, .ridge = Rational(1, 2)},
+      normalized{.variant = Variant::hla2, .normalize = true};
+  const fast::gpu::FastOutput nowhere;
   for (const OperatorSpec& spec : {hla2, ahla})
-    CHECK_THROWS_WITH(fast::gpu::fast_forward(spec, wrong_d, nullptr, nullptr, nullptr, nullptr),
+    CHECK_THROWS_WITH(fast::gpu::fast_forward(spec, wrong_d, nullptr, nullptr, nullptr, nowhere),
                       Catch::Contains("d = dv = 64"));
-  CHECK_THROWS_WITH(fast::gpu::fast_forward(hla3, fine, nullptr, nullptr, nullptr, nullptr),
-                    Catch::Contains("hla2 and ahla without"));
-  CHECK_THROWS_WITH(fast::gpu::fast_forward(decayed, fine, nullptr, nullptr, nullptr, nullptr),
+  CHECK_THROWS_WITH(fast::gpu::fast_forward(hla3, fine, nullptr, nullptr, nullptr, nowhere),
+                    Catch::Contains("masked hla2 and ahla"));
+  CHECK_THROWS_WITH(fast::gpu::fast_forward(ridge, fine, nullptr, nullptr, nullptr, nowhere),
                     Catch::Contains("--impl gpu-fast: covers"));
   const auto* odd = reinterpret_cast<const fast::gpu::BFloat16*>(std::uintptr_t{2});
-  CHECK_THROWS_WITH(fast::gpu::fast_forward(hla2, fine, odd, nullptr, nullptr, nullptr),
+  CHECK_THROWS_WITH(fast::gpu::fast_forward(hla2, fine, odd, nullptr, nullptr, nowhere),
                     Catch::Contains("16-byte aligned"));
   const fast::gpu::Problem too_long{1 << 16, 1, 1 << 15, 64, 64};
-  CHECK_THROWS_WITH(fast::gpu::fast_forward(hla2, too_long, nullptr, nullptr, nullptr, nullptr),
+  CHECK_THROWS_WITH(fast::gpu::fast_forward(hla2, too_long, nullptr, nullptr, nullptr, nowhere),
                     Catch::Contains("below 2^31"));
+  float somewhere[1];  // never written: the calls are refused before any device work
+  CHECK_THROWS_WITH(
+      fast::gpu::fast_forward(hla2, fine, nullptr, nullptr, nullptr, {nullptr, false, somewhere}),
+      Catch::Contains("normalized operator only"));
+  CHECK_THROWS_WITH(
+      fast::gpu::fast_forward(normalized, fine, nullptr, nullptr, nullptr, {nullptr, true, somewhere}),
+      Catch::Contains("num in float32"));
+  const double decays[] = {0.5, 0.0};
+  const fast::gpu::Problem two_heads{1, 2, 64, 64, 64};
+  CHECK_THROWS_WITH(
+      fast::gpu::fast_forward(hla2, two_heads, nullptr, nullptr, nullptr, nowhere, nullptr, decays),
+      Catch::Contains("gamma must be in (0, 1]"));
+  CHECK_THROWS_WITH(fast::gpu::fast_forward(hla2, two_heads, nullptr, nullptr, nullptr, nowhere, nullptr,
+                                            std::span(decays, 1)),
+                    Catch::Contains("one decay per head"));
 }

@@ -189,26 +189,24 @@ void add_rows(std::vector<Candidate>& out, Implementation impl) {
   add_backward(out, impl);
 }
 
-// The fast path (matrix units, gpu::fast_forward): masked unnormalized hla2 and ahla without decay,
-// on bf16 inputs, for d = dv = 64 and any n (a short last chunk reads zeros past n). The report's
-// narrower heads run padded with zero columns: zeros add nothing to any sum or product, so the
-// outputs are those of the unpadded input, computed by the kernel at its own shape. It computes no
-// denominator.
+// The fast path (matrix units, gpu::fast_terms): masked hla2 and ahla, normalized or not, decayed
+// or not, on bf16 inputs, for d = dv = 64 and any n (a short last chunk reads zeros past n). The
+// report's narrower heads run padded with zero columns: zeros add nothing to any sum or product,
+// so the outputs are those of the unpadded input, computed by the kernel at its own shape.
 constexpr Index fast_width = 64;
 
 bool fast_covers(const OperatorSpec& spec) {
   return !fast::unavailable(spec, Implementation::gpu_fast, fast::Form::published);
 }
 
-// docs/gpu.md, "The fast path's bound": at most three roundings to bf16 (u = 2^-8) and
-// K = 9 (n / 8 + 24) float32 roundings counted at u = 2^-22; since 2^-22 = 2^-14 u and
-// (1 + gamma(a))(1 + gamma(b)) - 1 <= gamma(a + b), a depth of 3 + ceil(K / 2^14) at u = 2^-8
-// bounds both.
-Depths fast_depth(Index n, Index dv) {
-  const Index padded = (n + fast_width - 1) / fast_width * fast_width;
-  const std::int64_t sums = 9 * (padded / 8 + 24);
-  const std::int64_t k = 3 + (sums + (1 << 14) - 1) / (1 << 14);
-  return {Matrix<std::int64_t>::Constant(n, dv, k), Vector<std::int64_t>::Zero(n)};
+// gpu::fast_roundings: b roundings to bf16 (u = 2^-8) and K float32 roundings counted at
+// u = 2^-22; since 2^-22 = 2^-14 u and (1 + gamma(a))(1 + gamma(b)) - 1 <= gamma(a + b), a depth of
+// b + ceil(K / 2^14) at u = 2^-8 bounds both, for numerators and denominators alike.
+Depths fast_depth(const OperatorSpec& spec, Index n, Index dv) {
+  const fast::gpu::FastRoundings roundings = fast::gpu::fast_roundings(spec.decayed(), n);
+  const std::int64_t k = roundings.bf16 + (roundings.float32 + (1 << 14) - 1) / (1 << 14);
+  return {Matrix<std::int64_t>::Constant(n, dv, k),
+          spec.normalize ? Vector<std::int64_t>::Constant(n, k) : Vector<std::int64_t>::Zero(n)};
 }
 
 CandidateRun fast_run(const OperatorSpec& spec, const Sequence<double>& s) {
@@ -218,22 +216,26 @@ CandidateRun fast_run(const OperatorSpec& spec, const Sequence<double>& s) {
     out.leftCols(m.cols()) = m.cast<float>();
     return out;
   };
-  const Matrix<float> num = fast::gpu::fast_forward(spec, {{pad(s.q), pad(s.k), pad(s.v)}}).front();
-  Terms<double> terms{num.topLeftCorner(n, dv).cast<double>(), Vector<double>::Zero(n)};
-  Matrix<double> output = terms.num;
-  return {std::move(terms), std::move(output), {}, false};
+  const std::vector<Sequence<float>> heads{{pad(s.q), pad(s.k), pad(s.v)}};
+  const Terms<float> got = fast::gpu::fast_terms(spec, heads).front();
+  Terms<double> terms{got.num.topLeftCorner(n, dv).cast<double>(), got.den.cast<double>()};
+  // The outputs as the kernel writes them (normalized: num times a reciprocal per row).
+  Matrix<double> output =
+      fast::gpu::fast_outputs(spec, heads, false).front().topLeftCorner(n, dv).cast<double>();
+  return {std::move(terms), std::move(output), {}, spec.normalize};  // unnormalized: no denominator
 }
 
 void add_fast_row(std::vector<Candidate>& out) {
-  out.push_back({"gpu-fast", "bf16-in/bf16-mma", InputFormat::bf16, 8, false, true, fast_covers,
-                 [](const OperatorSpec& spec, const Sequence<double>& s, Index) { return fast_run(spec, s); },
-                 // Every monomial of these operators has coefficient +1, so any algorithm's gauge
-                 // is the operator on |q|, |k|, |v|; the CPU stream's computes it.
-                 [](const OperatorSpec& spec, const Sequence<double>& s, Index) {
-                   return gpu_gauge(spec, Implementation::gpu_streaming, s, 0);
-                 },
-                 [](const OperatorSpec&, Index n, Index, Index dv, Index) { return fast_depth(n, dv); },
-                 fast_width});
+  out.push_back(
+      {"gpu-fast", "bf16-in/bf16-mma", InputFormat::bf16, 8, false, true, fast_covers,
+       [](const OperatorSpec& spec, const Sequence<double>& s, Index) { return fast_run(spec, s); },
+       // Every monomial of these operators has coefficient +1, so any algorithm's gauge
+       // is the operator on |q|, |k|, |v|; the CPU stream's computes it.
+       [](const OperatorSpec& spec, const Sequence<double>& s, Index) {
+         return gpu_gauge(spec, Implementation::gpu_streaming, s, 0);
+       },
+       [](const OperatorSpec& spec, Index n, Index, Index dv, Index) { return fast_depth(spec, n, dv); },
+       fast_width});
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <random>
 #include <string>
 
@@ -12,6 +13,7 @@
 #include "hla/fast/catalogue.hpp"
 #include "hla/fast/gpu.hpp"
 #include "hla/fast/streaming.hpp"
+#include "hla/reference/definition.hpp"
 #include "hla/reports/check.hpp"
 #include "hla/reports/check_grad.hpp"
 #include "hla/reports/error_report.hpp"
@@ -303,6 +305,47 @@ TEST_CASE("check gpu/gradients the GPU does not hold: --device gpu refuses and a
     CHECK(r.reference_name == "float64 streaming backward (CPU)");
     CHECK(r.sound);
   }
+}
+
+// The error report's GPU forward rows (gpu_candidates.cpp), the fast path's among them: for every
+// operator of the report with its decay 15/16 and chunks of 5, each precision's outputs within
+// their a-priori bound of the exact n x n definition (Gaussian inputs; normalized operators on
+// inputs whose denominators the bound can tell from zero are counted, the rest `unbounded`).
+TEST_CASE("report gpu/the forward rows stay within their bound", "[gpu]") {
+  const std::uint64_t seed = test_seed();
+  const Index n = 70, d = 3, dv = 2;  // two chunks of 64 and a short one for the fast path
+  const std::vector<Candidate> candidates = gpu_candidates();
+  std::size_t rows = 0, fast_rows = 0;
+  for (const ReportSpec& rs : report_specs()) {
+    OperatorSpec spec = rs.spec;
+    spec.decay = Rational(15, 16);
+    // The inputs rounded to each candidate's format and their exact terms, once per format.
+    std::map<InputFormat, std::pair<Sequence<double>, Terms<Mpfr>>> cases;
+    for (const Candidate& c : candidates) {
+      if (!c.covers(spec)) continue;
+      ++rows;
+      if (c.implementation == "gpu-fast") ++fast_rows;
+      INFO(c.implementation << " " << c.precision << ", " << rs.name << ", seed " << seed);
+      if (!cases.contains(c.inputs)) {
+        const auto round = [&](double x) { return round_input(c.inputs, x); };
+        const Sequence<double> raw = case_inputs(ReportCase{0, 1, Family::gaussian, 0, seed}, n, d, dv);
+        const Sequence<double> s{raw.q.unaryExpr(round), raw.k.unaryExpr(round), raw.v.unaryExpr(round)};
+        const auto exact = [](const Matrix<double>& m) {
+          return Matrix<Rational>(m.unaryExpr([](double x) { return Rational(x); }));
+        };
+        const Terms<Rational> t =
+            reference::terms(spec, Sequence<Rational>{exact(s.q), exact(s.k), exact(s.v)});
+        const auto mpfr = [](const Rational& x) { return from_rational<Mpfr>(x); };
+        cases.emplace(c.inputs, std::pair{s, Terms<Mpfr>{t.num.unaryExpr(mpfr), t.den.unaryExpr(mpfr)}});
+      }
+      const auto& [s, reference] = cases.at(c.inputs);
+      const CellMetrics m = measure(spec, c, s, reference, c.uses_chunk ? 5 : 0);
+      CHECK(m.test_ratio <= 1);
+      if (!spec.normalize) CHECK(m.unbounded == 0);
+    }
+  }
+  CHECK(rows > 0);
+  CHECK(fast_rows >= 4);  // hla2 and ahla, normalized and not
 }
 
 // The error report's GPU backward rows (gpu_candidates.cpp): for every operator of the report, with

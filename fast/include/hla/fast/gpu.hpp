@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -142,14 +143,42 @@ template <class T>
 void finish(const OperatorSpec& spec, const Problem& problem, const T* num, const T* den, T* out,
             CUstream_st* stream = nullptr);
 
+// Where the fast path writes (device memory, [.., value_dim] row-major): `out` gets the operator's
+// output, num or, normalized, num / (den + eps), in float32 or bf16 (rounded to nearest even).
+// With `den` set (normalized operators only) it gets the terms instead: num in float32 to `out`
+// and the denominators [..] to `den`; the output is then num * (1 / (den + float(eps))) in float32
+// arithmetic, bit for bit what the kernel writes without `den`.
+struct FastOutput {
+  void* out = nullptr;
+  bool bf16 = false;
+  float* den = nullptr;
+};
+
 // The fast path on the matrix units (Implementation::gpu_fast: the operators the catalogue says),
 // bf16 inputs, float32 accumulation and state, d = dv = 64, any n (chunks of 64 tokens, the last
-// one possibly short). Writes num only (the output of the unnormalized operator). Throws hla::Error for
-// anything else.
+// one possibly short). head_decays: empty, or one gamma in (0, 1] per head (problem.heads values,
+// shared by the batch), replacing spec.decay. Throws hla::Error for anything else.
 void fast_forward(const OperatorSpec& spec, const Problem& problem, const BFloat16* q, const BFloat16* k,
-                  const BFloat16* v, float* num, CUstream_st* stream = nullptr);
-// Host convenience: each head's inputs rounded to bf16, num of each head back.
-std::vector<Matrix<float>> fast_forward(const OperatorSpec& spec, const std::vector<Sequence<float>>& heads);
+                  const BFloat16* v, const FastOutput& out, CUstream_st* stream = nullptr,
+                  std::span<const double> head_decays = {});
+// The fast path's error bound (docs/gpu.md, "The fast path's bound"): each monomial of an output's
+// numerator or denominator passes through at most `bf16` roundings to bf16 (u = 2^-8) and the
+// float32 sums add at most `float32` roundings counted at u = 2^-22, so that componentwise
+// |fast - exact| <= ((1 + gamma_8(bf16)) (1 + gamma_22(float32)) - 1) gauge, the gauge being the
+// operator on |q|, |k|, |v|. `decayed`: some head's gamma is not 1.
+struct FastRoundings {
+  int bf16;
+  std::int64_t float32;
+};
+FastRoundings fast_roundings(bool decayed, std::int64_t n);
+
+// Host conveniences, each head's inputs rounded to bf16 (batch 1, one head per sequence):
+// the terms of each head (den zero for an unnormalized operator), and the outputs as the kernel
+// writes them (float32, or bf16 widened to float32).
+std::vector<Terms<float>> fast_terms(const OperatorSpec& spec, const std::vector<Sequence<float>>& heads,
+                                     std::span<const double> head_decays = {});
+std::vector<Matrix<float>> fast_outputs(const OperatorSpec& spec, const std::vector<Sequence<float>>& heads,
+                                        bool bf16, std::span<const double> head_decays = {});
 
 // data[i] = scale * a standard normal sample, from a hash of (seed, i); for benchmarks (never
 // time on zeros). In: float or BFloat16 (rounded to nearest even).
