@@ -1,6 +1,7 @@
 // Times the GPU forward (masked; --options plain, normalized, decayed, normalized-decayed, gamma =
-// 0.999) on [batch, heads, n, d] inputs with CUDA events: warm-up, then the median of --reps runs,
-// inputs drawn on the device (never zeros). The fast path writes its outputs in float32 or, with
+// 0.999, and hla2's ridge, lambda = 1/2) on [batch, heads, n, d] inputs with CUDA events: warm-up, then the
+// median of --reps runs, inputs drawn on the device (never zeros). The fast path writes its outputs in
+// float32 or, with
 // --out bf16, in bf16 (the others write num and den in float32). Prints one CSV line per
 // configuration; bench/gpu/run.py adds the peers and the roofline floors.
 // `--pass backward` times the backward (gpu::gradients, methods streaming and scan) instead,
@@ -206,11 +207,13 @@ int main(int argc, char** argv) {
         if (!variant) throw Error("--variants: unknown variant " + variant_text);
         spec.variant = *variant;
         if (options != "plain" && options != "normalized" && options != "decayed" &&
-            options != "normalized-decayed")
-          throw Error("--options: plain, normalized, decayed or normalized-decayed, got " + options);
+            options != "normalized-decayed" && options != "ridge")
+          throw Error("--options: plain, normalized, decayed, normalized-decayed or ridge, got " + options);
+        if (options == "ridge" && spec.variant != Variant::hla2) continue;  // hla2's option
         spec.normalize = options.starts_with("normalized");
         spec.eps = spec.normalize ? Rational(1, 4) : Rational(0);
         spec.decay = options.ends_with("decayed") ? Rational(999, 1000) : Rational(1);
+        spec.ridge = options == "ridge" ? Rational(1, 2) : Rational(0);
         for (const auto& precision : o.precisions) {
           for (const auto& method_text : o.methods) {
             // The GPU implementations without their "gpu-" prefix: scan, streaming, fast.

@@ -8,7 +8,10 @@ bf16 inputs with float32 accumulation) from build/hla_bench_gpu; causal
 torch.nn.functional.scaled_dot_product_attention in bf16 at the same shapes; the device-to-device
 copy bandwidth and the dense matrix rates (bf16, and float32 without TF32); and each hla row's
 roofline floors (bytes over the copy bandwidth, FLOPs of the chunk form over the matrix rate).
-Prints a markdown table and writes it, with the date and the card, to --out.
+Then forward plus backward at --backward-n: hla's GPU scan (forward, and its backward from
+`--pass backward`), the PyTorch peer through autograd (the same chunked code), and causal SDPA.
+Prints the markdown tables and writes them, with the date and the card, to --out, which must not
+exist yet (the benchmark writes only files it creates).
 """
 
 import argparse
@@ -16,6 +19,7 @@ import csv
 import datetime
 import io
 import math
+import os
 import subprocess
 import sys
 
@@ -59,6 +63,23 @@ def sdpa_ms(batch, heads, n, d):
     q, k, v = (torch.randn(batch, heads, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     fn = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
     return median_ms(fn, reps=3 if n >= 32768 else 5)
+
+
+def train_ms(forward, shapes, dtype):
+    """Forward plus backward of `forward` through autograd on fresh inputs of `shapes` (q, k, v in
+    `dtype`), with dO drawn like the output; the gradients are dropped between runs."""
+    q, k, v = (torch.randn(*shape, device="cuda", dtype=dtype).div_(shape[-1] ** 0.25).requires_grad_()
+               for shape in shapes)
+    d_out = torch.randn_like(forward(q, k, v), dtype=torch.float32)
+
+    def step():
+        q.grad = k.grad = v.grad = None
+        forward(q, k, v).backward(d_out)
+
+    ms = median_ms(step, reps=3)
+    del q, k, v, d_out
+    torch.cuda.empty_cache()
+    return ms
 
 
 def hla2_chunked_torch(q, k, v, chunk=64):
@@ -134,7 +155,10 @@ def main():
     parser.add_argument("--out", default="perf-gpu.md")
     parser.add_argument("--n", default="1024,2048,4096,16384,65536")
     parser.add_argument("--methods", default="scan,streaming,fast")
+    parser.add_argument("--backward-n", default="4096,65536", help="lengths of the forward + backward table; empty: none")
     args = parser.parse_args()
+    if os.path.exists(args.out):
+        sys.exit(f"--out {args.out}: exists; give a path that does not (the benchmark does not replace files)")
     batch, heads, d, dv, chunk = 8, 16, 64, 64, 64
     lengths = [int(x) for x in args.n.split(",")]
 
@@ -169,7 +193,7 @@ def main():
         f"d = dv = {d}, chunk {chunk}; medians of 3 runs after a warm-up (CUDA events).",
         f"Measured ceilings in the same run: copy {bandwidth / 1e12:.2f} TB/s (read + write), "
         f"bf16 matrix product {bf16_rate / 1e12:.0f} TFLOP/s, float32 (no TF32) {f32_rate / 1e12:.1f} TFLOP/s.",
-        f"Command: `python3 bench/gpu/run.py --binary {args.binary}`",
+        f"Command: `python3 bench/gpu/run.py {' '.join(sys.argv[1:])}`",
         "Peer: the same operator chunked in PyTorch (bf16 inputs, float32 products, cumulative sums over "
         "chunk summaries; `hla2_chunked_torch`, `ahla_chunked_torch`), timed on its own bf16 inputs; its "
         "output on hla's inputs (B = 1, H = 2, n = 4096, float64) differs from hla's GPU scan by "
@@ -195,10 +219,46 @@ def main():
                     f"| {variant} | {precision} | {n} | {fast:.3f} | {scan:.3f} | {stream:.3f} | {peer[variant, n]:.3f} | "
                     f"{sdpa[n]:.3f} | {sdpa[n] / fast:.2f} | {peer[variant, n] / fast:.2f} | {byte_floor:.3f} | "
                     f"{flop_floor:.3f} | {fast / floor:.1f} |")
+    backward_lengths = [int(x) for x in args.backward_n.split(",") if x]
+    if backward_lengths:
+        lines += ["", *backward_table(args.binary, batch, heads, d, dv, chunk, backward_lengths)]
     table = "\n".join(lines)
     print(table)
-    with open(args.out, "w") as f:
+    with open(args.out, "x") as f:  # created here: never an existing file
         f.write(table + "\n")
+
+
+def backward_table(binary, batch, heads, d, dv, chunk, lengths):
+    """Forward plus backward: hla's GPU scan (its forward and its `--pass backward`, float32 and bf16
+    inputs), the PyTorch peer and causal SDPA through autograd (bf16 inputs)."""
+    hla = {}
+    for pass_ in ("forward", "backward"):
+        command = [binary, "--batch", str(batch), "--heads", str(heads), "--d", str(d), "--dv", str(dv),
+                   "--chunk", str(chunk), "--n", ",".join(map(str, lengths)), "--methods", "scan",
+                   "--reps", "3", "--pass", pass_]
+        result = subprocess.run(command, capture_output=True, text=True)
+        if result.returncode != 0:
+            sys.exit(f"{binary} failed: {result.stderr.strip()}")
+        for r in csv.DictReader(io.StringIO(result.stdout)):
+            hla[r["variant"], r["precision"], int(r["n"]), pass_] = float(r["median_ms"])
+    sdpa = {n: train_ms(lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True),
+                        [(batch, heads, n, d)] * 3, torch.bfloat16) for n in lengths}
+    lines = [
+        f"Forward plus backward (gradients of <dO, O>, dO Gaussian), B = {batch}, H = {heads}, d = dv = {d}; "
+        "hla's GPU scan: its forward plus `hla_bench_gpu --pass backward --methods scan` (float32 gradients); "
+        "the PyTorch peer and SDPA through autograd on bf16 inputs. The fast path has no backward yet.",
+        "",
+        "| variant | n | GPU scan f32 fwd + bwd ms | GPU scan bf16 fwd + bwd ms | torch chunked fwd + bwd ms | SDPA bf16 fwd + bwd ms |",
+        "|---|---|---|---|---|---|",
+    ]
+    for variant, fn in PEERS.items():
+        for n in lengths:
+            total = {p: hla.get((variant, p, n, "forward"), math.nan) + hla.get((variant, p, n, "backward"), math.nan)
+                     for p in ("f32", "bf16")}
+            peer = train_ms(lambda q, k, v: fn(q, k, v, chunk), [(batch, heads, n, d)] * 3, torch.bfloat16)
+            lines.append(f"| {variant} | {n} | {total['f32']:.2f} | {total['bf16']:.2f} | {peer:.2f} | {sdpa[n]:.2f} |")
+            print(lines[-1], flush=True)
+    return lines
 
 
 if __name__ == "__main__":

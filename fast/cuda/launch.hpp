@@ -63,6 +63,7 @@ struct FastLaunch {
   bool ahla = false;
   bool normalize = false;
   double decay = 1;                     // every head's gamma, unless head_decays
+  float ridge = 0;                      // hla2 without decay
   const double* head_decays = nullptr;  // device: gamma of each head of a batch (heads_per_batch)
   std::int64_t heads_per_batch = 1;
   float eps = 0;        // normalized: out = num / (den + eps)

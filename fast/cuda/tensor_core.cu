@@ -12,7 +12,8 @@
 // With g the decay, tau = 1..64 a token's place in its chunk, D = diag(g^(64 - tau)) (each token's
 // age at the chunk's end) and L_g the causal mask with entries g^(t - j) (Hla2MaskedChunks and
 // AhlaChunks, fast/include/hla/fast/chunked/, are the CPU forms):
-// hla2, with S the key moment and F = sum_j g^(2 (end - j)) u_j v_j^T before the chunk,
+// hla2, with S the key moment and F = sum_j g^(2 (end - j)) u_j v_j^T before the chunk (with a
+// ridge and gamma = 1, u_j + ridge q_j in place of u_j: add_ridge),
 //   A = (Q K^T) . L_g,  U = diag(g^tau) Q S + A K  (rows u_j = S_j q_j),  W = (Q U^T) . L_g . L_g,
 //   O = diag(g^(2 tau)) Q F + W V,  S = g^64 S + K^T (D K),  F = g^128 F + (D^2 U)^T V;
 // ahla, with P = sum g^(end - i) k v^T and E = sum_i g^(end - i) k_i (q_i^T P_i) before the chunk,
@@ -172,6 +173,7 @@ struct Arguments {
   std::int64_t heads_per_batch;
   const double* head_decays;
   double decay;
+  float ridge;  // hla2 without decay: U + ridge Q in place of U
   float eps;
   void* out;
   bool bf16_out;
@@ -185,6 +187,19 @@ struct Sums {
   Accumulator sum1, sum2, sum3;  // hla2: S, F, C (summaries); ahla: P, E, D (summaries)
   Column vector2, vector1;       // normalized: hla2 f (F's), m (C's, summaries); ahla n (E's), m (P's)
 };
+
+// hla2's ridge without decay: the weights of the masked form, (Q U^T) . L + ridge (Q Q^T) . L, and
+// its state, F + ridge C with C = sum q v^T, are those of U + ridge Q in place of U (the rows
+// u_j + ridge q_j of the streaming form, Alg. 1): u += ridge q, q read from its swizzled tile.
+__device__ void add_ridge(Accumulator& u, const Bf* q, float ridge) {
+#pragma unroll
+  for (int i = 0; i < 32; i += 2) {
+    const float2 pair = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(
+        q + wgmma::offset(Accumulator::row(i), Accumulator::column(i))));
+    u.x[i] = fmaf(ridge, pair.x, u.x[i]);
+    u.x[i + 1] = fmaf(ridge, pair.y, u.x[i + 1]);
+  }
+}
 
 // A decaying kernel's factors for this thread's two accumulator rows (RowPair) and per chunk.
 struct Decay {
@@ -236,8 +251,8 @@ __device__ void stage_outputs(const Arguments& args, Accumulator& o, const Colum
 // q, k, v: tensor maps of the [heads, length, 64] inputs with 64 x 64 boxes (a short last chunk
 // read with zeros past the end).
 // Decayed: some head's gamma is not 1 (the kernel takes any gamma, 1 included; without Decayed it
-// skips the decay's work).
-template <bool Ahla, Pass pass, bool Normalized, bool Decayed>
+// skips the decay's work). Ridge: hla2's ridge, gamma = 1.
+template <bool Ahla, Pass pass, bool Normalized, bool Decayed, bool Ridge>
 __global__ void __launch_bounds__(threads, 1)
     fast_kernel(const __grid_constant__ CUtensorMap q, const __grid_constant__ CUtensorMap k,
                 const __grid_constant__ CUtensorMap v, const Arguments args) {
@@ -409,6 +424,7 @@ __global__ void __launch_bounds__(threads, 1)
     wgmma::wait<0>();
     wgmma::fence_operand(u);
     wgmma::fence_operand(sum1);
+    if constexpr (Ridge) add_ridge(u, now.q, args.ridge);
     wgmma::round_to_tile(u, s.u);
     // hla2: D^2 U (for F);  ahla: D X (for E)
     const Bf* u_input = s.u;
@@ -657,7 +673,7 @@ class StreamScratch {
   CUstream_st* stream_;
 };
 
-template <bool Ahla, bool Normalized, bool Decayed>
+template <bool Ahla, bool Normalized, bool Decayed, bool Ridge>
 void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
             const BFloat16* k, const BFloat16* v, CUstream_st* stream) {
   int device = 0, major = 0, minor = 0, sms = 0;
@@ -670,8 +686,8 @@ void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, cons
                 std::to_string(major) + "." + std::to_string(minor));
   }
   constexpr int shared = shared_bytes(Normalized, Decayed);
-  const auto outputs = fast_kernel<Ahla, Pass::outputs, Normalized, Decayed>;
-  const auto summary = fast_kernel<Ahla, Pass::summary, Normalized, Decayed>;
+  const auto outputs = fast_kernel<Ahla, Pass::outputs, Normalized, Decayed, Ridge>;
+  const auto summary = fast_kernel<Ahla, Pass::summary, Normalized, Decayed, Ridge>;
   for (const auto kernel : {outputs, summary}) {
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared),
           "cudaFuncSetAttribute");
@@ -681,9 +697,19 @@ void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, cons
   const std::int64_t segment_chunks = (chunks + segments - 1) / segments;
   const CUtensorMap q_map = tma::tile_map(q, heads, length), k_map = tma::tile_map(k, heads, length),
                     v_map = tma::tile_map(v, heads, length);
-  Arguments args{length,          segment_chunks, segments, how.heads_per_batch,
-                 how.head_decays, how.decay,      how.eps,  how.out,
-                 how.bf16_out,    how.den,        nullptr,  nullptr};
+  Arguments args{.length = length,
+                 .segment_chunks = segment_chunks,
+                 .segments = segments,
+                 .heads_per_batch = how.heads_per_batch,
+                 .head_decays = how.head_decays,
+                 .decay = how.decay,
+                 .ridge = how.ridge,
+                 .eps = how.eps,
+                 .out = how.out,
+                 .bf16_out = how.bf16_out,
+                 .den = how.den,
+                 .carries = nullptr,
+                 .summaries = nullptr};
   if (segments == 1) {
     outputs<<<static_cast<unsigned>(heads), threads, shared, stream>>>(q_map, k_map, v_map, args);
     check_launch("fast kernel");
@@ -710,11 +736,16 @@ void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, cons
 void launch_fast(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
                  const BFloat16* k, const BFloat16* v, CUstream_st* stream) {
   if (heads == 0 || length == 0) return;
+  // The catalogue refuses a ridge with decay, and ahla has none.
+  if (how.ridge != 0 && (how.ahla || how.head_decays || how.decay != 1))
+    throw Error("fast path: the ridge is hla2's, without decay");
   const auto run = [&]<bool Ahla, bool Normalized>() {
     if (how.head_decays || how.decay != 1) {
-      launch<Ahla, Normalized, true>(how, heads, length, q, k, v, stream);
+      launch<Ahla, Normalized, true, false>(how, heads, length, q, k, v, stream);
+    } else if (!Ahla && how.ridge != 0) {
+      launch<false, Normalized, false, true>(how, heads, length, q, k, v, stream);
     } else {
-      launch<Ahla, Normalized, false>(how, heads, length, q, k, v, stream);
+      launch<Ahla, Normalized, false, false>(how, heads, length, q, k, v, stream);
     }
   };
   if (how.ahla) {

@@ -488,6 +488,9 @@ void fast_forward(const OperatorSpec& spec, const Problem& problem, const BFloat
   }
   if (out.den && !spec.normalize) throw Error("fast path: den is written for a normalized operator only");
   if (out.den && out.bf16) throw Error("fast path: with den, out gets num in float32 (bf16 = false)");
+  if (spec.ridge != 0 && !head_decays.empty()) {
+    throw Error("fast path: --ridge with decays per head is not covered (the ridge takes gamma = 1)");
+  }
   if (!head_decays.empty() && static_cast<std::int64_t>(head_decays.size()) != problem.heads) {
     throw Error("fast path: one decay per head: " + std::to_string(problem.heads) + " heads, " +
                 std::to_string(head_decays.size()) + " decays");
@@ -502,6 +505,7 @@ void fast_forward(const OperatorSpec& spec, const Problem& problem, const BFloat
   how.ahla = spec.variant == Variant::ahla;
   how.normalize = spec.normalize;
   how.decay = to_double(spec.decay);
+  how.ridge = static_cast<float>(to_double(spec.ridge));
   how.heads_per_batch = problem.heads;
   how.eps = static_cast<float>(to_double(spec.eps));
   how.out = out.out;

@@ -837,11 +837,13 @@ float round_to_bf16(float x) {
 struct FastCase {
   bool normalize = false;
   Rational decay = 1;
+  Rational ridge = 0;  // hla2 only
 };
 
 std::string describe_case(const FastCase& c) {
   std::ostringstream out;
   out << (c.normalize ? "normalized" : "unnormalized") << ", gamma = " << c.decay;
+  if (c.ridge != 0) out << ", ridge = " << c.ridge;
   return out.str();
 }
 
@@ -852,8 +854,10 @@ void check_fast_path(Index n, Index heads, std::uint64_t seed, const FastCase& f
   const Index d = 64;
   const double u = 0x1p-24, u8 = 0x1p-8;
   for (const Variant variant : {Variant::hla2, Variant::ahla}) {
+    if (fast_case.ridge != 0 && variant != Variant::hla2) continue;
     OperatorSpec spec;
     spec.variant = variant;
+    spec.ridge = fast_case.ridge;
     spec.normalize = fast_case.normalize;
     spec.eps = fast_case.normalize ? Rational(1, 4) : Rational(0);
     spec.decay = fast_case.decay;
@@ -945,7 +949,12 @@ void check_fast_path(Index n, Index heads, std::uint64_t seed, const FastCase& f
   }
 }
 
-const FastCase fast_cases[] = {{false, 1}, {true, 1}, {false, Rational(63, 64)}, {true, Rational(7, 8)}};
+const FastCase fast_cases[] = {{false, 1},
+                               {true, 1},
+                               {false, Rational(63, 64)},
+                               {true, Rational(7, 8)},
+                               {false, 1, Rational(1, 2)},
+                               {true, 1, Rational(1, 3)}};
 
 }  // namespace
 
@@ -1009,7 +1018,9 @@ TEST_CASE("gpu/large/the fast path at n = 65536 stays within the bf16 bound", "[
 TEST_CASE("gpu/fast/the fast path refuses what it does not cover", "[gpu][fast]") {
   const fast::gpu::Problem wrong_d{1, 1, 64, 32, 64}, fine{1, 1, 64, 64, 64};
   const OperatorSpec hla2{.variant = Variant::hla2}, ahla{.variant = Variant::ahla},
-      hla3{.variant = Variant::hla3}, ridge{.variant = Variant::hla2, .ridge = Rational(1, 2)},
+      hla3{.variant = Variant::hla3},
+      ridge_and_decay{.variant = Variant::hla2, .ridge = Rational(1, 2), .decay = Rational(1, 2)},
+      ridge{.variant = Variant::hla2, .ridge = Rational(1, 2)},
       normalized{.variant = Variant::hla2, .normalize = true};
   const fast::gpu::FastOutput nowhere;
   for (const OperatorSpec& spec : {hla2, ahla})
@@ -1017,7 +1028,7 @@ TEST_CASE("gpu/fast/the fast path refuses what it does not cover", "[gpu][fast]"
                       Catch::Contains("d = dv = 64"));
   CHECK_THROWS_WITH(fast::gpu::fast_forward(hla3, fine, nullptr, nullptr, nullptr, nowhere),
                     Catch::Contains("masked hla2 and ahla"));
-  CHECK_THROWS_WITH(fast::gpu::fast_forward(ridge, fine, nullptr, nullptr, nullptr, nowhere),
+  CHECK_THROWS_WITH(fast::gpu::fast_forward(ridge_and_decay, fine, nullptr, nullptr, nullptr, nowhere),
                     Catch::Contains("--impl gpu-fast: covers"));
   const auto* odd = reinterpret_cast<const fast::gpu::BFloat16*>(std::uintptr_t{2});
   CHECK_THROWS_WITH(fast::gpu::fast_forward(hla2, fine, odd, nullptr, nullptr, nowhere),
@@ -1040,4 +1051,8 @@ TEST_CASE("gpu/fast/the fast path refuses what it does not cover", "[gpu][fast]"
   CHECK_THROWS_WITH(fast::gpu::fast_forward(hla2, two_heads, nullptr, nullptr, nullptr, nowhere, nullptr,
                                             std::span(decays, 1)),
                     Catch::Contains("one decay per head"));
+  const double fine_decays[] = {0.5, 1};
+  CHECK_THROWS_WITH(
+      fast::gpu::fast_forward(ridge, two_heads, nullptr, nullptr, nullptr, nowhere, nullptr, fine_decays),
+      Catch::Contains("--ridge with decays per head"));
 }
