@@ -352,8 +352,20 @@ __global__ void __launch_bounds__(threads, 1)
       }
     }
   };
-  decay_sums();
   const auto age = [&](int r) { return s.powers[width - 1 - r]; };  // a tile's row r
+  // With decay: chunk c's decayed copies D K (ahla: D V) and, for hla2's summaries, D V, made at the
+  // end of the chunk before (its products done with them), once chunk c is in: off the chain
+  // between a chunk's first products and its state's update.
+  const auto decay_inputs = [&](std::int64_t c) {
+    if constexpr (Decayed) {
+      loaded[c % stages].wait(c / stages % 2);
+      const Chunk in = s.chunk(c);
+      wgmma::scale_tile_rows(s.decayed_in, Ahla ? in.v : in.k, age);
+      if (pass == Pass::summary && !Ahla) wgmma::scale_tile_rows(s.decayed_extra, in.v, age);
+    }
+  };
+  decay_sums();
+  decay_inputs(0);
   for (std::int64_t c = 0; c < chunks; ++c) {
     loaded[c % stages].wait(c / stages % 2);   // chunk c is in; c + 1 .. c + stages - 2 may still load
     if (threadIdx.x == 0) wait_stores_read();  // chunk c - 2's outputs have left s.output(c)
@@ -387,12 +399,7 @@ __global__ void __launch_bounds__(threads, 1)
       if constexpr (Ahla && Normalized)
         wgmma::multiply<Major::k, Major::k>(x_carried, now.q, s.vector1, false);
       wgmma::commit();
-      // D K (ahla: D V), and for hla2's summaries D V, while the products run.
-      wgmma::scale_tile_rows(s.decayed_in, Ahla ? now.v : now.k, age);
-      if (pass == Pass::summary && !Ahla) wgmma::scale_tile_rows(s.decayed_extra, now.v, age);
-      publish_shared();
-      wgmma::fence();
-      wgmma::multiply<Major::mn, Major::mn>(sum1, now.k, s.decayed_in, true);
+      wgmma::multiply<Major::mn, Major::mn>(sum1, now.k, s.decayed_in, true);  // D K made the chunk before
     } else {
       wgmma::multiply<Major::k, Major::mn>(u, now.q, s.state1, false);
       if constexpr (Ahla && Normalized) wgmma::multiply<Major::k, Major::k>(x, now.q, s.vector1, false);
@@ -477,7 +484,10 @@ __global__ void __launch_bounds__(threads, 1)
         wgmma::fence_operand(vector1);
         wgmma::fence_operand(vector2);
       }
-      if (c + 1 < chunks) decay_sums();
+      if (c + 1 < chunks) {
+        decay_sums();
+        decay_inputs(c + 1);
+      }
       continue;
     }
     Accumulator o;
@@ -565,7 +575,10 @@ __global__ void __launch_bounds__(threads, 1)
     stage_outputs<Normalized>(args, o, den, s.output(c), head * length + (first + c) * width, rows_of(c));
     wgmma::round_to_tile(sum2, s.state2);  // published at the top of the next chunk
     if constexpr (Normalized) wgmma::round_to_tile_row(vector2, s.vector2);
-    if (c + 1 < chunks) decay_sums();
+    if (c + 1 < chunks) {
+      decay_sums();
+      decay_inputs(c + 1);
+    }
   }
   if constexpr (pass == Pass::summary) {
     float* to = args.summaries + (head * (segments - 1) + segment) * summary_floats;
