@@ -70,7 +70,7 @@ def train_ms(forward, shapes, dtype):
     `dtype`), with dO drawn like the output; the gradients are dropped between runs."""
     q, k, v = (torch.randn(*shape, device="cuda", dtype=dtype).div_(shape[-1] ** 0.25).requires_grad_()
                for shape in shapes)
-    d_out = torch.randn_like(forward(q, k, v), dtype=torch.float32)
+    d_out = torch.randn_like(forward(q, k, v))  # the output's own type: no cast inside the timing
 
     def step():
         q.grad = k.grad = v.grad = None
@@ -159,6 +159,8 @@ def main():
     args = parser.parse_args()
     if os.path.exists(args.out):
         sys.exit(f"--out {args.out}: exists; give a path that does not (the benchmark does not replace files)")
+    if not os.path.isdir(os.path.dirname(os.path.abspath(args.out))):
+        sys.exit(f"--out {args.out}: its directory does not exist")
     batch, heads, d, dv, chunk = 8, 16, 64, 64, 64
     lengths = [int(x) for x in args.n.split(",")]
 
@@ -221,6 +223,7 @@ def main():
                     f"{flop_floor:.3f} | {fast / floor:.1f} |")
     backward_lengths = [int(x) for x in args.backward_n.split(",") if x]
     if backward_lengths:
+        torch.cuda.empty_cache()  # the forward peers' memory back before the backward runs
         lines += ["", *backward_table(args.binary, batch, heads, d, dv, chunk, backward_lengths)]
     table = "\n".join(lines)
     print(table)

@@ -604,7 +604,8 @@ __global__ void __launch_bounds__(threads, 1)
 // With l = g^L for a segment of L tokens (every summarized segment has L = 64 segment_chunks):
 //   hla2: F = l^2 F + F_g + l S C_g, f = l^2 f + f_g + l S m_g, then S = l S + S_g;
 //   ahla: E = l E + E_g + l D_g P, n = l n + n_g + l D_g m, then P = l P + P_g, m = l m + m_g.
-template <bool Ahla>
+// The vectors only when Normalized (the summaries have them only then).
+template <bool Ahla, bool Normalized>
 __global__ void __launch_bounds__(256)
     carry_kernel(const float* summaries, float* carries, int segments, std::int64_t segment_tokens,
                  std::int64_t heads_per_batch, const double* head_decays, double decay) {
@@ -638,7 +639,7 @@ __global__ void __launch_bounds__(256)
       state2[e] = l_second * state2[e] + summary[matrix_floats + i] + l * product;
       carry[matrix_floats + i] = state2[e];
     }
-    if (threadIdx.x < width) {
+    if (Normalized && threadIdx.x < width) {
       const int r = threadIdx.x;
       float product = 0;  // hla2: (S m_g)(r);  ahla: (D_g m)(r)
       for (int j = 0; j < width; ++j)
@@ -652,7 +653,7 @@ __global__ void __launch_bounds__(256)
       state1[i] = l * state1[i] + summary[i];
       carry[i] = state1[i];
     }
-    if (Ahla && threadIdx.x < width) {
+    if (Ahla && Normalized && threadIdx.x < width) {
       vector1[threadIdx.x] = l * vector1[threadIdx.x] + summary_vector1[threadIdx.x];
       carry[2 * matrix_floats + width + threadIdx.x] = vector1[threadIdx.x];
     }
@@ -734,7 +735,7 @@ void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, cons
   summary<<<static_cast<unsigned>(heads * (segments - 1)), threads, shared, stream>>>(q_map, k_map, v_map,
                                                                                       args);
   check_launch("fast kernel (segment summaries)");
-  carry_kernel<Ahla><<<static_cast<unsigned>(heads), 256, 0, stream>>>(
+  carry_kernel<Ahla, Normalized><<<static_cast<unsigned>(heads), 256, 0, stream>>>(
       summaries.get(), carries.get(), segments, segment_chunks * width, how.heads_per_batch, how.head_decays,
       how.decay);
   check_launch("fast kernel (carry-ins)");

@@ -9,7 +9,7 @@ using enum Implementation;
 
 // What the fast path covers; its summary and its refusal say the same words.
 constexpr std::string_view gpu_fast_coverage =
-    "masked hla2 and ahla, normalized or not, with --decay or (hla2) --ridge but not both";
+    "masked hla2 and ahla, normalized or not, with --decay or hla2's --ridge (not both)";
 
 bool affects(const Finding& f, Implementation impl) {
   return std::find(f.implementations.begin(), f.implementations.end(), cpu_twin(impl)) !=
@@ -211,7 +211,7 @@ std::optional<std::string> unavailable(const OperatorSpec& spec, Implementation 
     case gpu_fast:
       if ((spec.variant != Variant::hla2 && spec.variant != Variant::ahla) || !spec.masked ||
           (spec.ridge != 0 && spec.decayed())) {
-        return "--impl gpu-fast: covers " + std::string(gpu_fast_coverage) + " only";
+        return "--impl gpu-fast: covers only " + std::string(gpu_fast_coverage);
       }
       return std::nullopt;
   }

@@ -515,12 +515,14 @@ void fast_forward(const OperatorSpec& spec, const Problem& problem, const BFloat
   if (!head_decays.empty()) {
     check(cudaMallocAsync(reinterpret_cast<void**>(&decays), head_decays.size() * sizeof(double), stream),
           "cudaMallocAsync");
-    check(cudaMemcpyAsync(decays, head_decays.data(), head_decays.size() * sizeof(double),
-                          cudaMemcpyHostToDevice, stream),
-          "cudaMemcpyAsync");
     how.head_decays = decays;
   }
   try {
+    if (decays) {
+      check(cudaMemcpyAsync(decays, head_decays.data(), head_decays.size() * sizeof(double),
+                            cudaMemcpyHostToDevice, stream),
+            "cudaMemcpyAsync");
+    }
     detail::launch_fast(how, problem.batch * problem.heads, problem.length, q, k, v, stream);
   } catch (...) {
     if (decays) cudaFreeAsync(decays, stream);

@@ -1010,6 +1010,14 @@ TEST_CASE("gpu/fast/one decay per head gives each head its own operator", "[gpu]
   }
 }
 
+// Four segments per sequence (two heads of 130 chunks), normalized, with a decay near 1, so that
+// the carry kernel combines nonzero states with l = g^2112 (about 0.13) and l^2, and the chunks'
+// decays g^64 and g^128 of the sums and the denominators' vectors differ by more than the bound.
+TEST_CASE("gpu/fast/several segments carry decayed states and denominators", "[gpu][fast]") {
+  check_fast_path(130 * 64, 2, 20261209, {true, Rational(1023, 1024)});
+  check_fast_path(130 * 64 + 5, 2, 20261210, {false, Rational(1023, 1024)});
+}
+
 TEST_CASE("gpu/large/the fast path at n = 65536 stays within the bf16 bound", "[gpu][fast][large]") {
   check_fast_path(65536, 1, 20261201);
   check_fast_path(65536, 1, 20261208, fast_cases[3]);
