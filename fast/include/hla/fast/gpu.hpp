@@ -144,7 +144,8 @@ void finish(const OperatorSpec& spec, const Problem& problem, const T* num, cons
             CUstream_st* stream = nullptr);
 
 // Where the fast path writes (device memory, [.., value_dim] row-major): `out` gets the operator's
-// output, num or, normalized, num / (den + eps), in float32 or bf16 (rounded to nearest even).
+// output, num or, normalized, num times 1 / (den + eps) row by row, in float32 or bf16 (rounded to
+// nearest even).
 // With `den` set (normalized operators only) it gets the terms instead: num in float32 to `out`
 // and the denominators [..] to `den`; the output is then num * (1 / (den + float(eps))) in float32
 // arithmetic, bit for bit what the kernel writes without `den`.
@@ -157,7 +158,8 @@ struct FastOutput {
 // The fast path on the matrix units (Implementation::gpu_fast: the operators the catalogue says),
 // bf16 inputs, float32 accumulation and state, d = dv = 64, any n (chunks of 64 tokens, the last
 // one possibly short). head_decays: empty, or one gamma in (0, 1] per head (problem.heads values,
-// shared by the batch), replacing spec.decay. Throws hla::Error for anything else.
+// shared by the batch), replacing spec.decay (not with hla2's ridge, which takes gamma = 1). Runs
+// in `stream` without synchronizing it. Throws hla::Error for anything else.
 void fast_forward(const OperatorSpec& spec, const Problem& problem, const BFloat16* q, const BFloat16* k,
                   const BFloat16* v, const FastOutput& out, CUstream_st* stream = nullptr,
                   std::span<const double> head_decays = {});
