@@ -228,16 +228,12 @@ __device__ inline void round_to_tile(const Accumulator& d, __nv_bfloat16* tile, 
 }
 
 // Row 0 of a K-major tile (a B operand of N = 8) = bf16(factor(r) d(r, 0)), r = 0..63: column 0 of
-// d as a row (row 0 of a swizzled tile is stored in order).
-__device__ inline void round_to_tile_row(const Column& d, __nv_bfloat16* tile, const RowPair& factor) {
+// d as a row (row 0 of a swizzled tile is stored in order). The unit factor is exact.
+__device__ inline void round_to_tile_row(const Column& d, __nv_bfloat16* tile,
+                                         const RowPair& factor = {{1, 1}}) {
   if (!Column::holds_column0()) return;
   tile[Column::row(0)] = __float2bfloat16_rn(d.x[0] * factor[0]);
   tile[Column::row(2)] = __float2bfloat16_rn(d.x[2] * factor[2]);
-}
-__device__ inline void round_to_tile_row(const Column& d, __nv_bfloat16* tile) {
-  if (!Column::holds_column0()) return;
-  tile[Column::row(0)] = __float2bfloat16_rn(d.x[0]);
-  tile[Column::row(2)] = __float2bfloat16_rn(d.x[2]);
 }
 
 // to = diag(factor) from.
