@@ -4,9 +4,11 @@
 // float32 or, with
 // --out bf16, in bf16 (the others write num and den in float32). Prints one CSV line per
 // configuration; bench/gpu/run.py adds the peers and the roofline floors.
-// `--pass backward` times the backward (gpu::gradients, methods streaming and scan) instead,
-// from dO drawn like v; its forward pass, which the gradients of a normalized operator need, is not
-// included.
+// `--pass backward` times the backward instead, from dO drawn like v: gpu::gradients (methods
+// streaming and scan; its forward pass, which the gradients of a normalized operator need, is not
+// included) or, method fast, gpu::fast_backward from the checkpoints of one untimed forward.
+// `--pass train` (method fast) times the forward that writes the checkpoints and the backward
+// together.
 
 #include <cuda_runtime_api.h>
 
@@ -45,7 +47,7 @@ struct Options {
   std::vector<std::int64_t> lengths{1024, 4096, 16384, 65536};
   std::vector<std::string> options{"plain"};
   std::string dump;  // write q, k, v (as float32) and num of the last run of each configuration here
-  bool backward = false;
+  std::string pass = "forward";
   bool bf16_out = false;
 };
 
@@ -68,8 +70,9 @@ Options parse(int argc, char** argv) {
     else if (flag == "--chunk")
       o.chunk = std::stoll(value);
     else if (flag == "--pass") {
-      if (value != "forward" && value != "backward") throw Error("--pass: forward or backward, got " + value);
-      o.backward = value == "backward";
+      if (value != "forward" && value != "backward" && value != "train")
+        throw Error("--pass: forward, backward or train, got " + value);
+      o.pass = value;
     } else if (flag == "--dump")
       o.dump = value;
     else if (flag == "--variants")
@@ -113,14 +116,18 @@ void dump_array(const std::string& path, const In* device, std::int64_t count) {
 }
 
 // gpu-fast: the tensor-core path (gpu::fast_forward; bf16 inputs only), else gpu::terms; with
-// `backward`, gpu::gradients (num holds dO, den zero, as for an unnormalized operator).
+// `backward`, gpu::gradients (num holds dO, den zero, as for an unnormalized operator) or
+// gpu::fast_backward (dO in bf16, the checkpoints from one forward before the timed runs); `train`:
+// the fast forward with checkpoints, then the fast backward.
 template <class In>
 double time_pass(const OperatorSpec& spec, fast::Implementation impl, const gpu::Problem& p,
-                 std::int64_t chunk, int reps, bool backward, bool bf16_out, double* spread,
+                 std::int64_t chunk, int reps, const std::string& pass, bool bf16_out, double* spread,
                  const std::string& dump) {
+  const bool backward = pass != "forward";
   const std::int64_t rows = p.batch * p.heads * p.length;
-  In *q, *k, *v;
+  In *q, *k, *v, *d_out = nullptr;
   float *num, *den, *dq = nullptr, *dk = nullptr, *dv = nullptr;
+  void* checkpoints = nullptr;
   check(cudaMalloc(reinterpret_cast<void**>(&q), rows * p.key_dim * sizeof(In)), "cudaMalloc");
   check(cudaMalloc(reinterpret_cast<void**>(&k), rows * p.key_dim * sizeof(In)), "cudaMalloc");
   check(cudaMalloc(reinterpret_cast<void**>(&v), rows * p.value_dim * sizeof(In)), "cudaMalloc");
@@ -139,18 +146,29 @@ double time_pass(const OperatorSpec& spec, fast::Implementation impl, const gpu:
   gpu::fill_gaussian(v, rows * p.value_dim, 3, 1.0f);
   const fast::Form form = fast::default_form(spec, impl);
   const bool on_matrix_units = impl == fast::Implementation::gpu_fast;
-  if (backward && impl != fast::Implementation::gpu_streaming && impl != fast::Implementation::gpu_scan)
-    throw Error(
-        "--pass backward: the GPU backward is the streaming or the scan one (--methods streaming,scan)");
+  if (pass == "train" && !on_matrix_units) throw Error("--pass train: the fast path's (--methods fast)");
+  if (on_matrix_units && backward) {
+    check(cudaMalloc(reinterpret_cast<void**>(&d_out), rows * p.value_dim * sizeof(In)), "cudaMalloc");
+    gpu::fill_gaussian(d_out, rows * p.value_dim, 4, 1.0f);
+    check(cudaMalloc(&checkpoints, gpu::fast_checkpoint_bytes(p)), "cudaMalloc");
+  }
   const auto run = [&] {
-    if (backward)
-      return gpu::gradients<In, float>(spec, form, p, {impl, 0, chunk}, q, k, v, num, den, dq, dk, dv);
     if constexpr (std::is_same_v<In, gpu::BFloat16>) {
-      if (on_matrix_units) return gpu::fast_forward(spec, p, q, k, v, {num, bf16_out, nullptr});
+      if (on_matrix_units) {
+        if (pass != "backward") gpu::fast_forward(spec, p, q, k, v, {num, bf16_out, nullptr, checkpoints});
+        if (backward) gpu::fast_backward(spec, p, q, k, v, d_out, checkpoints, dq, dk, dv);
+        return;
+      }
     }
     if (on_matrix_units) throw Error("the fast path takes bf16 inputs only");
+    if (backward)
+      return gpu::gradients<In, float>(spec, form, p, {impl, 0, chunk}, q, k, v, num, den, dq, dk, dv);
     gpu::terms(spec, form, impl, p, chunk, q, k, v, num, den);
   };
+  if (on_matrix_units && pass == "backward") {  // the checkpoints the timed backward reads
+    if constexpr (std::is_same_v<In, gpu::BFloat16>)
+      gpu::fast_forward(spec, p, q, k, v, {num, bf16_out, nullptr, checkpoints});
+  }
   run();  // warm-up
   check(cudaDeviceSynchronize(), "warm-up");
   cudaEvent_t start, stop;
@@ -172,9 +190,9 @@ double time_pass(const OperatorSpec& spec, fast::Implementation impl, const gpu:
     dump_array(dump + "/v.f32", v, rows * p.value_dim);
     dump_array(dump + "/num.f32", num, rows * p.value_dim);
   }
-  for (void* ptr :
-       {static_cast<void*>(q), static_cast<void*>(k), static_cast<void*>(v), static_cast<void*>(num),
-        static_cast<void*>(den), static_cast<void*>(dq), static_cast<void*>(dk), static_cast<void*>(dv)}) {
+  for (void* ptr : {static_cast<void*>(q), static_cast<void*>(k), static_cast<void*>(v),
+                    static_cast<void*>(num), static_cast<void*>(den), static_cast<void*>(dq),
+                    static_cast<void*>(dk), static_cast<void*>(dv), static_cast<void*>(d_out), checkpoints}) {
     cudaFree(ptr);
   }
   cudaEventDestroy(start);
@@ -224,15 +242,15 @@ int main(int argc, char** argv) {
               const gpu::Problem p{o.batch, o.heads, n, o.d, o.dv};
               double spread = 0;
               const double ms = precision == "bf16"
-                                    ? time_pass<gpu::BFloat16>(spec, *impl, p, o.chunk, o.reps, o.backward,
+                                    ? time_pass<gpu::BFloat16>(spec, *impl, p, o.chunk, o.reps, o.pass,
                                                                o.bf16_out, &spread, o.dump)
-                                    : time_pass<float>(spec, *impl, p, o.chunk, o.reps, o.backward,
-                                                       o.bf16_out, &spread, o.dump);
+                                    : time_pass<float>(spec, *impl, p, o.chunk, o.reps, o.pass, o.bf16_out,
+                                                       &spread, o.dump);
               const bool narrow = o.bf16_out && *impl == fast::Implementation::gpu_fast;
               std::cout << variant_text << "," << precision << "," << method_text << "," << o.batch << ","
                         << o.heads << "," << n << "," << o.d << "," << o.dv << "," << o.chunk << "," << ms
-                        << "," << spread << "," << (o.backward ? "backward" : "forward") << "," << options
-                        << "," << (narrow ? "bf16" : "f32") << std::endl;
+                        << "," << spread << "," << o.pass << "," << options << ","
+                        << (narrow ? "bf16" : "f32") << std::endl;
             }
           }
         }

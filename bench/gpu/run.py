@@ -9,7 +9,10 @@ torch.nn.functional.scaled_dot_product_attention in bf16 at the same shapes; the
 copy bandwidth and the dense matrix rates (bf16, and float32 without TF32); and each hla row's
 roofline floors (bytes over the copy bandwidth, FLOPs of the chunk form over the matrix rate).
 Then forward plus backward at --backward-n: hla's GPU scan (forward, and its backward from
-`--pass backward`), the PyTorch peer through autograd (the same chunked code), and causal SDPA.
+`--pass backward`), the fast path where it has a backward (`--pass train --methods fast`: the
+forward that writes its checkpoints, then the backward), the PyTorch peer through autograd (the
+same chunked code), causal SDPA and, where the `fla` package (flash-linear-attention) is importable
+(PYTHONPATH), its first-order chunk_simple_gla as the field's reference point.
 Prints the markdown tables and writes them, with the date and the card, to --out, which must not
 exist yet (the benchmark writes only files it creates).
 """
@@ -80,6 +83,20 @@ def train_ms(forward, shapes, dtype):
     del q, k, v, d_out
     torch.cuda.empty_cache()
     return ms
+
+
+def fla_gla_train_ms(batch, heads, n, d):
+    """FLA's chunk_simple_gla (first-order linear attention with a decay, in Triton) forward plus
+    backward through autograd: bf16 [B, T, H, D] inputs, a data-independent decay per head (g_gamma =
+    log 0.999, as hla's decayed rows), queries unscaled; nan where FLA is not importable. (Its gates
+    per token, g, refuse the backward on Hopper with Triton below 3.7.1: FLA issue #640.)"""
+    try:
+        from fla.ops.simple_gla import chunk_simple_gla
+    except ImportError:
+        return math.nan
+    g_gamma = torch.full((heads,), math.log(0.999), device="cuda")
+    return train_ms(lambda q, k, v: chunk_simple_gla(q, k, v, g_gamma=g_gamma, scale=1.0)[0],
+                    [(batch, n, heads, d)] * 3, torch.bfloat16)
 
 
 def hla2_chunked_torch(q, k, v, chunk=64):
@@ -233,33 +250,41 @@ def main():
 
 def backward_table(binary, batch, heads, d, dv, chunk, lengths):
     """Forward plus backward: hla's GPU scan (its forward and its `--pass backward`, float32 and bf16
-    inputs), the PyTorch peer and causal SDPA through autograd (bf16 inputs)."""
+    inputs), the fast path's `--pass train` (bf16 inputs), the PyTorch peer and causal SDPA
+    through autograd (bf16 inputs)."""
     hla = {}
-    for pass_ in ("forward", "backward"):
+    runs = [("scan", "forward", "plain"), ("scan", "backward", "plain"), ("fast", "train", "plain,decayed")]
+    for method, pass_, options in runs:
         command = [binary, "--batch", str(batch), "--heads", str(heads), "--d", str(d), "--dv", str(dv),
-                   "--chunk", str(chunk), "--n", ",".join(map(str, lengths)), "--methods", "scan",
-                   "--reps", "3", "--pass", pass_]
+                   "--chunk", str(chunk), "--n", ",".join(map(str, lengths)), "--methods", method,
+                   "--variants", "hla2,ahla", "--options", options, "--reps", "3", "--pass", pass_]
         result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode != 0:
             sys.exit(f"{binary} failed: {result.stderr.strip()}")
         for r in csv.DictReader(io.StringIO(result.stdout)):
-            hla[r["variant"], r["precision"], int(r["n"]), pass_] = float(r["median_ms"])
+            hla[r["variant"], r["precision"], int(r["n"]), pass_, r["options"]] = float(r["median_ms"])
     sdpa = {n: train_ms(lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True),
                         [(batch, heads, n, d)] * 3, torch.bfloat16) for n in lengths}
+    fla = {n: fla_gla_train_ms(batch, heads, n, d) for n in lengths}
     lines = [
         f"Forward plus backward (gradients of <dO, O>, dO Gaussian), B = {batch}, H = {heads}, d = dv = {d}; "
         "hla's GPU scan: its forward plus `hla_bench_gpu --pass backward --methods scan` (float32 gradients); "
-        "the PyTorch peer and SDPA through autograd on bf16 inputs. The fast path has no backward yet.",
+        "the fast path: `--pass train --methods fast` (its forward writing the checkpoints, then its backward; "
+        "bf16 inputs, float32 gradients), without decay and with gamma = 0.999 (`--options decayed`); the PyTorch peer, SDPA and FLA's first-order chunk_simple_gla with a "
+        "decay per head (nan without the `fla` package) through autograd on bf16 inputs.",
         "",
-        "| variant | n | GPU scan f32 fwd + bwd ms | GPU scan bf16 fwd + bwd ms | torch chunked fwd + bwd ms | SDPA bf16 fwd + bwd ms |",
-        "|---|---|---|---|---|---|",
+        "| variant | n | GPU scan f32 fwd + bwd ms | GPU scan bf16 fwd + bwd ms | fast path fwd + bwd ms | fast path decayed fwd + bwd ms | torch chunked fwd + bwd ms | SDPA bf16 fwd + bwd ms | FLA chunk_simple_gla decayed fwd + bwd ms | fast decayed / FLA |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for variant, fn in PEERS.items():
         for n in lengths:
-            total = {p: hla.get((variant, p, n, "forward"), math.nan) + hla.get((variant, p, n, "backward"), math.nan)
-                     for p in ("f32", "bf16")}
+            total = {p: hla.get((variant, p, n, "forward", "plain"), math.nan) +
+                     hla.get((variant, p, n, "backward", "plain"), math.nan) for p in ("f32", "bf16")}
             peer = train_ms(lambda q, k, v: fn(q, k, v, chunk), [(batch, heads, n, d)] * 3, torch.bfloat16)
-            lines.append(f"| {variant} | {n} | {total['f32']:.2f} | {total['bf16']:.2f} | {peer:.2f} | {sdpa[n]:.2f} |")
+            fast = hla.get((variant, "bf16", n, "train", "plain"), math.nan)
+            fast_decayed = hla.get((variant, "bf16", n, "train", "decayed"), math.nan)
+            lines.append(f"| {variant} | {n} | {total['f32']:.2f} | {total['bf16']:.2f} | {fast:.2f} | {fast_decayed:.2f} "
+                         f"| {peer:.2f} | {sdpa[n]:.2f} | {fla[n]:.2f} | {fast_decayed / fla[n]:.2f} |")
             print(lines[-1], flush=True)
     return lines
 

@@ -200,6 +200,10 @@ Gradients<T> evaluate_gradients(const EvalRequest& req, fast::Form form, const S
 #endif
       break;
     case gpu_fast:
+#if defined(HLA_HAVE_CUDA)
+      if constexpr (std::is_same_v<T, float>)
+        return fast::gpu::fast_gradients(req.spec, {s}, {d_out}).front();
+#endif
       break;
   }
   throw Error("unreachable: --impl " + std::string(fast::implementation_name(req.impl)) +

@@ -70,9 +70,24 @@ struct FastLaunch {
   void* out = nullptr;  // [heads, length, 64], float32 or bf16
   bool bf16_out = false;
   float* den = nullptr;  // normalized only: out gets num (float32) and den [heads, length] the denominators
+  void* checkpoints = nullptr;  // bf16 [heads, chunks, 2, 64 x 64]: each chunk's state operands
 };
 void launch_fast(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
                  const BFloat16* k, const BFloat16* v, CUstream_st* stream);
+
+// The fast path's backward (masked hla2 or ahla, unnormalized, any decay): dq, dk, dv [heads, length,
+// 64] in float32 from q, k, v, d_out [heads, length, 64] in bf16 and the forward's checkpoints.
+struct FastBackwardLaunch {
+  bool ahla = false;
+  double decay = 1;                     // every head's gamma, unless head_decays
+  const double* head_decays = nullptr;  // device: gamma of each head of a batch (heads_per_batch)
+  std::int64_t heads_per_batch = 1;
+  const void* checkpoints = nullptr;
+  float *dq = nullptr, *dk = nullptr, *dv = nullptr;
+};
+void launch_fast_backward(const FastBackwardLaunch& how, std::int64_t heads, std::int64_t length,
+                          const BFloat16* q, const BFloat16* k, const BFloat16* v, const BFloat16* d_out,
+                          CUstream_st* stream);
 
 // Shared memory one block may use (opt-in limit), and the device's description; throws hla::Error
 // when no device is usable.

@@ -29,6 +29,7 @@
 
 #include <string>
 
+#include "decay.cuh"
 #include "hla/fast/gpu_status.hpp"
 #include "launch.hpp"
 #include "tma.cuh"
@@ -38,11 +39,13 @@ namespace hla::fast::gpu::detail {
 namespace {
 
 using Bf = __nv_bfloat16;
+using decay::Decay;
 using tma::Arrival, tma::shared_address, tma::start_loading, tma::start_storing, tma::wait_stores_done,
     tma::wait_stores_read;
 using wgmma::Accumulator;
 using wgmma::Column;
 using wgmma::Major;
+using wgmma::store_rows;
 
 constexpr int width = wgmma::width;  // C = d = dv
 constexpr int threads = 128;         // one warpgroup
@@ -51,7 +54,7 @@ constexpr int input_tiles = 3 * stages;
 constexpr int vector_tiles = 8;  // 8 rows of a tile each: ones, ages, and the normalized sums' vectors
 constexpr int vector_tile_bytes = 8 * width * 2;
 constexpr int matrix_floats = width * width;
-constexpr int powers_count = 2 * width + 1;      // g^0 .. g^128
+constexpr int powers_count = decay::powers_count;
 constexpr int output_bytes = matrix_floats * 4;  // one chunk's float32 outputs
 constexpr int factor_bytes = 32 * threads * 4;   // one masked operand's factors, per thread
 
@@ -119,13 +122,8 @@ __device__ void publish_shared() {
   __syncthreads();
 }
 
-// A 64 x 64 float32 matrix, row-major (shared or device memory), to or from an accumulator.
-__device__ void store_rows(float* to, const Accumulator& o) {
-#pragma unroll
-  for (int i = 0; i < 32; i += 2)
-    *reinterpret_cast<float2*>(to + Accumulator::row(i) * width + Accumulator::column(i)) =
-        make_float2(o.x[i], o.x[i + 1]);
-}
+// A 64 x 64 matrix, row-major (shared or device memory), to or from an accumulator (float32:
+// wgmma::store_rows).
 __device__ void store_rows(Bf* to, const Accumulator& o) {
 #pragma unroll
   for (int i = 0; i < 32; i += 2)
@@ -180,6 +178,10 @@ struct Arguments {
   float* den;  // terms: out gets num and den the denominators
   const float* carries;
   float* summaries;
+  // The outputs pass, when set: each chunk's state operands (hla2 S~, F~; ahla P~, E~) as the
+  // products read them, two tile images per chunk ([heads, chunks, 2, 64 x 64] bf16 in the
+  // 128-byte swizzle), for the backward (tensor_core_backward.cu).
+  Bf* checkpoints;
 };
 
 // The block's registers: the float32 sums that run through the whole segment.
@@ -200,24 +202,6 @@ __device__ void add_ridge(Accumulator& u, const Bf* q, float ridge) {
     u.x[i + 1] = fmaf(ridge, pair.y, u.x[i + 1]);
   }
 }
-
-// A decaying kernel's factors for this thread's two accumulator rows (RowPair) and per chunk.
-struct Decay {
-  wgmma::RowPair offset{}, offset2{}, age{}, age2{};  // g^tau, g^(2 tau), g^(64 - tau), g^(2 (64 - tau))
-  float rho = 1, rho2 = 1;                            // g^64, g^128
-  Decay() = default;                                  // without decay: unused
-  __device__ explicit Decay(const float* powers) {
-    for (int half = 0; half < 2; ++half) {
-      const int r = Accumulator::row(2 * half);
-      offset.f[half] = powers[r + 1];
-      offset2.f[half] = powers[2 * r + 2];
-      age.f[half] = powers[width - 1 - r];
-      age2.f[half] = powers[2 * (width - 1 - r)];
-    }
-    rho = powers[width];
-    rho2 = powers[2 * width];
-  }
-};
 
 // The outputs of a chunk's accumulators: normalized, O times 1 / (den + eps) row by row (IEEE
 // float32 operations, so that the terms give the same outputs on the host), then into the staging
@@ -264,7 +248,8 @@ __global__ void __launch_bounds__(threads, 1)
   const int per_head = pass == Pass::outputs ? segments : segments - 1;
   const std::int64_t head = blockIdx.x / per_head, segment = blockIdx.x % per_head;
   const std::int64_t first = segment * args.segment_chunks;  // this segment's first chunk
-  const std::int64_t chunks = std::min(args.segment_chunks, (length + width - 1) / width - first);
+  const std::int64_t total_chunks = (length + width - 1) / width;
+  const std::int64_t chunks = std::min(args.segment_chunks, total_chunks - first);
   const int element_bytes = args.bf16_out ? 2 : 4;
   const auto start_chunk = [&](std::int64_t c) {  // by thread 0
     if (c >= chunks) return;
@@ -286,9 +271,7 @@ __global__ void __launch_bounds__(threads, 1)
   };
 
   if constexpr (Decayed) {  // the powers of gamma, then each thread's factors of the masked operands
-    const double gamma = args.head_decays ? args.head_decays[head % args.heads_per_batch] : args.decay;
-    for (int i = threadIdx.x; i < powers_count; i += threads)
-      s.powers[i] = static_cast<float>(pow(gamma, static_cast<double>(i)));
+    decay::fill_powers(s.powers, decay::gamma_of(args.head_decays, args.heads_per_batch, args.decay, head));
     __syncthreads();
 #pragma unroll
     for (int i = 0; i < 32; ++i) {
@@ -374,6 +357,11 @@ __global__ void __launch_bounds__(threads, 1)
       start_chunk(c + stages - 1);  // into the last chunk's buffers
       if (pass == Pass::outputs && c > 0)
         start_storing(output_rows(c - 1), s.output(c - 1), rows_of(c - 1) * width * element_bytes);
+      if (pass == Pass::outputs && args.checkpoints) {
+        Bf* to = args.checkpoints + (head * total_chunks + first + c) * 2 * (wgmma::tile_bytes / 2);
+        start_storing(to, s.state1, wgmma::tile_bytes);
+        start_storing(to + wgmma::tile_bytes / 2, s.state2, wgmma::tile_bytes);
+      }
     }
     const Chunk now = s.chunk(c);
     Accumulator& sum1 = sums.sum1;
@@ -418,7 +406,8 @@ __global__ void __launch_bounds__(threads, 1)
         wgmma::scale_rows(x, x_carried, decay.offset);
       }
       wgmma::fence_operand(a);
-      masked = wgmma::round_to_masked_operand(a, s.a_factors);
+      masked = wgmma::round_to_masked_operand(
+          a, [&](int i, int, int) { return s.a_factors[i * threads + threadIdx.x]; });
     } else {
       wgmma::wait<2>();
       wgmma::fence_operand(a);
@@ -438,6 +427,10 @@ __global__ void __launch_bounds__(threads, 1)
     if constexpr (Decayed) {
       wgmma::round_to_tile(u, s.decayed_u, Ahla ? decay.age : decay.age2);
       u_input = s.decayed_u;
+    }
+    if (pass == Pass::outputs && args.checkpoints) {  // the copy engine has read the checkpoint
+      if (threadIdx.x == 0) wait_stores_read();
+      __syncthreads();
     }
     wgmma::round_to_tile(sum1, s.state1);  // read again by the next chunk only
     const Bf* x_input = s.x;
@@ -547,7 +540,8 @@ __global__ void __launch_bounds__(threads, 1)
           wgmma::scale_rows(den, x_carried, decay.offset2);
         }
         wgmma::fence_operand(w);
-        masked_w = wgmma::round_to_masked_operand(w, s.w_factors);
+        masked_w = wgmma::round_to_masked_operand(
+            w, [&](int i, int, int) { return s.w_factors[i * threads + threadIdx.x]; });
       } else {
         wgmma::multiply<Major::k, Major::mn>(o, now.q, s.state2, false);
         wgmma::multiply<Major::mn, Major::mn>(sum2, u_input, now.v, true);
@@ -690,15 +684,10 @@ class StreamScratch {
 template <bool Ahla, bool Normalized, bool Decayed, bool Ridge>
 void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
             const BFloat16* k, const BFloat16* v, CUstream_st* stream) {
-  int device = 0, major = 0, minor = 0, sms = 0;
+  tma::require_hopper();
+  int device = 0, sms = 0;
   check(cudaGetDevice(&device), "cudaGetDevice");
-  check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute");
-  check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "cudaDeviceGetAttribute");
   check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
-  if (major != 9 || minor != 0) {
-    throw Error("fast path: needs a compute capability 9.0 GPU (Hopper's wgmma); this one is " +
-                std::to_string(major) + "." + std::to_string(minor));
-  }
   constexpr int shared = shared_bytes(Normalized, Decayed);
   const auto outputs = fast_kernel<Ahla, Pass::outputs, Normalized, Decayed, Ridge>;
   const auto summary = fast_kernel<Ahla, Pass::summary, Normalized, Decayed, Ridge>;
@@ -723,7 +712,8 @@ void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, cons
                  .bf16_out = how.bf16_out,
                  .den = how.den,
                  .carries = nullptr,
-                 .summaries = nullptr};
+                 .summaries = nullptr,
+                 .checkpoints = static_cast<Bf*>(how.checkpoints)};
   if (segments == 1) {
     outputs<<<static_cast<unsigned>(heads), threads, shared, stream>>>(q_map, k_map, v_map, args);
     check_launch("fast kernel");

@@ -60,6 +60,16 @@ __device__ inline void start_loading(const CUtensorMap& map, std::int64_t row, s
       : "memory");
 }
 
+// Starts copying `bytes` (a multiple of 16, 16-byte aligned both ends) from device to shared memory
+// as they are, signalling `arrival` (one thread issues it; the caller's expect() counts them).
+__device__ inline void start_loading_bytes(void* to, const void* from, int bytes, Arrival& arrival) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+          shared_address(to)),
+      "l"(from), "r"(bytes), "r"(shared_address(&arrival.word))
+      : "memory");
+}
+
 // Bulk copies from shared to device memory (sm_90), tracked in groups by the issuing thread.
 __device__ inline void start_storing(void* to, const void* from, int bytes) {
   asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(to),
@@ -72,6 +82,18 @@ __device__ inline void wait_stores_read() {
 }
 __device__ inline void wait_stores_done() {
   asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+}
+
+// Throws unless the current device has compute capability 9.0 (Hopper's wgmma and copy engine).
+inline void require_hopper() {
+  int device = 0, major = 0, minor = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute");
+  check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "cudaDeviceGetAttribute");
+  if (major != 9 || minor != 0) {
+    throw Error("fast path: needs a compute capability 9.0 GPU (Hopper's wgmma); this one is " +
+                std::to_string(major) + "." + std::to_string(minor));
+  }
 }
 
 // The tensor map of a [heads, length, 64] bf16 tensor, read in 64 x 64 boxes of one head into

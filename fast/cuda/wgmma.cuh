@@ -79,6 +79,15 @@ __device__ inline void fence_operand(Column& d) {
   for (int i = 0; i < 4; ++i) asm volatile("" : "+f"(d.x[i])::"memory");
 }
 
+// The same for a register operand: after the wait that completes its products (the matrix units read
+// its registers asynchronously, so they must keep their values until then).
+__device__ inline void fence_operand(RowOperand& a) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+    for (int p = 0; p < 4; ++p) asm volatile("" : "+r"(a.x[kk][p])::"memory");
+}
+
 __device__ inline void fence() {
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 }
@@ -188,6 +197,18 @@ __device__ inline RowOperand round_to_masked_operand(const Accumulator& d) {
   return a;
 }
 
+// The tile image of a register operand: tile = a (the entries it holds, in their places).
+__device__ inline void store_operand(const RowOperand& a, __nv_bfloat16* tile) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+    for (int p = 0; p < 4; ++p) {
+      const int i = 8 * kk + 2 * p;
+      *reinterpret_cast<std::uint32_t*>(tile + offset(Accumulator::row(i), Accumulator::column(i))) =
+          a.x[kk][p];
+    }
+}
+
 // A factor for each of the thread's two rows of an accumulator (or Column): f[0] for row(0) (its
 // elements i with i / 2 even), f[1] for row(2) (i / 2 odd).
 struct RowPair {
@@ -195,18 +216,19 @@ struct RowPair {
   __device__ float operator[](int i) const { return f[i / 2 % 2]; }
 };
 
-// bf16(d . M) as a register operand, with M(r, c) the thread's entry factors[i * 128 + thread] for
-// its element i at (r, c) (the causal mask with the decay, zero above the diagonal): one
-// multiplication and one rounding per entry.
-__device__ inline RowOperand round_to_masked_operand(const Accumulator& d, const float* factors) {
+// bf16(d . M) as a register operand, M(r, c) = factor(i, r, c) for the thread's element i at (r, c)
+// (the causal mask with the decay, zero above the diagonal): one multiplication and one rounding
+// per entry.
+template <class Factor>
+__device__ RowOperand round_to_masked_operand(const Accumulator& d, Factor factor) {
   RowOperand a;
-  const int t = threadIdx.x % 128;
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
     for (int p = 0; p < 4; ++p) {
       const int i = 8 * kk + 2 * p;
-      a.x[kk][p] = pack(d.x[i] * factors[i * 128 + t], d.x[i + 1] * factors[(i + 1) * 128 + t]);
+      const int r = Accumulator::row(i), c = Accumulator::column(i);
+      a.x[kk][p] = pack(d.x[i] * factor(i, r, c), d.x[i + 1] * factor(i + 1, r, c + 1));
     }
   return a;
 }
@@ -234,6 +256,16 @@ __device__ inline void round_to_tile_row(const Column& d, __nv_bfloat16* tile,
   if (!Column::holds_column0()) return;
   tile[Column::row(0)] = __float2bfloat16_rn(d.x[0] * factor[0]);
   tile[Column::row(2)] = __float2bfloat16_rn(d.x[2] * factor[2]);
+}
+
+// Rows 0 .. rows - 1 of a 64 x 64 float32 matrix, row-major (shared or device memory), from an
+// accumulator.
+__device__ inline void store_rows(float* to, const Accumulator& d, int rows = width) {
+#pragma unroll
+  for (int i = 0; i < 32; i += 2)
+    if (Accumulator::row(i) < rows)
+      *reinterpret_cast<float2*>(to + Accumulator::row(i) * width + Accumulator::column(i)) =
+          make_float2(d.x[i], d.x[i + 1]);
 }
 
 // to = diag(factor) from.

@@ -468,6 +468,51 @@ std::vector<Gradients<float>> gradients_bf16(const OperatorSpec& spec, Form form
                                                [](float x) { return to_bfloat16(x); });
 }
 
+namespace {
+
+// One gamma in (0, 1] per head, or none.
+void validate_head_decays(const Problem& problem, std::span<const double> head_decays,
+                          const std::string& what) {
+  if (!head_decays.empty() && static_cast<std::int64_t>(head_decays.size()) != problem.heads) {
+    throw Error(what + ": one decay per head: " + std::to_string(problem.heads) + " heads, " +
+                std::to_string(head_decays.size()) + " decays");
+  }
+  for (std::size_t h = 0; h < head_decays.size(); ++h) {
+    if (!(head_decays[h] > 0 && head_decays[h] <= 1)) {
+      throw Error(what + ": the decay of head " + std::to_string(h) + " is " +
+                  std::to_string(head_decays[h]) + "; gamma must be in (0, 1]");
+    }
+  }
+}
+
+// The heads' decays on the device for one launch, in stream order (null without them).
+class DeviceDecays {
+ public:
+  DeviceDecays(std::span<const double> head_decays, CUstream_st* stream) : stream_(stream) {
+    if (head_decays.empty()) return;
+    check(cudaMallocAsync(reinterpret_cast<void**>(&data_), head_decays.size() * sizeof(double), stream),
+          "cudaMallocAsync");
+    const cudaError_t copied = cudaMemcpyAsync(data_, head_decays.data(), head_decays.size() * sizeof(double),
+                                               cudaMemcpyHostToDevice, stream);
+    if (copied != cudaSuccess) {
+      cudaFreeAsync(data_, stream);
+      check(copied, "cudaMemcpyAsync");
+    }
+  }
+  ~DeviceDecays() {
+    if (data_) cudaFreeAsync(data_, stream_);
+  }
+  DeviceDecays(const DeviceDecays&) = delete;
+  DeviceDecays& operator=(const DeviceDecays&) = delete;
+  const double* data() const { return data_; }
+
+ private:
+  double* data_ = nullptr;
+  CUstream_st* stream_;
+};
+
+}  // namespace
+
 void fast_forward(const OperatorSpec& spec, const Problem& problem, const BFloat16* q, const BFloat16* k,
                   const BFloat16* v, const FastOutput& out, CUstream_st* stream,
                   std::span<const double> head_decays) {
@@ -486,21 +531,18 @@ void fast_forward(const OperatorSpec& spec, const Problem& problem, const BFloat
   if (!aligned(q) || !aligned(k) || !aligned(v) || !aligned(out.out)) {
     throw Error("fast path: q, k, v and the output must start at 16-byte aligned addresses");
   }
+  if (out.checkpoints) {
+    if (const auto why = backward_unavailable(spec, Implementation::gpu_fast, Form::published))
+      throw Error("fast path: checkpoints are written for the fast backward only; " + *why);
+    if (!aligned(out.checkpoints))
+      throw Error("fast path: the checkpoints must start at a 16-byte aligned address");
+  }
   if (out.den && !spec.normalize) throw Error("fast path: den is written for a normalized operator only");
   if (out.den && out.bf16) throw Error("fast path: with den, out gets num in float32 (bf16 = false)");
   if (spec.ridge != 0 && !head_decays.empty()) {
     throw Error("fast path: --ridge with decays per head is not covered (the ridge takes gamma = 1)");
   }
-  if (!head_decays.empty() && static_cast<std::int64_t>(head_decays.size()) != problem.heads) {
-    throw Error("fast path: one decay per head: " + std::to_string(problem.heads) + " heads, " +
-                std::to_string(head_decays.size()) + " decays");
-  }
-  for (std::size_t h = 0; h < head_decays.size(); ++h) {
-    if (!(head_decays[h] > 0 && head_decays[h] <= 1)) {
-      throw Error("fast path: the decay of head " + std::to_string(h) + " is " +
-                  std::to_string(head_decays[h]) + "; gamma must be in (0, 1]");
-    }
-  }
+  validate_head_decays(problem, head_decays, "fast path");
   detail::FastLaunch how;
   how.ahla = spec.variant == Variant::ahla;
   how.normalize = spec.normalize;
@@ -511,29 +553,99 @@ void fast_forward(const OperatorSpec& spec, const Problem& problem, const BFloat
   how.out = out.out;
   how.bf16_out = out.bf16;
   how.den = out.den;
-  double* decays = nullptr;
-  if (!head_decays.empty()) {
-    check(cudaMallocAsync(reinterpret_cast<void**>(&decays), head_decays.size() * sizeof(double), stream),
-          "cudaMallocAsync");
-    how.head_decays = decays;
+  how.checkpoints = out.checkpoints;
+  const DeviceDecays decays(head_decays, stream);
+  how.head_decays = decays.data();
+  detail::launch_fast(how, problem.batch * problem.heads, problem.length, q, k, v, stream);
+}
+
+std::int64_t fast_checkpoint_bytes(const Problem& problem) {
+  const std::int64_t chunks = (problem.length + 63) / 64;
+  return problem.batch * problem.heads * chunks * 2 * 64 * 64 * static_cast<std::int64_t>(sizeof(BFloat16));
+}
+
+void fast_backward(const OperatorSpec& spec, const Problem& problem, const BFloat16* q, const BFloat16* k,
+                   const BFloat16* v, const BFloat16* d_out, const void* checkpoints, float* dq, float* dk,
+                   float* dv, CUstream_st* stream, std::span<const double> head_decays) {
+  if (const auto why = backward_unavailable(spec, Implementation::gpu_fast, Form::published))
+    throw Error(*why);
+  validate_problem(problem);
+  if (problem.key_dim != 64 || problem.value_dim != 64) {
+    throw Error("fast backward: d = dv = 64 only, got d = " + std::to_string(problem.key_dim) +
+                ", dv = " + std::to_string(problem.value_dim));
   }
-  try {
-    if (decays) {
-      check(cudaMemcpyAsync(decays, head_decays.data(), head_decays.size() * sizeof(double),
-                            cudaMemcpyHostToDevice, stream),
-            "cudaMemcpyAsync");
-    }
-    detail::launch_fast(how, problem.batch * problem.heads, problem.length, q, k, v, stream);
-  } catch (...) {
-    if (decays) cudaFreeAsync(decays, stream);
-    throw;
+  if (problem.batch * problem.heads * problem.length > std::numeric_limits<std::int32_t>::max()) {
+    throw Error("fast backward: batch * heads * n must be below 2^31, got " +
+                std::to_string(problem.batch * problem.heads * problem.length));
   }
-  if (decays) check(cudaFreeAsync(decays, stream), "cudaFreeAsync");
+  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  if (!aligned(q) || !aligned(k) || !aligned(v) || !aligned(d_out) || !aligned(checkpoints)) {
+    throw Error("fast backward: q, k, v, dO and the checkpoints must start at 16-byte aligned addresses");
+  }
+  if (!dq || !dk || !dv) throw Error("fast backward: dq, dk and dv must be given");
+  validate_head_decays(problem, head_decays, "fast backward");
+  const DeviceDecays decays(head_decays, stream);
+  const detail::FastBackwardLaunch how{.ahla = spec.variant == Variant::ahla,
+                                       .decay = to_double(spec.decay),
+                                       .head_decays = decays.data(),
+                                       .heads_per_batch = problem.heads,
+                                       .checkpoints = checkpoints,
+                                       .dq = dq,
+                                       .dk = dk,
+                                       .dv = dv};
+  detail::launch_fast_backward(how, problem.batch * problem.heads, problem.length, q, k, v, d_out, stream);
+}
+
+std::vector<Gradients<float>> fast_gradients(const OperatorSpec& spec,
+                                             const std::vector<Sequence<float>>& heads,
+                                             const std::vector<Matrix<float>>& d_outs,
+                                             std::span<const double> head_decays) {
+  if (const auto why = backward_unavailable(spec, Implementation::gpu_fast, Form::published))
+    throw Error(*why);
+  if (d_outs.size() != heads.size()) throw Error("fast backward: one dO per sequence-head");
+  if (heads.empty()) return {};
+  const auto round = [](float x) { return to_bfloat16(x); };
+  DeviceHeads<BFloat16> in(heads, "fast backward", round);
+  const Problem& problem = in.problem;
+  const Index n = problem.length, d = problem.key_dim, dv = problem.value_dim;
+  const std::size_t h = heads.size(), keys = in.keys, values = in.values;
+  DeviceArray<BFloat16> d_out(h * values), checkpoints(fast_checkpoint_bytes(problem) / sizeof(BFloat16));
+  DeviceArray<float> out(h * values), dq(h * keys), dk(h * keys), dvalue(h * values);
+  std::vector<BFloat16> staging(values);
+  for (std::size_t i = 0; i < h; ++i) {
+    if (d_outs[i].rows() != n || d_outs[i].cols() != dv)
+      throw Error("fast backward: dO must have the output's shape");
+    for (std::size_t j = 0; j < values; ++j) staging[j] = round(d_outs[i].data()[j]);
+    d_out.upload(staging.data(), i * values, values);
+  }
+  fast_forward(spec, problem, in.q.data(), in.k.data(), in.v.data(),
+               {out.data(), false, nullptr, checkpoints.data()}, nullptr, head_decays);
+  fast_backward(spec, problem, in.q.data(), in.k.data(), in.v.data(), d_out.data(), checkpoints.data(),
+                dq.data(), dk.data(), dvalue.data(), nullptr, head_decays);
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  std::vector<Gradients<float>> result;
+  for (std::size_t i = 0; i < h; ++i) {
+    Gradients<float> g{Matrix<float>(n, d), Matrix<float>(n, d), Matrix<float>(n, dv), Matrix<float>(n, dv),
+                       Terms<float>{Matrix<float>(n, dv), Vector<float>::Zero(n)}};
+    dq.download(g.dq.data(), i * keys, keys);
+    dk.download(g.dk.data(), i * keys, keys);
+    dvalue.download(g.dv.data(), i * values, values);
+    out.download(g.output.data(), i * values, values);
+    g.terms.num = g.output;
+    result.push_back(std::move(g));
+  }
+  return result;
 }
 
 FastRoundings fast_roundings(bool decayed, std::int64_t n) {
   const std::int64_t padded = (n + 63) / 64 * 64;  // a short last chunk runs as a whole one, zeros past n
   return decayed ? FastRoundings{4, 10 * (padded / 8 + 24)} : FastRoundings{3, 9 * (padded / 8 + 24)};
+}
+
+FastRoundings fast_backward_roundings(bool decayed, std::int64_t n) {
+  FastRoundings counts = fast_roundings(decayed, n);
+  if (decayed) counts.bf16 = 6;
+  return counts;
 }
 
 namespace {

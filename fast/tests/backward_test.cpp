@@ -255,11 +255,32 @@ TEST_CASE("backward/what has no backward yet is refused with a reason", "[backwa
   CHECK(fast::backward_unavailable(third, Implementation::gpu_scan, Form::corrected) == std::nullopt);
   third.masked = false;  // the unmasked stream holds S^Q too (fast/cuda/algebra/hla3.cuh)
   CHECK(fast::backward_unavailable(third, Implementation::gpu_scan, Form::published) == std::nullopt);
-  const OperatorSpec plain;  // hla2 masked: what the tensor-core forward covers, with no backward
-  const auto why = fast::backward_unavailable(plain, Implementation::gpu_fast,
-                                              fast::default_form(plain, Implementation::gpu_fast));
-  REQUIRE(why.has_value());
-  CHECK_THAT(*why, Catch::Contains("not built yet"));
+  // The tensor-core backward: hla2 and ahla masked, unnormalized, decayed or not, without ridge;
+  // the forward covers more.
+  OperatorSpec plain;
+  const Form fast_form = fast::default_form(plain, Implementation::gpu_fast);
+  CHECK(fast::backward_unavailable(plain, Implementation::gpu_fast, fast_form) == std::nullopt);
+  plain.variant = Variant::ahla;
+  CHECK(fast::backward_unavailable(plain, Implementation::gpu_fast, fast_form) == std::nullopt);
+  plain.decay = Rational(63, 64);
+  CHECK(fast::backward_unavailable(plain, Implementation::gpu_fast, fast_form) == std::nullopt);
+  for (const auto& change : {+[](OperatorSpec& s) { s.normalize = true; },
+                             +[](OperatorSpec& s) {
+                               s.normalize = true;
+                               s.decay = Rational(63, 64);
+                             },
+                             +[](OperatorSpec& s) { s.ridge = Rational(1, 2); },
+                             +[](OperatorSpec& s) {
+                               s.variant = Variant::ahla;
+                               s.normalize = true;
+                             }}) {
+    OperatorSpec other;
+    change(other);
+    CHECK_FALSE(fast::unavailable(other, Implementation::gpu_fast, fast_form).has_value());
+    const auto why = fast::backward_unavailable(other, Implementation::gpu_fast, fast_form);
+    REQUIRE(why.has_value());
+    CHECK_THAT(*why, Catch::Contains("its backward covers only masked hla2 and ahla, unnormalized"));
+  }
   spec.variant = Variant::linear;  // linear attention has one form
   CHECK(fast::backward_unavailable(spec, Implementation::streaming, Form::corrected).has_value());
 }

@@ -1023,6 +1023,176 @@ TEST_CASE("gpu/large/the fast path at n = 65536 stays within the bf16 bound", "[
   check_fast_path(65536, 1, 20261208, fast_cases[3]);
 }
 
+// ---------------------------------------------------------------------------------------------
+// The fast backward (masked hla2 and ahla, unnormalized, any decay). Every monomial of a gradient
+// entry passes through at most b roundings to bf16 and K float32 roundings at u = 2^-22, counted by
+// gpu::fast_backward_roundings (docs/gpu.md, "The fast backward and its bound"), and the gradients of
+// the masked unnormalized operators are sums of monomials with positive coefficients: componentwise,
+// |fast - exact| <= ((1 + gamma_8(b))(1 + gamma_22(K)) - 1) gauge, the gauge the gradients on |q|, |k|,
+// |v|, |dO|. The CPU stream's backward in float64 stands in for the exact result, with its own bound
+// gamma_53(K64) times the gauge, K64 its depths (checking::Depth<53>); the gauge in float64 is
+// inflated by 1e-9 as the forward's is. The decays used are exact in float32 and float64.
+
+namespace {
+
+// One sequence-head's gradients against the exact ones: the worst error / bound and the normwise
+// relative error, folded into `worst` and `normwise`.
+void compare_fast_gradients(const OperatorSpec& spec, const Sequence<float>& input,
+                            const Matrix<float>& d_out32, const Gradients<float>& got, double& worst,
+                            double& normwise) {
+  using D = checking::Depth<53>;
+  const Index n = input.length(), d = input.key_dim();
+  const Form form = fast::default_form(spec, Implementation::streaming);
+  const auto symbolic = [](Index rows, Index cols) {
+    return Matrix<D>(Matrix<D>::Constant(rows, cols, D::input()));
+  };
+  const Gradients<D> depth = fast::streaming_gradients(
+      spec, form, Sequence<D>{symbolic(n, d), symbolic(n, d), symbolic(n, d)}, symbolic(n, d));
+  const fast::gpu::FastRoundings roundings = fast::gpu::fast_backward_roundings(spec.decayed(), n);
+  const double fast_factor = (1 + gamma_of(roundings.bf16, 0x1p-8)) *
+                                 (1 + gamma_of(static_cast<double>(roundings.float32), 0x1p-22)) -
+                             1;
+  const Sequence<double> s{input.q.cast<double>(), input.k.cast<double>(), input.v.cast<double>()};
+  const Matrix<double> d_out = d_out32.unaryExpr([](float x) { return double(round_to_bf16(x)); });
+  const Gradients<double> reference = fast::streaming_gradients(spec, form, s, d_out);
+  const auto magnitude = [](const Matrix<double>& m) {
+    return Matrix<Gauge<double>>(m.unaryExpr([](double x) { return Gauge<double>(std::abs(x)); }));
+  };
+  const Gradients<Gauge<double>> gauge = fast::streaming_gradients(
+      spec, form, Sequence<Gauge<double>>{magnitude(s.q), magnitude(s.k), magnitude(s.v)}, magnitude(d_out));
+  const auto within = [&](const Matrix<float>& fast_values, const Matrix<double>& exact,
+                          const Matrix<Gauge<double>>& g, const Matrix<D>& k) {
+    for (Index i = 0; i < exact.size(); ++i) {
+      const double bound = (fast_factor + gamma_of(static_cast<double>(k.data()[i].count()), 0x1p-53)) *
+                           g.data()[i].value() * (1 + 1e-9);
+      const double error = std::abs(double(fast_values.data()[i]) - exact.data()[i]);
+      if (error > 0) worst = std::max(worst, bound > 0 ? error / bound : 1e300);
+    }
+    normwise = std::max(normwise, (fast_values.cast<double>() - exact).norm() / exact.norm());
+  };
+  within(got.dq, reference.dq, gauge.dq, depth.dq);
+  within(got.dk, reference.dk, gauge.dk, depth.dk);
+  within(got.dv, reference.dv, gauge.dv, depth.dv);
+}
+
+void check_fast_backward(Variant variant, Index n, Index heads, std::uint64_t seed, Rational decay = 1) {
+  const Index d = 64;
+  const OperatorSpec spec{.variant = variant, .decay = decay};
+  Rng rng(seed);
+  std::vector<Sequence<float>> inputs;
+  std::vector<Matrix<float>> d_outs;
+  for (Index h = 0; h < heads; ++h) {
+    inputs.push_back(bf16_gaussian_sequence(rng, n, d));
+    d_outs.push_back(bf16_gaussian_sequence(rng, n, d).v);
+  }
+  const std::vector<Gradients<float>> got = fast::gpu::fast_gradients(spec, inputs, d_outs);
+  const std::vector<Matrix<float>> forward = fast::gpu::fast_outputs(spec, inputs, false);
+  double worst = 0, normwise = 0;
+  Index forward_mismatches = 0;
+  for (Index h = 0; h < heads; ++h) {
+    compare_fast_gradients(spec, inputs[h], d_outs[h], got[h], worst, normwise);
+    // The forward that writes the checkpoints gives the outputs of the one that does not, bit for bit.
+    for (Index i = 0; i < forward[h].size(); ++i)
+      if (std::bit_cast<std::uint32_t>(got[h].output.data()[i]) !=
+          std::bit_cast<std::uint32_t>(forward[h].data()[i]))
+        ++forward_mismatches;
+  }
+  INFO("fast backward, " << variant_name(variant) << ", gamma = " << decay << ", n = " << n << ", " << heads
+                         << " heads, d = dv = 64, seed " << seed << ": worst error / bound " << worst
+                         << ", normwise relative error " << normwise);
+  std::cout << "  fast backward " << variant_name(variant) << " gamma = " << decay << " n = " << n << ", "
+            << heads << " heads: worst error / bound = " << worst
+            << ", normwise relative error = " << normwise << "\n";
+  CHECK(worst <= 1.0);
+  CHECK(forward_mismatches == 0);
+}
+
+}  // namespace
+
+// One short chunk; 10 chunks (the input buffers go round several times); two heads of 65 chunks and
+// 17 tokens (a short last chunk, first in the reverse walk); as many heads as SMs. Without decay,
+// and with gamma = 63/64 and 7/8.
+TEST_CASE("gpu/fast/the backward on the matrix units stays within the bf16 bound", "[gpu][fast][backward]") {
+  int device = 0, sms = 0;
+  REQUIRE(cudaGetDevice(&device) == cudaSuccess);
+  REQUIRE(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) == cudaSuccess);
+  for (const Variant variant : {Variant::hla2, Variant::ahla}) {
+    for (const Rational& decay : {Rational(1), Rational(63, 64), Rational(7, 8)}) {
+      check_fast_backward(variant, 37, 3, 20261211, decay);
+      check_fast_backward(variant, 10 * 64, 2, 20261212, decay);
+      check_fast_backward(variant, 65 * 64 + 17, 2, 20261213, decay);
+    }
+    check_fast_backward(variant, 100, sms, 20261214);
+    check_fast_backward(variant, 100, sms, 20261217, Rational(63, 64));
+  }
+}
+
+// One gamma per head: each head's gradients equal, bit for bit, those of a run with that head's gamma
+// for every head, and stay within that operator's bound; gamma = 1 runs the decaying kernel with unit
+// powers.
+TEST_CASE("gpu/fast/the backward with one decay per head gives each head its own gradients",
+          "[gpu][fast][backward]") {
+  const double decays[] = {1, 63.0 / 64, 7.0 / 8, 0.5};
+  for (const Variant variant : {Variant::hla2, Variant::ahla}) {
+    const OperatorSpec spec{.variant = variant};
+    Rng rng(20261218);
+    std::vector<Sequence<float>> inputs;
+    std::vector<Matrix<float>> d_outs;
+    for (int h = 0; h < 4; ++h) {
+      inputs.push_back(bf16_gaussian_sequence(rng, 10 * 64 + 5, 64));
+      d_outs.push_back(bf16_gaussian_sequence(rng, 10 * 64 + 5, 64).v);
+    }
+    const std::vector<Gradients<float>> mixed = fast::gpu::fast_gradients(spec, inputs, d_outs, decays);
+    for (int h = 0; h < 4; ++h) {
+      OperatorSpec single = spec;
+      single.decay = Rational(static_cast<std::int64_t>(decays[h] * 64), 64);
+      const Gradients<float> alone = fast::gpu::fast_gradients(single, inputs, d_outs).at(h);
+      INFO(variant_name(variant) << ", head " << h << ", gamma = " << single.decay);
+      CHECK((mixed[h].dq.array() == alone.dq.array()).all());
+      CHECK((mixed[h].dk.array() == alone.dk.array()).all());
+      CHECK((mixed[h].dv.array() == alone.dv.array()).all());
+      double worst = 0, normwise = 0;
+      compare_fast_gradients(single, inputs[h], d_outs[h], mixed[h], worst, normwise);
+      CHECK(worst <= 1.0);
+    }
+  }
+}
+
+TEST_CASE("gpu/large/the fast backward at n = 65536 stays within the bf16 bound",
+          "[gpu][fast][large][backward]") {
+  check_fast_backward(Variant::hla2, 65536, 1, 20261215);
+  check_fast_backward(Variant::ahla, 65536, 1, 20261216);
+  check_fast_backward(Variant::hla2, 65536, 1, 20261219, Rational(1023, 1024));
+}
+
+TEST_CASE("gpu/fast/the fast backward refuses what it does not cover", "[gpu][fast][backward]") {
+  const fast::gpu::Problem fine{1, 1, 64, 64, 64}, wrong_d{1, 1, 64, 32, 32};
+  const OperatorSpec hla2{.variant = Variant::hla2}, normalized{.variant = Variant::hla2, .normalize = true},
+      ridge{.variant = Variant::hla2, .ridge = Rational(1, 2)};
+  float somewhere[1];  // never written: the calls are refused before any device work
+  for (const OperatorSpec& spec : {normalized, ridge}) {
+    CHECK_THROWS_WITH(fast::gpu::fast_backward(spec, fine, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                               somewhere, somewhere, somewhere),
+                      Catch::Contains("its backward covers only masked hla2 and ahla, unnormalized"));
+    CHECK_THROWS_WITH(
+        fast::gpu::fast_forward(spec, fine, nullptr, nullptr, nullptr, {nullptr, false, nullptr, somewhere}),
+        Catch::Contains("checkpoints are written for the fast backward only"));
+  }
+  CHECK_THROWS_WITH(fast::gpu::fast_backward(hla2, wrong_d, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                             somewhere, somewhere, somewhere),
+                    Catch::Contains("d = dv = 64"));
+  const auto* odd = reinterpret_cast<const fast::gpu::BFloat16*>(std::uintptr_t{2});
+  CHECK_THROWS_WITH(
+      fast::gpu::fast_backward(hla2, fine, odd, odd, odd, odd, odd, somewhere, somewhere, somewhere),
+      Catch::Contains("16-byte aligned"));
+  const double decays[] = {0.5, 0.0};
+  const fast::gpu::Problem two_heads{1, 2, 64, 64, 64};
+  CHECK_THROWS_WITH(fast::gpu::fast_backward(hla2, two_heads, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                             somewhere, somewhere, somewhere, nullptr, decays),
+                    Catch::Contains("gamma must be in (0, 1]"));
+  CHECK(fast::gpu::fast_checkpoint_bytes({8, 16, 65536, 64, 64}) == std::int64_t{8} * 16 * 1024 * 16384);
+}
+
 TEST_CASE("gpu/fast/the fast path refuses what it does not cover", "[gpu][fast]") {
   const fast::gpu::Problem wrong_d{1, 1, 64, 32, 64}, fine{1, 1, 64, 64, 64};
   const OperatorSpec hla2{.variant = Variant::hla2}, ahla{.variant = Variant::ahla},

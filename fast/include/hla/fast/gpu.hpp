@@ -149,10 +149,13 @@ void finish(const OperatorSpec& spec, const Problem& problem, const T* num, cons
 // With `den` set (normalized operators only) it gets the terms instead: num in float32 to `out`
 // and the denominators [..] to `den`; the output is then num * (1 / (den + float(eps))) in float32
 // arithmetic, bit for bit what the kernel writes without `den`.
+// With `checkpoints` set (the operators fast_backward covers), it also gets each chunk's state
+// operands for the backward: fast_checkpoint_bytes(problem) of device memory.
 struct FastOutput {
   void* out = nullptr;
   bool bf16 = false;
   float* den = nullptr;
+  void* checkpoints = nullptr;
 };
 
 // The fast path on the matrix units (Implementation::gpu_fast: the operators the catalogue says),
@@ -163,6 +166,28 @@ struct FastOutput {
 void fast_forward(const OperatorSpec& spec, const Problem& problem, const BFloat16* q, const BFloat16* k,
                   const BFloat16* v, const FastOutput& out, CUstream_st* stream = nullptr,
                   std::span<const double> head_decays = {});
+// The forward's checkpoints for the backward: the two bf16 state tiles (64 x 64) its products read
+// at each chunk boundary (hla2 S, F; ahla P, E), 16 KiB per chunk of 64 tokens and sequence-head (256 bytes
+// per token and head: 2 GiB at batch 8, 16 heads, n = 65536).
+std::int64_t fast_checkpoint_bytes(const Problem& problem);
+
+// The backward on the matrix units (what backward_unavailable(spec, gpu_fast, ...) allows: masked
+// hla2 and ahla, unnormalized, decayed or not, no ridge; d = dv = 64, any n): the gradients of
+// <dO, O> into dq, dk, dv ([.., 64], float32) from the bf16 q, k, v and dO and the checkpoints that a
+// fast_forward of the same inputs (and head_decays) wrote. It recomputes each chunk's products from
+// its checkpoint, walking the chunks of a sequence-head from the last, one block per sequence-head.
+// Device pointers; runs in `stream` without synchronizing it; throws hla::Error for anything else.
+// Its error bound is fast_backward_roundings on the gradients' gauge (docs/gpu.md).
+void fast_backward(const OperatorSpec& spec, const Problem& problem, const BFloat16* q, const BFloat16* k,
+                   const BFloat16* v, const BFloat16* d_out, const void* checkpoints, float* dq, float* dk,
+                   float* dv, CUstream_st* stream = nullptr, std::span<const double> head_decays = {});
+// Host convenience: each head's q, k, v and dO rounded to bf16 (batch 1, one head per sequence),
+// the forward with checkpoints and the backward; .output and .terms.num hold the forward's outputs.
+std::vector<Gradients<float>> fast_gradients(const OperatorSpec& spec,
+                                             const std::vector<Sequence<float>>& heads,
+                                             const std::vector<Matrix<float>>& d_outs,
+                                             std::span<const double> head_decays = {});
+
 // The fast path's error bound (docs/gpu.md, "The fast path's bound"): each monomial of an output's
 // numerator or denominator passes through at most `bf16` roundings to bf16 (u = 2^-8) and the
 // float32 sums add at most `float32` roundings counted at u = 2^-22, so that componentwise
@@ -173,6 +198,10 @@ struct FastRoundings {
   std::int64_t float32;
 };
 FastRoundings fast_roundings(bool decayed, std::int64_t n);
+// The same counts for the backward's gradients (docs/gpu.md, "The fast backward and its bound"):
+// the forward's without decay; with decay six bf16 roundings (the scaled copies of K, V, dO and of
+// the adjoints add theirs) and the forward's float32 count.
+FastRoundings fast_backward_roundings(bool decayed, std::int64_t n);
 
 // Host conveniences, each head's inputs rounded to bf16 (batch 1, one head per sequence):
 // the terms of each head (den zero for an unnormalized operator), and the outputs as the kernel
