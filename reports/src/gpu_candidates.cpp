@@ -209,14 +209,17 @@ Depths fast_depth(const OperatorSpec& spec, Index n, Index dv) {
           spec.normalize ? Vector<std::int64_t>::Constant(n, k) : Vector<std::int64_t>::Zero(n)};
 }
 
+// Zero columns up to the kernel's width: exact, the inputs being bf16 values.
+Matrix<float> pad_to_fast_width(const Matrix<double>& m) {
+  Matrix<float> out = Matrix<float>::Zero(m.rows(), fast_width);
+  out.leftCols(m.cols()) = m.cast<float>();
+  return out;
+}
+
 CandidateRun fast_run(const OperatorSpec& spec, const Sequence<double>& s) {
   const Index n = s.length(), dv = s.value_dim();
-  const auto pad = [&](const Matrix<double>& m) {  // exact: the inputs are bf16 values
-    Matrix<float> out = Matrix<float>::Zero(n, fast_width);
-    out.leftCols(m.cols()) = m.cast<float>();
-    return out;
-  };
-  const std::vector<Sequence<float>> heads{{pad(s.q), pad(s.k), pad(s.v)}};
+  const std::vector<Sequence<float>> heads{
+      {pad_to_fast_width(s.q), pad_to_fast_width(s.k), pad_to_fast_width(s.v)}};
   const Terms<float> got = fast::gpu::fast_terms(spec, heads).front();
   Terms<double> terms{got.num.topLeftCorner(n, dv).cast<double>(), got.den.cast<double>()};
   // The outputs as the kernel writes them (normalized: num times a reciprocal per row).
@@ -225,17 +228,64 @@ CandidateRun fast_run(const OperatorSpec& spec, const Sequence<double>& s) {
   return {std::move(terms), std::move(output), {}, spec.normalize};  // unnormalized: no denominator
 }
 
+// The fast backward (gpu::fast_gradients; unnormalized, so the readouts' adjoints are dO and zero),
+// padded as the forward: zero columns of q, k, dO add nothing, and the gradients' columns past d, dv
+// are dropped.
+BackwardRun fast_backward_run(const OperatorSpec& spec, const Sequence<double>& s,
+                              const Matrix<double>& d_out) {
+  const Index n = s.length(), d = s.key_dim(), dv = s.value_dim();
+  const std::vector<Sequence<float>> heads{
+      {pad_to_fast_width(s.q), pad_to_fast_width(s.k), pad_to_fast_width(s.v)}};
+  const Gradients<float> g = fast::gpu::fast_gradients(spec, heads, {pad_to_fast_width(d_out)}).front();
+  const Matrix<double> output = g.output.topLeftCorner(n, dv).cast<double>();
+  return {{g.dq.topLeftCorner(n, d).cast<double>(),
+           g.dk.topLeftCorner(n, d).cast<double>(),
+           g.dv.topLeftCorner(n, dv).cast<double>(),
+           output,
+           {output, Vector<double>::Zero(n)}},
+          {d_out, Vector<double>::Zero(n)}};
+}
+
+// gpu::fast_backward_roundings as one depth at u = 2^-8, as fast_depth does for the forward.
+Gradients<std::int64_t> fast_backward_depth(const OperatorSpec& spec, Index n, Index d, Index dv) {
+  const fast::gpu::FastRoundings roundings = fast::gpu::fast_backward_roundings(spec.decayed(), n);
+  const std::int64_t k = roundings.bf16 + (roundings.float32 + (1 << 14) - 1) / (1 << 14);
+  return {Matrix<std::int64_t>::Constant(n, d, k),
+          Matrix<std::int64_t>::Constant(n, d, k),
+          Matrix<std::int64_t>::Constant(n, dv, k),
+          {},
+          fast_depth(spec, n, dv)};
+}
+
 void add_fast_row(std::vector<Candidate>& out) {
-  out.push_back(
-      {"gpu-fast", "bf16-in/bf16-mma", InputFormat::bf16, 8, false, true, fast_covers,
-       [](const OperatorSpec& spec, const Sequence<double>& s, Index) { return fast_run(spec, s); },
-       // Every monomial of these operators has coefficient +1, so any algorithm's gauge
-       // is the operator on |q|, |k|, |v|; the CPU stream's computes it.
-       [](const OperatorSpec& spec, const Sequence<double>& s, Index) {
-         return gpu_gauge(spec, Implementation::gpu_streaming, s, 0);
-       },
-       [](const OperatorSpec& spec, Index n, Index, Index dv, Index) { return fast_depth(spec, n, dv); },
-       fast_width});
+  Candidate c{
+      "gpu-fast", "bf16-in/bf16-mma", InputFormat::bf16, 8, false, true, fast_covers,
+      [](const OperatorSpec& spec, const Sequence<double>& s, Index) { return fast_run(spec, s); },
+      // Every monomial of these operators has coefficient +1, so any algorithm's gauge
+      // is the operator on |q|, |k|, |v|; the CPU stream's computes it.
+      [](const OperatorSpec& spec, const Sequence<double>& s, Index) {
+        return gpu_gauge(spec, Implementation::gpu_streaming, s, 0);
+      },
+      [](const OperatorSpec& spec, Index n, Index, Index dv, Index) { return fast_depth(spec, n, dv); },
+      fast_width};
+  // The backward where the catalogue has it: the gradients of the masked unnormalized operators are
+  // sums of monomials with positive coefficients too, so the CPU streaming backward's gauge is theirs.
+  c.covers_backward = [](const OperatorSpec& spec) {
+    return !fast::backward_unavailable(spec, Implementation::gpu_fast, fast::Form::published);
+  };
+  c.backward = [](const OperatorSpec& spec, const Sequence<double>& s, const Matrix<double>& d_out, Index) {
+    return fast_backward_run(spec, s, d_out);
+  };
+  c.backward_gauge = [](const OperatorSpec& spec, const Sequence<double>& s, const Terms<double>& adjoints,
+                        Index) {
+    Gradients<double> g = streaming_backward_gauge(spec, s, adjoints);
+    g.terms = gpu_gauge(spec, Implementation::gpu_streaming, s, 0);
+    return g;
+  };
+  c.backward_depth = [](const OperatorSpec& spec, Index n, Index d, Index dv, Index) {
+    return fast_backward_depth(spec, n, d, dv);
+  };
+  out.push_back(std::move(c));
 }
 
 }  // namespace
