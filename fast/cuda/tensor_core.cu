@@ -32,6 +32,7 @@
 #include "decay.cuh"
 #include "hla/fast/gpu_status.hpp"
 #include "launch.hpp"
+#include "segments.cuh"
 #include "tma.cuh"
 #include "wgmma.cuh"
 
@@ -44,6 +45,7 @@ using tma::Arrival, tma::shared_address, tma::start_loading, tma::start_storing,
     tma::wait_stores_read;
 using wgmma::Accumulator;
 using wgmma::Column;
+using wgmma::load_rows;
 using wgmma::Major;
 using wgmma::store_rows;
 
@@ -122,22 +124,13 @@ __device__ void publish_shared() {
   __syncthreads();
 }
 
-// A 64 x 64 matrix, row-major (shared or device memory), to or from an accumulator (float32:
-// wgmma::store_rows).
+// A 64 x 64 matrix, row-major (shared or device memory), from an accumulator (float32:
+// wgmma::store_rows; the other way, wgmma::load_rows).
 __device__ void store_rows(Bf* to, const Accumulator& o) {
 #pragma unroll
   for (int i = 0; i < 32; i += 2)
     *reinterpret_cast<__nv_bfloat162*>(to + Accumulator::row(i) * width + Accumulator::column(i)) =
         __floats2bfloat162_rn(o.x[i], o.x[i + 1]);
-}
-__device__ void load_rows(Accumulator& o, const float* from) {
-#pragma unroll
-  for (int i = 0; i < 32; i += 2) {
-    const float2 pair =
-        *reinterpret_cast<const float2*>(from + Accumulator::row(i) * width + Accumulator::column(i));
-    o.x[i] = pair.x;
-    o.x[i + 1] = pair.y;
-  }
 }
 // Column 0 of a Column to or from 64 floats.
 __device__ void store_vector(float* to, const Column& c) {
@@ -653,33 +646,6 @@ __global__ void __launch_bounds__(256)
     }
   }
 }
-
-// Sequences split into segments when the sequence-heads alone leave SMs idle (about one block per
-// SM), each segment at least 32 chunks long so that the summary pass and the two extra launches pay.
-std::int64_t segments_for(std::int64_t heads, std::int64_t chunks, int sms) {
-  constexpr std::int64_t shortest = 32;
-  const std::int64_t wanted = std::min<std::int64_t>(sms / heads, chunks / shortest);
-  if (wanted < 2) return 1;
-  const std::int64_t segment_chunks = (chunks + wanted - 1) / wanted;
-  return (chunks + segment_chunks - 1) / segment_chunks;
-}
-
-// Device scratch for the summaries and carry-ins, freed in stream order.
-class StreamScratch {
- public:
-  StreamScratch(std::size_t floats, CUstream_st* stream) : stream_(stream) {
-    check(cudaMallocAsync(reinterpret_cast<void**>(&data_), floats * sizeof(float), stream),
-          "cudaMallocAsync");
-  }
-  ~StreamScratch() { cudaFreeAsync(data_, stream_); }
-  StreamScratch(const StreamScratch&) = delete;
-  StreamScratch& operator=(const StreamScratch&) = delete;
-  float* get() const { return data_; }
-
- private:
-  float* data_ = nullptr;
-  CUstream_st* stream_;
-};
 
 template <bool Ahla, bool Normalized, bool Decayed, bool Ridge>
 void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,

@@ -36,6 +36,7 @@
 #include "decay.cuh"
 #include "hla/fast/gpu_status.hpp"
 #include "launch.hpp"
+#include "segments.cuh"
 #include "tma.cuh"
 #include "wgmma.cuh"
 
@@ -377,19 +378,136 @@ __device__ void ahla_chunk(const Tiles<Decayed>& s, const Chunk& now, const Deca
   wgmma::store_rows(g.dk + g.first_row, d_k, g.rows);
 }
 
+// Sequences split into segments (segments.cuh) when the sequence-heads alone leave SMs idle. The
+// chunks of segment g run from the adjoints after it, which the segments after it determine: from
+// zero adjoints after it, a segment (chunks b..e, L of them) leaves the state adjoints dS0, dF0 (ahla
+// dP0, dE0) before it, and, the recurrences being linear, from the adjoints dS, dF after it
+//   hla2: dF0 + rho2^L dF  and  dS0 + rho^L dS + M dF^T,
+//         M = sum_c rho^(c - b) rho2^(e - c) Q_c^T diag(g^(128 - tau)) V_c (dF's share of dS through dU);
+//   ahla: dE0 + rho^L dE  and  dP0 + rho^L (dP + M dE),  M = sum_c Q_c^T K_c (through dX: diag(g^tau) D =
+//   g^64).
+// The summary pass computes (dS0, dF0, M) for every segment but each sequence's first; carry_kernel
+// combines them from the last segment back; the gradient pass runs each segment from its carry-in.
+enum class Pass { gradients, summary };
+constexpr int matrix_floats = width * width;
+constexpr int summary_floats = 3 * matrix_floats;
+constexpr int carry_floats = 2 * matrix_floats;
+
+// hla2's summary of a chunk: dW, dU, the adjoints' updates and M's, none of the gradients.
+// `m_factor(r)`: rho2^(e - c) g^(128 - tau) for row r (tau = r + 1).
+template <bool Decayed, class MFactor>
+__device__ void hla2_summary_chunk(const Tiles<Decayed>& s, const Chunk& now, const Decay& decay,
+                                   StateAdjoints& d, Accumulator& m, MFactor m_factor) {
+  const Bf* v_aged = now.v;
+  const Bf* d_out_offset = now.d_out;
+  const Bf* v_for_m = now.v;
+  if constexpr (Decayed) {
+    scale_rows(s.decayed_v, now.v, s, -2, 2 * (width - 1));
+    scale_rows(s.decayed_d_out, now.d_out, s, 2, 2);
+    wgmma::scale_tile_rows(s.decayed_k, now.v, m_factor);
+    v_aged = s.decayed_v;
+    d_out_offset = s.decayed_d_out;
+    v_for_m = s.decayed_k;
+  }
+  {
+    Accumulator d_w;
+    wgmma::fence();
+    wgmma::multiply<Major::k, Major::k>(d_w, now.d_out, now.v, false);
+    wgmma::commit();
+    wgmma::wait<0>();
+    wgmma::fence_operand(d_w);
+    wgmma::store_operand(round_masked(d_w, s, 2), s.dw);
+  }
+  publish_shared();
+  const Bf* du_offset;
+  {
+    Accumulator d_u;
+    wgmma::fence_operand(d.state2);
+    scale_state(d.state2, decay.rho2, Decayed);
+    wgmma::fence();
+    wgmma::multiply<Major::mn, Major::mn>(d_u, s.dw, now.q, false);
+    wgmma::multiply<Major::k, Major::k>(d_u, v_aged, s.d_state2, true);
+    wgmma::commit();
+    wgmma::multiply<Major::mn, Major::mn>(d.state2, now.q, d_out_offset, true);
+    wgmma::commit();
+    wgmma::wait<1>();
+    wgmma::fence_operand(d_u);
+    du_offset = round_with_scaled_copy<Decayed>(d_u, s.du, s.decayed_du, decay.offset);
+  }
+  publish_shared();
+  wgmma::fence_operand(d.state1);
+  wgmma::fence_operand(m);
+  scale_state(d.state1, decay.rho, Decayed);
+  scale_state(m, decay.rho, Decayed);
+  wgmma::fence();
+  wgmma::multiply<Major::mn, Major::mn>(d.state1, now.q, du_offset, true);
+  wgmma::multiply<Major::mn, Major::mn>(m, now.q, v_for_m, true);
+  wgmma::commit();
+  wgmma::wait<0>();
+}
+
+// ahla's summary of a chunk: A, dX, the adjoints' updates and M's, none of the gradients.
+template <bool Decayed>
+__device__ void ahla_summary_chunk(const Tiles<Decayed>& s, const Chunk& now, const Decay& decay,
+                                   StateAdjoints& d, Accumulator& m) {
+  const Bf* k_aged = now.k;
+  const Bf* d_out_offset = now.d_out;
+  if constexpr (Decayed) {
+    scale_rows(s.decayed_k, now.k, s, -1, width - 1);
+    scale_rows(s.decayed_d_out, now.d_out, s, 1, 1);
+    k_aged = s.decayed_k;
+    d_out_offset = s.decayed_d_out;
+  }
+  {
+    Accumulator a;
+    issue_a(a, now);
+    wgmma::wait<0>();
+    round_masked_a(a, s);
+  }
+  publish_shared();
+  const Bf* dx_offset;
+  {
+    Accumulator d_x;
+    wgmma::fence_operand(d.state2);
+    scale_state(d.state2, decay.rho, Decayed);
+    wgmma::fence();
+    wgmma::multiply<Major::mn, Major::mn>(d_x, s.a, now.d_out, false);
+    wgmma::multiply<Major::k, Major::mn>(d_x, k_aged, s.d_state2, true);
+    wgmma::commit();
+    wgmma::multiply<Major::mn, Major::mn>(d.state2, now.q, d_out_offset, true);
+    wgmma::commit();
+    wgmma::wait<1>();
+    wgmma::fence_operand(d_x);
+    dx_offset = round_with_scaled_copy<Decayed>(d_x, s.du, s.decayed_du, decay.offset);
+  }
+  publish_shared();
+  wgmma::fence_operand(d.state1);
+  wgmma::fence_operand(m);
+  scale_state(d.state1, decay.rho, Decayed);
+  wgmma::fence();
+  wgmma::multiply<Major::mn, Major::mn>(d.state1, now.q, dx_offset, true);
+  wgmma::multiply<Major::mn, Major::mn>(m, now.q, now.k, true);
+  wgmma::commit();
+  wgmma::wait<0>();
+}
+
 struct Arguments {
-  std::int64_t length;
+  std::int64_t length, segment_chunks;
+  int segments;
   const Bf* checkpoints;
   float *dq, *dk, *dv;
   const double* head_decays;  // or null: `decay` for every head
   std::int64_t heads_per_batch;
   double decay;
+  const float* carries;  // the gradient pass of a split sequence: the adjoints after each segment
+  float* summaries;      // the summary pass: (dS0, dF0, M) of each segment but the first
 };
 
 // q, k, v, d_out: tensor maps of the [heads, length, 64] bf16 inputs with 64 x 64 boxes (a short last
 // chunk read with zeros past the end); checkpoints: the forward's, [heads, chunks, 2, 64 x 64].
-// Decayed: some head's gamma is not 1 (the kernel takes any gamma, 1 included).
-template <bool Ahla, bool Decayed>
+// Decayed: some head's gamma is not 1 (the kernel takes any gamma, 1 included). One block per
+// segment (of each sequence-head); the summary pass has one for each segment but the first.
+template <bool Ahla, bool Decayed, Pass pass>
 __global__ void __launch_bounds__(threads, 1)
     fast_backward_kernel(const __grid_constant__ CUtensorMap q, const __grid_constant__ CUtensorMap k,
                          const __grid_constant__ CUtensorMap v, const __grid_constant__ CUtensorMap d_out,
@@ -398,12 +516,17 @@ __global__ void __launch_bounds__(threads, 1)
   extern __shared__ __align__(128) unsigned char shared[];
   __shared__ Arrival loaded[stages];
   const Tiles<Decayed> s(shared);
-  const std::int64_t head = blockIdx.x, length = args.length;
-  const std::int64_t chunks = (length + width - 1) / width;
-  // Step i works on chunk chunks - 1 - i.
+  const int segments = args.segments;
+  const int per_head = pass == Pass::gradients ? segments : segments - 1;
+  const std::int64_t head = blockIdx.x / per_head;
+  const std::int64_t segment = blockIdx.x % per_head + (pass == Pass::summary ? 1 : 0);
+  const std::int64_t length = args.length, chunks = (length + width - 1) / width;
+  const std::int64_t first = segment * args.segment_chunks;
+  const std::int64_t count = std::min(args.segment_chunks, chunks - first);  // this segment's chunks
+  // Step i works on chunk first + count - 1 - i.
   const auto start_step = [&](std::int64_t i) {  // by thread 0
-    if (i >= chunks) return;
-    const std::int64_t c = chunks - 1 - i, row = c * width;
+    if (i >= count) return;
+    const std::int64_t c = first + count - 1 - i, row = c * width;
     Bf* to = s.stage(i);
     Arrival& arrival = loaded[i % stages];
     arrival.expect(input_tiles * wgmma::tile_bytes);  // a short chunk too: missing rows arrive as zeros
@@ -415,11 +538,19 @@ __global__ void __launch_bounds__(threads, 1)
                         2 * wgmma::tile_bytes, arrival);
   };
 
-  if constexpr (Decayed)
-    decay::fill_powers(s.powers, decay::gamma_of(args.head_decays, args.heads_per_batch, args.decay, head));
+  const double gamma = decay::gamma_of(args.head_decays, args.heads_per_batch, args.decay, head);
+  if constexpr (Decayed) decay::fill_powers(s.powers, gamma);
   StateAdjoints d;
-  wgmma::zero(d.state1);
-  wgmma::zero(d.state2);
+  Accumulator m;  // the summary pass's M
+  wgmma::zero(m);
+  if (pass == Pass::gradients && segment + 1 < segments) {
+    const float* carry = args.carries + (head * segments + segment) * carry_floats;
+    wgmma::load_rows(d.state1, carry);
+    wgmma::load_rows(d.state2, carry + matrix_floats);
+  } else {
+    wgmma::zero(d.state1);
+    wgmma::zero(d.state2);
+  }
   wgmma::round_to_tile(d.state1, s.d_state1);
   wgmma::round_to_tile(d.state2, s.d_state2);
   if (threadIdx.x == 0) {
@@ -431,22 +562,83 @@ __global__ void __launch_bounds__(threads, 1)
     for (int i = 0; i < stages - 1; ++i) start_step(i);
   const Decay decay = Decayed ? Decay(s.powers) : Decay{};
 
-  for (std::int64_t i = 0; i < chunks; ++i) {
-    const std::int64_t c = chunks - 1 - i;
+  for (std::int64_t i = 0; i < count; ++i) {
+    const std::int64_t c = first + count - 1 - i;
     loaded[i % stages].wait(i / stages % 2);
     publish_shared();  // the copies of the state adjoints; the last step's products are done
     if (threadIdx.x == 0) start_step(i + stages - 1);  // into the last step's buffers
-    const Gradient g{args.dq, args.dk, args.dv, (head * length + c * width) * width,
-                     static_cast<int>(std::min<std::int64_t>(width, length - c * width))};
-    if constexpr (Ahla) {
-      ahla_chunk(s, s.chunk(i), decay, d, g);
+    if constexpr (pass == Pass::summary) {
+      if constexpr (Ahla) {
+        ahla_summary_chunk(s, s.chunk(i), decay, d, m);
+      } else {
+        // rho2^(e - c) g^(128 - tau) = g^(128 i + 127 - r), a float32 rounding of the float64 power.
+        hla2_summary_chunk(s, s.chunk(i), decay, d, m, [&](int r) {
+          return static_cast<float>(pow(gamma, static_cast<double>(128 * i + 127 - r)));
+        });
+      }
     } else {
-      hla2_chunk(s, s.chunk(i), decay, d, g);
+      const Gradient g{args.dq, args.dk, args.dv, (head * length + c * width) * width,
+                       static_cast<int>(std::min<std::int64_t>(width, length - c * width))};
+      if constexpr (Ahla) {
+        ahla_chunk(s, s.chunk(i), decay, d, g);
+      } else {
+        hla2_chunk(s, s.chunk(i), decay, d, g);
+      }
     }
     wgmma::fence_operand(d.state1);
     wgmma::fence_operand(d.state2);
     wgmma::round_to_tile(d.state1, s.d_state1);  // published at the top of the next step
     wgmma::round_to_tile(d.state2, s.d_state2);
+  }
+  if constexpr (pass == Pass::summary) {
+    wgmma::fence_operand(m);
+    float* to = args.summaries + (head * (segments - 1) + segment - 1) * summary_floats;
+    wgmma::store_rows(to, d.state1);
+    wgmma::store_rows(to + matrix_floats, d.state2);
+    wgmma::store_rows(to + 2 * matrix_floats, m);
+  }
+}
+
+// The adjoints after each segment of one sequence-head (block) but the last (which starts from
+// zero): from the last segment back, in float32 on the ordinary cores, with L the segment's chunks,
+// r = g^(64 L) and r2 = g^(128 L) (ahla: r):
+//   hla2: dF = r2 dF + dF0,  dS = r dS + dS0 + M dF^T (the dF before this step);
+//   ahla: dE = r dE + dE0,   dP = r (dP + M dE) + dP0.
+template <bool Ahla>
+__global__ void __launch_bounds__(256)
+    backward_carry_kernel(const float* summaries, float* carries, int segments, std::int64_t segment_chunks,
+                          std::int64_t chunks, const double* head_decays, std::int64_t heads_per_batch,
+                          double decay) {
+  __shared__ float state1[matrix_floats], state2[matrix_floats];
+  constexpr int per_thread = matrix_floats / 256;
+  const std::int64_t head = blockIdx.x;
+  const double gamma = decay::gamma_of(head_decays, heads_per_batch, decay, head);
+  for (int i = threadIdx.x; i < matrix_floats; i += 256) state1[i] = state2[i] = 0;
+  for (int g = segments - 1; g >= 1; --g) {
+    const std::int64_t length = std::min(segment_chunks, chunks - g * segment_chunks);
+    const float r = static_cast<float>(pow(gamma, 64.0 * static_cast<double>(length)));
+    const float r2 = Ahla ? r : static_cast<float>(pow(gamma, 128.0 * static_cast<double>(length)));
+    const float* summary = summaries + (head * (segments - 1) + g - 1) * summary_floats;
+    const float* m = summary + 2 * matrix_floats;
+    float next1[per_thread], next2[per_thread];
+    __syncthreads();  // the last step's writes of state1 and state2 are visible
+#pragma unroll
+    for (int e = 0; e < per_thread; ++e) {
+      const int i = threadIdx.x + 256 * e, row = i / width, col = i % width;
+      float product = 0;  // hla2: (M dF^T)(row, col);  ahla: (M dE)(row, col)
+      for (int j = 0; j < width; ++j)
+        product = fmaf(m[row * width + j], Ahla ? state2[j * width + col] : state2[col * width + j], product);
+      next1[e] = Ahla ? fmaf(r, state1[i] + product, summary[i]) : fmaf(r, state1[i], summary[i]) + product;
+      next2[e] = fmaf(r2, state2[i], summary[matrix_floats + i]);
+    }
+    __syncthreads();  // every product has read state1 and state2
+    float* carry = carries + (head * segments + g - 1) * carry_floats;
+#pragma unroll
+    for (int e = 0; e < per_thread; ++e) {
+      const int i = threadIdx.x + 256 * e;
+      state1[i] = carry[i] = next1[e];
+      state2[i] = carry[matrix_floats + i] = next2[e];
+    }
   }
 }
 
@@ -457,25 +649,62 @@ void launch_fast_backward(const FastBackwardLaunch& how, std::int64_t heads, std
                           CUstream_st* stream) {
   if (heads == 0 || length == 0) return;
   tma::require_hopper();
+  int device = 0, sms = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
   const bool decayed = how.head_decays || how.decay != 1;
-  const auto kernel =
-      how.ahla ? (decayed ? fast_backward_kernel<true, true> : fast_backward_kernel<true, false>)
-               : (decayed ? fast_backward_kernel<false, true> : fast_backward_kernel<false, false>);
-  const int shared = shared_bytes(decayed);
-  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared),
-        "cudaFuncSetAttribute");
-  const CUtensorMap q_map = tma::tile_map(q, heads, length), k_map = tma::tile_map(k, heads, length),
-                    v_map = tma::tile_map(v, heads, length), d_out_map = tma::tile_map(d_out, heads, length);
-  const Arguments args{.length = length,
-                       .checkpoints = static_cast<const Bf*>(how.checkpoints),
-                       .dq = how.dq,
-                       .dk = how.dk,
-                       .dv = how.dv,
-                       .head_decays = how.head_decays,
-                       .heads_per_batch = how.heads_per_batch,
-                       .decay = how.decay};
-  kernel<<<static_cast<unsigned>(heads), threads, shared, stream>>>(q_map, k_map, v_map, d_out_map, args);
-  check_launch("fast backward kernel");
+  const auto run = [&]<bool Ahla, bool Decayed>() {
+    const auto gradients = fast_backward_kernel<Ahla, Decayed, Pass::gradients>;
+    const auto summary = fast_backward_kernel<Ahla, Decayed, Pass::summary>;
+    constexpr int shared = shared_bytes(Decayed);
+    for (const auto kernel : {gradients, summary})
+      check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared),
+            "cudaFuncSetAttribute");
+    const std::int64_t chunks = (length + width - 1) / width;
+    const int segments = static_cast<int>(segments_for(heads, chunks, sms));
+    const std::int64_t segment_chunks = (chunks + segments - 1) / segments;
+    const CUtensorMap q_map = tma::tile_map(q, heads, length), k_map = tma::tile_map(k, heads, length),
+                      v_map = tma::tile_map(v, heads, length),
+                      d_out_map = tma::tile_map(d_out, heads, length);
+    Arguments args{.length = length,
+                   .segment_chunks = segment_chunks,
+                   .segments = segments,
+                   .checkpoints = static_cast<const Bf*>(how.checkpoints),
+                   .dq = how.dq,
+                   .dk = how.dk,
+                   .dv = how.dv,
+                   .head_decays = how.head_decays,
+                   .heads_per_batch = how.heads_per_batch,
+                   .decay = how.decay,
+                   .carries = nullptr,
+                   .summaries = nullptr};
+    if (segments == 1) {
+      gradients<<<static_cast<unsigned>(heads), threads, shared, stream>>>(q_map, k_map, v_map, d_out_map,
+                                                                           args);
+      check_launch("fast backward kernel");
+      return;
+    }
+    const StreamScratch summaries(heads * (segments - 1) * summary_floats, stream);
+    const StreamScratch carries(heads * segments * carry_floats, stream);
+    args.summaries = summaries.get();
+    summary<<<static_cast<unsigned>(heads * (segments - 1)), threads, shared, stream>>>(q_map, k_map, v_map,
+                                                                                        d_out_map, args);
+    check_launch("fast backward kernel (segment summaries)");
+    backward_carry_kernel<Ahla><<<static_cast<unsigned>(heads), 256, 0, stream>>>(
+        summaries.get(), carries.get(), segments, segment_chunks, chunks, how.head_decays,
+        how.heads_per_batch, how.decay);
+    check_launch("fast backward kernel (carry-ins)");
+    args.summaries = nullptr;
+    args.carries = carries.get();
+    gradients<<<static_cast<unsigned>(heads * segments), threads, shared, stream>>>(q_map, k_map, v_map,
+                                                                                    d_out_map, args);
+    check_launch("fast backward kernel");
+  };
+  if (how.ahla) {
+    decayed ? run.operator()<true, true>() : run.operator()<true, false>();
+  } else {
+    decayed ? run.operator()<false, true>() : run.operator()<false, false>();
+  }
 }
 
 }  // namespace hla::fast::gpu::detail

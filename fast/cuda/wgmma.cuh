@@ -268,6 +268,17 @@ __device__ inline void store_rows(float* to, const Accumulator& d, int rows = wi
           make_float2(d.x[i], d.x[i + 1]);
 }
 
+// An accumulator from a 64 x 64 float32 matrix, row-major.
+__device__ inline void load_rows(Accumulator& d, const float* from) {
+#pragma unroll
+  for (int i = 0; i < 32; i += 2) {
+    const float2 pair =
+        *reinterpret_cast<const float2*>(from + Accumulator::row(i) * width + Accumulator::column(i));
+    d.x[i] = pair.x;
+    d.x[i + 1] = pair.y;
+  }
+}
+
 // to = diag(factor) from.
 template <class D>
 __device__ void scale_rows(D& to, const D& from, const RowPair& factor) {

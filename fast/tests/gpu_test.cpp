@@ -1158,6 +1158,17 @@ TEST_CASE("gpu/fast/the backward with one decay per head gives each head its own
   }
 }
 
+// One head of 131 chunks: the sequence splits into four segments (the summary pass, the carry
+// kernel's combination of nonzero adjoints, the gradient pass from each carry-in), with and without
+// decay (gamma = 1023/1024: the carry's g^(64 L) and g^(128 L) about 0.13 and 0.017).
+TEST_CASE("gpu/fast/the backward splits a long sequence of few heads into segments",
+          "[gpu][fast][backward]") {
+  for (const Variant variant : {Variant::hla2, Variant::ahla})
+    for (const Rational& decay : {Rational(1), Rational(1023, 1024)})
+      check_fast_backward(variant, 130 * 64 + 5, 1, 20261220, decay);
+}
+
+// 1,024 chunks in 32 segments.
 TEST_CASE("gpu/large/the fast backward at n = 65536 stays within the bf16 bound",
           "[gpu][fast][large][backward]") {
   check_fast_backward(Variant::hla2, 65536, 1, 20261215);
