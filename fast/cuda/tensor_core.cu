@@ -421,10 +421,10 @@ __global__ void __launch_bounds__(threads, 1)
       wgmma::round_to_tile(u, s.decayed_u, Ahla ? decay.age : decay.age2);
       u_input = s.decayed_u;
     }
-    if (pass == Pass::outputs && args.checkpoints) {  // the copy engine has read the checkpoint
-      if (threadIdx.x == 0) wait_stores_read();
-      __syncthreads();
-    }
+    // Every warp's product that read S is done (a warp's wait covers its own products only), and the
+    // copy engine has read the checkpoint of S.
+    if (pass == Pass::outputs && args.checkpoints && threadIdx.x == 0) wait_stores_read();
+    __syncthreads();
     wgmma::round_to_tile(sum1, s.state1);  // read again by the next chunk only
     const Bf* x_input = s.x;
     if constexpr (Ahla && Normalized) {
@@ -471,6 +471,7 @@ __global__ void __launch_bounds__(threads, 1)
         wgmma::fence_operand(vector2);
       }
       if (c + 1 < chunks) {
+        if constexpr (Decayed) __syncthreads();  // every warp's product that read D V is done
         decay_sums();
         decay_inputs(c + 1);
       }
@@ -560,6 +561,7 @@ __global__ void __launch_bounds__(threads, 1)
       wgmma::fence_operand(vector2);
     }
     stage_outputs<Normalized>(args, o, den, s.output(c), head * length + (first + c) * width, rows_of(c));
+    __syncthreads();                       // every warp's products that read F (f) are done
     wgmma::round_to_tile(sum2, s.state2);  // published at the top of the next chunk
     if constexpr (Normalized) wgmma::round_to_tile_row(vector2, s.vector2);
     if (c + 1 < chunks) {

@@ -82,7 +82,7 @@ struct Tiles {
   // the chunk (hla2 dS', dF'; ahla dP', dE').
   Bf *a, *u, *w, *dw, *du, *da, *d_state1, *d_state2;
   // Decayed: D K; hla2 D^2 V, diag(g^(2 tau)) dO, D^2 U, diag(g^tau) dU; ahla D V, diag(g^tau) dO, D X,
-  // diag(g^tau) dX; the powers g^0 .. g^128.
+  // diag(g^tau) dX; the powers g^0 .. g^128. (hla2's summary pass keeps M's scaled V in decayed_k.)
   Bf *decayed_k, *decayed_v, *decayed_d_out, *decayed_u, *decayed_du;
   float* powers;
   __device__ explicit Tiles(unsigned char* shared)
@@ -386,8 +386,9 @@ __device__ void ahla_chunk(const Tiles<Decayed>& s, const Chunk& now, const Deca
 //         M = sum_c rho^(c - b) rho2^(e - c) Q_c^T diag(g^(128 - tau)) V_c (dF's share of dS through dU);
 //   ahla: dE0 + rho^L dE  and  dP0 + rho^L (dP + M dE),  M = sum_c Q_c^T K_c (through dX: diag(g^tau) D =
 //   g^64).
-// The summary pass computes (dS0, dF0, M) for every segment but each sequence's first; carry_kernel
-// combines them from the last segment back; the gradient pass runs each segment from its carry-in.
+// The summary pass computes (dS0, dF0, M) for every segment but each sequence's first (it reads no
+// checkpoint); backward_carry_kernel combines them from the last segment back; the gradient pass runs each
+// segment from its carry-in.
 enum class Pass { gradients, summary };
 constexpr int matrix_floats = width * width;
 constexpr int summary_floats = 3 * matrix_floats;
@@ -529,13 +530,15 @@ __global__ void __launch_bounds__(threads, 1)
     const std::int64_t c = first + count - 1 - i, row = c * width;
     Bf* to = s.stage(i);
     Arrival& arrival = loaded[i % stages];
-    arrival.expect(input_tiles * wgmma::tile_bytes);  // a short chunk too: missing rows arrive as zeros
+    // A short chunk's missing rows arrive as zeros; the summary pass needs no forward state.
+    arrival.expect((pass == Pass::summary ? input_tiles - 2 : input_tiles) * wgmma::tile_bytes);
     start_loading(q, row, head, to, arrival);
     start_loading(k, row, head, to + tile_elements, arrival);
     start_loading(v, row, head, to + 2 * tile_elements, arrival);
     start_loading(d_out, row, head, to + 3 * tile_elements, arrival);
-    start_loading_bytes(to + 4 * tile_elements, args.checkpoints + (head * chunks + c) * 2 * tile_elements,
-                        2 * wgmma::tile_bytes, arrival);
+    if (pass == Pass::gradients)
+      start_loading_bytes(to + 4 * tile_elements, args.checkpoints + (head * chunks + c) * 2 * tile_elements,
+                          2 * wgmma::tile_bytes, arrival);
   };
 
   const double gamma = decay::gamma_of(args.head_decays, args.heads_per_batch, args.decay, head);
@@ -587,6 +590,7 @@ __global__ void __launch_bounds__(threads, 1)
     }
     wgmma::fence_operand(d.state1);
     wgmma::fence_operand(d.state2);
+    __syncthreads();  // every warp's products that read the copies are done (a warp's wait covers its own)
     wgmma::round_to_tile(d.state1, s.d_state1);  // published at the top of the next step
     wgmma::round_to_tile(d.state2, s.d_state2);
   }

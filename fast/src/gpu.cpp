@@ -584,6 +584,11 @@ void fast_backward(const OperatorSpec& spec, const Problem& problem, const BFloa
   }
   if (!dq || !dk || !dv) throw Error("fast backward: dq, dk and dv must be given");
   validate_head_decays(problem, head_decays, "fast backward");
+  if (!q || !k || !v || !d_out || !checkpoints)
+    throw Error("fast backward: q, k, v, dO and the checkpoints must be given");
+  const auto pairs_aligned = [](const float* p) { return reinterpret_cast<std::uintptr_t>(p) % 8 == 0; };
+  if (!pairs_aligned(dq) || !pairs_aligned(dk) || !pairs_aligned(dv))
+    throw Error("fast backward: dq, dk and dv must start at 8-byte aligned addresses");
   const DeviceDecays decays(head_decays, stream);
   const detail::FastBackwardLaunch how{.ahla = spec.variant == Variant::ahla,
                                        .decay = to_double(spec.decay),

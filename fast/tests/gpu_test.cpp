@@ -879,8 +879,10 @@ void check_fast_path(Index n, Index heads, std::uint64_t seed, const FastCase& f
         gamma_of(to_double(gpu_depth(spec, Implementation::gpu_scan, 0, d, n, 64)), 0x1p-24);
     double worst = 0, worst_output = 0, normwise = 0, generic_difference = 0, generic_ratio = 0;
     Index mismatches = 0;
-    const auto ratio = [](double error, double bound) {
-      return error == 0 ? 0.0 : bound > 0 ? error / bound : 1e300;
+    const auto ratio = [](double error, double bound) {  // a NaN fails
+      if (error == 0) return 0.0;
+      const double r = bound > 0 ? error / bound : 1e300;
+      return std::isnan(r) ? 1e300 : r;
     };
     for (Index h = 0; h < heads; ++h) {
       const Sequence<double> s{inputs[h].q.cast<double>(), inputs[h].k.cast<double>(),
@@ -1066,7 +1068,8 @@ void compare_fast_gradients(const OperatorSpec& spec, const Sequence<float>& inp
       const double bound = (fast_factor + gamma_of(static_cast<double>(k.data()[i].count()), 0x1p-53)) *
                            g.data()[i].value() * (1 + 1e-9);
       const double error = std::abs(double(fast_values.data()[i]) - exact.data()[i]);
-      if (error > 0) worst = std::max(worst, bound > 0 ? error / bound : 1e300);
+      const double ratio = error == 0 ? 0.0 : bound > 0 ? error / bound : 1e300;
+      if (!(ratio <= worst)) worst = std::isnan(ratio) ? 1e300 : ratio;  // a NaN gradient fails
     }
     normwise = std::max(normwise, (fast_values.cast<double>() - exact).norm() / exact.norm());
   };
@@ -1201,6 +1204,14 @@ TEST_CASE("gpu/fast/the fast backward refuses what it does not cover", "[gpu][fa
   CHECK_THROWS_WITH(fast::gpu::fast_backward(hla2, two_heads, nullptr, nullptr, nullptr, nullptr, nullptr,
                                              somewhere, somewhere, somewhere, nullptr, decays),
                     Catch::Contains("gamma must be in (0, 1]"));
+  const auto* aligned = reinterpret_cast<const fast::gpu::BFloat16*>(std::uintptr_t{256});
+  CHECK_THROWS_WITH(fast::gpu::fast_backward(hla2, fine, aligned, aligned, aligned, aligned, nullptr,
+                                             somewhere, somewhere, somewhere),
+                    Catch::Contains("must be given"));
+  float* odd_floats = reinterpret_cast<float*>(std::uintptr_t{260});
+  CHECK_THROWS_WITH(fast::gpu::fast_backward(hla2, fine, aligned, aligned, aligned, aligned, aligned,
+                                             odd_floats, somewhere, somewhere),
+                    Catch::Contains("8-byte aligned"));
   CHECK(fast::gpu::fast_checkpoint_bytes({8, 16, 65536, 64, 64}) == std::int64_t{8} * 16 * 1024 * 16384);
 }
 

@@ -174,12 +174,12 @@ std::int64_t fast_checkpoint_bytes(const Problem& problem);
 // The backward on the matrix units (what backward_unavailable(spec, gpu_fast, ...) allows: masked
 // hla2 and ahla, unnormalized, decayed or not, no ridge; d = dv = 64, any n): the gradients of
 // <dO, O> into dq, dk, dv ([.., 64], float32) from the bf16 q, k, v and dO and the checkpoints that a
-// fast_forward of the same inputs (and head_decays) wrote. It recomputes each chunk's products from
-// its checkpoint, walking the chunks of a sequence-head from the last, one block per sequence-head
-// or, when the sequence-heads leave SMs idle, per segment of one (stream-ordered scratch for the
-// segments' summaries and carry-ins).
-// Device pointers; runs in `stream` without synchronizing it; throws hla::Error for anything else.
-// Its error bound is fast_backward_roundings on the gradients' gauge (docs/gpu.md).
+// fast_forward of the same spec, inputs and head_decays wrote (fast_checkpoint_bytes(problem) of them). It
+// recomputes each chunk's products from its checkpoint, walking the chunks of a sequence-head from the last,
+// one block per sequence-head or, when the sequence-heads leave SMs idle, per segment of one (stream-ordered
+// scratch for the segments' summaries and carry-ins). Device pointers; runs in `stream` without synchronizing
+// it; throws hla::Error for anything else. Its error bound is fast_backward_roundings on the gradients' gauge
+// (docs/gpu.md).
 void fast_backward(const OperatorSpec& spec, const Problem& problem, const BFloat16* q, const BFloat16* k,
                    const BFloat16* v, const BFloat16* d_out, const void* checkpoints, float* dq, float* dk,
                    float* dv, CUstream_st* stream = nullptr, std::span<const double> head_decays = {});
