@@ -2,7 +2,9 @@
 // gradients equal the exact gradients of the definition (reference::gradients) bit for bit,
 // whatever the checkpoint interval, chunk size and thread count; every form's, published or corrected, are
 // the exact gradients of its own forward pass (checked by forward mode on that pass), and a published form's
-// differ from the definition's where a finding says its forward pass does.
+// differ from the definition's where a finding says its forward pass does. The fast backward's chunk
+// algebra and its split into segments (the formulas of fast/cuda/tensor_core_backward.cu) give the
+// definition's gradients exactly in Z/p.
 
 #include "hla/fast/backward.hpp"
 
@@ -330,4 +332,151 @@ TEST_CASE("backward/token j's gradients do not read dO before j, bit for bit in 
                },
                100);
     }
+}
+
+namespace {
+
+using MP = Matrix<ModP>;
+
+// The fast backward's chunk algebra (fast/cuda/tensor_core_backward.cu's header) for chunks of C
+// tokens on the host, in exact arithmetic: the forward's states before each chunk (its checkpoints),
+// then the reverse walk, each segment of `segment_chunks` chunks from the carry-in that the later
+// segments' summaries (dS0, dF0, M) give through the carry kernel's combination. Rows past n are
+// zeros, as the kernels' short last chunk.
+Gradients<ModP> fast_chunk_algebra(const OperatorSpec& spec, const Sequence<ModP>& s, const MP& d_out,
+                                   Index C, Index segment_chunks) {
+  const bool ahla = spec.variant == Variant::ahla;
+  const ModP g = to_mod_prime(spec.decay);
+  const Index n = s.length(), d = s.key_dim(), dv = s.value_dim(), chunks = (n + C - 1) / C;
+  const auto padded = [&](const MP& m) {
+    MP out = MP::Zero(chunks * C, m.cols());
+    out.topRows(n) = m;
+    return out;
+  };
+  const MP q = padded(s.q), k = padded(s.k), v = padded(s.v), d_o = padded(d_out);
+  const auto pw = [&](Index e) { return power(g, static_cast<long>(e)); };
+  const auto rows = [&](Index first, Index step) {  // diag(g^(first + step r)), r = 0..C-1
+    MP m = MP::Zero(C, C);
+    for (Index r = 0; r < C; ++r) m(r, r) = pw(first + step * r);
+    return m;
+  };
+  MP mask(C, C);  // L_g
+  for (Index t = 0; t < C; ++t)
+    for (Index j = 0; j < C; ++j) mask(t, j) = t >= j ? pw(t - j) : ModP(0);
+  const MP mask2 = mask.cwiseProduct(mask);
+  const MP offset = rows(1, 1), offset2 = rows(2, 2), age = rows(C - 1, -1), age2 = rows(2 * (C - 1), -2);
+  const ModP rho = pw(C), rho2 = pw(2 * C);
+  const auto block = [&](const MP& m, Index c) { return MP(m.middleRows(c * C, C)); };
+  // The forward: the states before each chunk (hla2 S, F; ahla P, E) and the outputs.
+  std::vector<MP> state1(chunks), state2(chunks);
+  MP s1 = MP::Zero(d, ahla ? dv : d), s2 = MP::Zero(d, dv), out(chunks * C, dv);
+  for (Index c = 0; c < chunks; ++c) {
+    const MP qc = block(q, c), kc = block(k, c), vc = block(v, c);
+    state1[c] = s1;
+    state2[c] = s2;
+    const MP a = MP(qc * kc.transpose()).cwiseProduct(mask);
+    if (ahla) {
+      const MP x = offset * qc * s1 + a * vc;
+      out.middleRows(c * C, C) = offset * qc * s2 + a * x;
+      s1 = rho * s1 + kc.transpose() * age * vc;
+      s2 = rho * s2 + kc.transpose() * age * x;
+    } else {
+      const MP u = offset * qc * s1 + a * kc;
+      out.middleRows(c * C, C) = offset2 * qc * s2 + MP(qc * u.transpose()).cwiseProduct(mask2) * vc;
+      s1 = rho * s1 + kc.transpose() * age * kc;
+      s2 = rho2 * s2 + MP(age2 * u).transpose() * vc;
+    }
+  }
+  // The reverse walk over chunks first .. first + count - 1 from the adjoints (d1, d2) after them:
+  // the gradients (when `g_out`) and M (when `m`).
+  Gradients<ModP> grad{MP::Zero(chunks * C, d), MP::Zero(chunks * C, d), MP::Zero(chunks * C, dv), out, {}};
+  const auto walk = [&](Index first, Index count, MP& d1, MP& d2, Gradients<ModP>* g_out, MP* m) {
+    for (Index i = 0; i < count; ++i) {
+      const Index c = first + count - 1 - i;
+      const MP qc = block(q, c), kc = block(k, c), vc = block(v, c), doc = block(d_o, c);
+      const MP a = MP(qc * kc.transpose()).cwiseProduct(mask);
+      MP dq, dk, dvv;
+      if (ahla) {
+        const MP x = offset * qc * state1[c] + a * vc;
+        const MP dx = a.transpose() * doc + age * kc * d2;
+        const MP da = MP(doc * x.transpose() + dx * vc.transpose()).cwiseProduct(mask);
+        dvv = age * kc * d1 + a.transpose() * dx;
+        dq = offset * (doc * state2[c].transpose() + dx * state1[c].transpose()) + da * kc;
+        dk = age * x * d2.transpose() + age * vc * d1.transpose() + da.transpose() * qc;
+        if (m) *m += qc.transpose() * kc;
+        d1 = rho * d1 + qc.transpose() * offset * dx;
+        d2 = rho * d2 + qc.transpose() * offset * doc;
+      } else {
+        const MP u = offset * qc * state1[c] + a * kc;
+        const MP w = MP(qc * u.transpose()).cwiseProduct(mask2);
+        const MP dw = MP(doc * vc.transpose()).cwiseProduct(mask2);
+        const MP du = dw.transpose() * qc + age2 * vc * d2.transpose();
+        const MP da = MP(du * kc.transpose()).cwiseProduct(mask);
+        dvv = w.transpose() * doc + age2 * u * d2;
+        dq = offset2 * doc * state2[c].transpose() + dw * u + offset * du * state1[c].transpose() + da * kc;
+        dk = a.transpose() * du + da.transpose() * qc + age * kc * MP(d1 + d1.transpose());
+        if (m) *m = rho * *m + pw(2 * C * i) * qc.transpose() * rows(2 * C - 1, -1) * vc;
+        d1 = rho * d1 + qc.transpose() * offset * du;
+        d2 = rho2 * d2 + qc.transpose() * offset2 * doc;
+      }
+      if (g_out) {
+        g_out->dq.middleRows(c * C, C) = dq;
+        g_out->dk.middleRows(c * C, C) = dk;
+        g_out->dv.middleRows(c * C, C) = dvv;
+      }
+    }
+  };
+  const Index segments = (chunks + segment_chunks - 1) / segment_chunks;
+  const auto count_of = [&](Index seg) { return std::min(segment_chunks, chunks - seg * segment_chunks); };
+  // The carry-ins, from the last segment back (the summary pass and the carry kernel).
+  std::vector<MP> in1(segments, MP::Zero(d, ahla ? dv : d)), in2(segments, MP::Zero(d, dv));
+  for (Index seg = segments - 1; seg >= 1; --seg) {
+    MP d1 = MP::Zero(d, ahla ? dv : d), d2 = MP::Zero(d, dv), m = MP::Zero(d, ahla ? d : dv);
+    walk(seg * segment_chunks, count_of(seg), d1, d2, nullptr, &m);
+    const ModP r = pw(C * count_of(seg)), r2 = ahla ? r : pw(2 * C * count_of(seg));
+    in1[seg - 1] =
+        ahla ? MP(r * (in1[seg] + m * in2[seg]) + d1) : MP(r * in1[seg] + d1 + m * in2[seg].transpose());
+    in2[seg - 1] = r2 * in2[seg] + d2;
+  }
+  for (Index seg = 0; seg < segments; ++seg)
+    walk(seg * segment_chunks, count_of(seg), in1[seg], in2[seg], &grad, nullptr);
+  grad.dq = MP(grad.dq.topRows(n));
+  grad.dk = MP(grad.dk.topRows(n));
+  grad.dv = MP(grad.dv.topRows(n));
+  grad.output = MP(out.topRows(n));
+  return grad;
+}
+
+}  // namespace
+
+// The algebra the fast backward's kernels compute (their formulas, not their code: the kernels run on
+// Hopper's matrix units only), chunks of 1 to 5 tokens, split into 1 to 4 segments: its outputs and
+// gradients are the definition's, exactly, for masked unnormalized hla2 and ahla with any decay.
+TEST_CASE(
+    "backward/the fast path's chunk algebra and its segment split give the definition's gradients - ModP",
+    "[backward][exact]") {
+  for (const Variant variant : {Variant::hla2, Variant::ahla})
+    property(
+        std::string(variant_name(variant)) + ": the fast backward's algebra equals reference::gradients",
+        [variant] {
+          OperatorSpec spec = *testing::gen_spec(variant).as("spec");
+          spec.masked = true;
+          spec.normalize = false;
+          spec.eps = 0;
+          spec.ridge = 0;
+          const Sequence<Rational> s = *testing::gen_any_sequence(24, 3, 1).as("sequence");
+          const Matrix<Rational> d_out = *testing::gen_matrix(s.length(), s.value_dim(), false).as("dO");
+          const Index chunk = *rc::gen::inRange(1, 6).as("chunk");
+          const Index chunks = (s.length() + chunk - 1) / chunk;
+          const Index segment_chunks = *rc::gen::inRange<Index>(1, chunks + 1).as("chunks per segment");
+          const Sequence<ModP> sm = convert<ModP>(s);
+          const MP d_out_m = convert<ModP>(d_out);
+          const Gradients<ModP> got = fast_chunk_algebra(spec, sm, d_out_m, chunk, segment_chunks);
+          const Gradients<ModP> exact = reference::gradients(spec, sm, d_out_m);
+          RC_ASSERT(got.output == reference::output(spec, sm));
+          RC_ASSERT(got.dq == exact.dq);
+          RC_ASSERT(got.dk == exact.dk);
+          RC_ASSERT(got.dv == exact.dv);
+        },
+        200);
 }
