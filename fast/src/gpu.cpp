@@ -485,6 +485,23 @@ void validate_head_decays(const Problem& problem, std::span<const double> head_d
   }
 }
 
+// The shapes the matrix units' kernels take: d = dv = 64 and, tensor-map coordinates being 32-bit,
+// batch * heads * n below 2^31; device pointers 16-byte aligned (the copy engine's rows).
+void validate_fast_problem(const Problem& problem, const std::string& what) {
+  validate_problem(problem);
+  if (problem.key_dim != 64 || problem.value_dim != 64) {
+    throw Error(what + ": d = dv = 64 only, got d = " + std::to_string(problem.key_dim) +
+                ", dv = " + std::to_string(problem.value_dim));
+  }
+  if (problem.batch * problem.heads * problem.length > std::numeric_limits<std::int32_t>::max()) {
+    throw Error(what + ": batch * heads * n must be below 2^31, got " +
+                std::to_string(problem.batch * problem.heads * problem.length));
+  }
+}
+bool aligned16(const void* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+}
+
 // The heads' decays on the device for one launch, in stream order (null without them).
 class DeviceDecays {
  public:
@@ -517,24 +534,14 @@ void fast_forward(const OperatorSpec& spec, const Problem& problem, const BFloat
                   const BFloat16* v, const FastOutput& out, CUstream_st* stream,
                   std::span<const double> head_decays) {
   require_available(spec, Implementation::gpu_fast, Form::published);
-  validate_problem(problem);
-  if (problem.key_dim != 64 || problem.value_dim != 64) {
-    throw Error("fast path: d = dv = 64 only, got d = " + std::to_string(problem.key_dim) +
-                ", dv = " + std::to_string(problem.value_dim));
-  }
-  // Tensor-map coordinates are 32-bit, and the copy engine moves 16-byte aligned rows.
-  if (problem.batch * problem.heads * problem.length > std::numeric_limits<std::int32_t>::max()) {
-    throw Error("fast path: batch * heads * n must be below 2^31, got " +
-                std::to_string(problem.batch * problem.heads * problem.length));
-  }
-  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
-  if (!aligned(q) || !aligned(k) || !aligned(v) || !aligned(out.out)) {
+  validate_fast_problem(problem, "fast path");
+  if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(out.out)) {
     throw Error("fast path: q, k, v and the output must start at 16-byte aligned addresses");
   }
   if (out.checkpoints) {
     if (const auto why = backward_unavailable(spec, Implementation::gpu_fast, Form::published))
       throw Error("fast path: checkpoints are written for the fast backward only; " + *why);
-    if (!aligned(out.checkpoints))
+    if (!aligned16(out.checkpoints))
       throw Error("fast path: the checkpoints must start at a 16-byte aligned address");
   }
   if (out.den && !spec.normalize) throw Error("fast path: den is written for a normalized operator only");
@@ -569,17 +576,8 @@ void fast_backward(const OperatorSpec& spec, const Problem& problem, const BFloa
                    float* dv, CUstream_st* stream, std::span<const double> head_decays) {
   if (const auto why = backward_unavailable(spec, Implementation::gpu_fast, Form::published))
     throw Error(*why);
-  validate_problem(problem);
-  if (problem.key_dim != 64 || problem.value_dim != 64) {
-    throw Error("fast backward: d = dv = 64 only, got d = " + std::to_string(problem.key_dim) +
-                ", dv = " + std::to_string(problem.value_dim));
-  }
-  if (problem.batch * problem.heads * problem.length > std::numeric_limits<std::int32_t>::max()) {
-    throw Error("fast backward: batch * heads * n must be below 2^31, got " +
-                std::to_string(problem.batch * problem.heads * problem.length));
-  }
-  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
-  if (!aligned(q) || !aligned(k) || !aligned(v) || !aligned(d_out) || !aligned(checkpoints)) {
+  validate_fast_problem(problem, "fast backward");
+  if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(d_out) || !aligned16(checkpoints)) {
     throw Error("fast backward: q, k, v, dO and the checkpoints must start at 16-byte aligned addresses");
   }
   if (!dq || !dk || !dv) throw Error("fast backward: dq, dk and dv must be given");

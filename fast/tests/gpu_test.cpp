@@ -1037,19 +1037,27 @@ TEST_CASE("gpu/large/the fast path at n = 65536 stays within the bf16 bound", "[
 
 namespace {
 
-// One sequence-head's gradients against the exact ones: the worst error / bound and the normwise
-// relative error, folded into `worst` and `normwise`.
-void compare_fast_gradients(const OperatorSpec& spec, const Sequence<float>& input,
-                            const Matrix<float>& d_out32, const Gradients<float>& got, double& worst,
-                            double& normwise) {
-  using D = checking::Depth<53>;
-  const Index n = input.length(), d = input.key_dim();
-  const Form form = fast::default_form(spec, Implementation::streaming);
+using ReferenceDepth = checking::Depth<53>;
+
+// The float64 reference backward's depths for n tokens, d = dv (the same for every head).
+Gradients<ReferenceDepth> reference_backward_depths(const OperatorSpec& spec, Index n, Index d) {
+  using D = ReferenceDepth;
   const auto symbolic = [](Index rows, Index cols) {
     return Matrix<D>(Matrix<D>::Constant(rows, cols, D::input()));
   };
-  const Gradients<D> depth = fast::streaming_gradients(
-      spec, form, Sequence<D>{symbolic(n, d), symbolic(n, d), symbolic(n, d)}, symbolic(n, d));
+  return fast::streaming_gradients(spec, fast::default_form(spec, Implementation::streaming),
+                                   Sequence<D>{symbolic(n, d), symbolic(n, d), symbolic(n, d)},
+                                   symbolic(n, d));
+}
+
+// One sequence-head's gradients against the exact ones: the worst error / bound and the normwise
+// relative error, folded into `worst` and `normwise`; `depth` from reference_backward_depths.
+void compare_fast_gradients(const OperatorSpec& spec, const Sequence<float>& input,
+                            const Matrix<float>& d_out32, const Gradients<float>& got,
+                            const Gradients<ReferenceDepth>& depth, double& worst, double& normwise) {
+  using D = ReferenceDepth;
+  const Index n = input.length();
+  const Form form = fast::default_form(spec, Implementation::streaming);
   const fast::gpu::FastRoundings roundings = fast::gpu::fast_backward_roundings(spec.decayed(), n);
   const double fast_factor = (1 + gamma_of(roundings.bf16, 0x1p-8)) *
                                  (1 + gamma_of(static_cast<double>(roundings.float32), 0x1p-22)) -
@@ -1090,10 +1098,11 @@ void check_fast_backward(Variant variant, Index n, Index heads, std::uint64_t se
   }
   const std::vector<Gradients<float>> got = fast::gpu::fast_gradients(spec, inputs, d_outs);
   const std::vector<Matrix<float>> forward = fast::gpu::fast_outputs(spec, inputs, false);
+  const Gradients<ReferenceDepth> depth = reference_backward_depths(spec, n, d);
   double worst = 0, normwise = 0;
   Index forward_mismatches = 0;
   for (Index h = 0; h < heads; ++h) {
-    compare_fast_gradients(spec, inputs[h], d_outs[h], got[h], worst, normwise);
+    compare_fast_gradients(spec, inputs[h], d_outs[h], got[h], depth, worst, normwise);
     // The forward that writes the checkpoints gives the outputs of the one that does not, bit for bit.
     for (Index i = 0; i < forward[h].size(); ++i)
       if (std::bit_cast<std::uint32_t>(got[h].output.data()[i]) !=
@@ -1155,7 +1164,8 @@ TEST_CASE("gpu/fast/the backward with one decay per head gives each head its own
       CHECK((mixed[h].dk.array() == alone.dk.array()).all());
       CHECK((mixed[h].dv.array() == alone.dv.array()).all());
       double worst = 0, normwise = 0;
-      compare_fast_gradients(single, inputs[h], d_outs[h], mixed[h], worst, normwise);
+      compare_fast_gradients(single, inputs[h], d_outs[h], mixed[h],
+                             reference_backward_depths(single, inputs[h].length(), 64), worst, normwise);
       CHECK(worst <= 1.0);
     }
   }

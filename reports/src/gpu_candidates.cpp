@@ -202,9 +202,12 @@ bool fast_covers(const OperatorSpec& spec) {
 // gpu::fast_roundings: b roundings to bf16 (u = 2^-8) and K float32 roundings counted at
 // u = 2^-22; since 2^-22 = 2^-14 u and (1 + gamma(a))(1 + gamma(b)) - 1 <= gamma(a + b), a depth of
 // b + ceil(K / 2^14) at u = 2^-8 bounds both, for numerators and denominators alike.
+std::int64_t one_depth(const fast::gpu::FastRoundings& roundings) {
+  return roundings.bf16 + (roundings.float32 + (1 << 14) - 1) / (1 << 14);
+}
+
 Depths fast_depth(const OperatorSpec& spec, Index n, Index dv) {
-  const fast::gpu::FastRoundings roundings = fast::gpu::fast_roundings(spec.decayed(), n);
-  const std::int64_t k = roundings.bf16 + (roundings.float32 + (1 << 14) - 1) / (1 << 14);
+  const std::int64_t k = one_depth(fast::gpu::fast_roundings(spec.decayed(), n));
   return {Matrix<std::int64_t>::Constant(n, dv, k),
           spec.normalize ? Vector<std::int64_t>::Constant(n, k) : Vector<std::int64_t>::Zero(n)};
 }
@@ -248,8 +251,7 @@ BackwardRun fast_backward_run(const OperatorSpec& spec, const Sequence<double>& 
 
 // gpu::fast_backward_roundings as one depth at u = 2^-8, as fast_depth does for the forward.
 Gradients<std::int64_t> fast_backward_depth(const OperatorSpec& spec, Index n, Index d, Index dv) {
-  const fast::gpu::FastRoundings roundings = fast::gpu::fast_backward_roundings(spec.decayed(), n);
-  const std::int64_t k = roundings.bf16 + (roundings.float32 + (1 << 14) - 1) / (1 << 14);
+  const std::int64_t k = one_depth(fast::gpu::fast_backward_roundings(spec.decayed(), n));
   return {Matrix<std::int64_t>::Constant(n, d, k),
           Matrix<std::int64_t>::Constant(n, d, k),
           Matrix<std::int64_t>::Constant(n, dv, k),
