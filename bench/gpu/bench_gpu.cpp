@@ -6,9 +6,10 @@
 // configuration; bench/gpu/run.py adds the peers and the roofline floors.
 // `--pass backward` times the backward instead, from dO drawn like v: gpu::gradients (methods
 // streaming and scan; its forward pass, which the gradients of a normalized operator need, is not
-// included) or, method fast, gpu::fast_backward from the checkpoints of one untimed forward.
+// included) or, method fast, gpu::fast_backward from the checkpoints of one untimed forward
+// (normalized: from Gaussian readouts' adjoints d_num, d_den).
 // `--pass train` (method fast) times the forward that writes the checkpoints and the backward
-// together.
+// together (normalized, that forward writes num and den in float32 whatever --out).
 
 #include <cuda_runtime_api.h>
 
@@ -117,8 +118,9 @@ void dump_array(const std::string& path, const In* device, std::int64_t count) {
 
 // gpu-fast: the tensor-core path (gpu::fast_forward; bf16 inputs only), else gpu::terms; with
 // `backward`, gpu::gradients (num holds dO, den zero, as for an unnormalized operator) or
-// gpu::fast_backward (dO in bf16, the checkpoints from one forward before the timed runs); `train`:
-// the fast forward with checkpoints, then the fast backward.
+// gpu::fast_backward (dO in bf16, the checkpoints from one forward before the timed runs; normalized,
+// Gaussian readouts' adjoints d_num, d_den, whose elementwise formation from dO is not timed, and the
+// forward writes num and den); `train`: the fast forward with checkpoints, then the fast backward.
 template <class In>
 double time_pass(const OperatorSpec& spec, fast::Implementation impl, const gpu::Problem& p,
                  std::int64_t chunk, int reps, const std::string& pass, bool bf16_out, double* spread,
@@ -126,7 +128,7 @@ double time_pass(const OperatorSpec& spec, fast::Implementation impl, const gpu:
   const bool backward = pass != "forward";
   const std::int64_t rows = p.batch * p.heads * p.length;
   In *q, *k, *v, *d_out = nullptr;
-  float *num, *den, *dq = nullptr, *dk = nullptr, *dv = nullptr;
+  float *num, *den, *dq = nullptr, *dk = nullptr, *dv = nullptr, *d_den = nullptr;
   void* checkpoints = nullptr;
   check(cudaMalloc(reinterpret_cast<void**>(&q), rows * p.key_dim * sizeof(In)), "cudaMalloc");
   check(cudaMalloc(reinterpret_cast<void**>(&k), rows * p.key_dim * sizeof(In)), "cudaMalloc");
@@ -150,13 +152,21 @@ double time_pass(const OperatorSpec& spec, fast::Implementation impl, const gpu:
   if (on_matrix_units && backward) {
     check(cudaMalloc(reinterpret_cast<void**>(&d_out), rows * p.value_dim * sizeof(In)), "cudaMalloc");
     gpu::fill_gaussian(d_out, rows * p.value_dim, 4, 1.0f);
-    check(cudaMalloc(&checkpoints, gpu::fast_checkpoint_bytes(p)), "cudaMalloc");
+    if (spec.normalize) {
+      check(cudaMalloc(reinterpret_cast<void**>(&d_den), rows * sizeof(float)), "cudaMalloc");
+      gpu::fill_gaussian(d_den, rows, 5, 1.0f);
+    }
+    check(cudaMalloc(&checkpoints, gpu::fast_checkpoint_bytes(spec, p)), "cudaMalloc");
   }
+  // The forward before a backward: normalized, num and den (the terms the readouts' adjoints need).
+  const gpu::FastOutput forward_out = backward && spec.normalize
+                                          ? gpu::FastOutput{num, false, den, checkpoints}
+                                          : gpu::FastOutput{num, bf16_out, nullptr, checkpoints};
   const auto run = [&] {
     if constexpr (std::is_same_v<In, gpu::BFloat16>) {
       if (on_matrix_units) {
-        if (pass != "backward") gpu::fast_forward(spec, p, q, k, v, {num, bf16_out, nullptr, checkpoints});
-        if (backward) gpu::fast_backward(spec, p, q, k, v, d_out, checkpoints, dq, dk, dv);
+        if (pass != "backward") gpu::fast_forward(spec, p, q, k, v, forward_out);
+        if (backward) gpu::fast_backward(spec, p, q, k, v, d_out, d_den, checkpoints, dq, dk, dv);
         return;
       }
     }
@@ -166,8 +176,7 @@ double time_pass(const OperatorSpec& spec, fast::Implementation impl, const gpu:
     gpu::terms(spec, form, impl, p, chunk, q, k, v, num, den);
   };
   if (on_matrix_units && pass == "backward") {  // the checkpoints the timed backward reads
-    if constexpr (std::is_same_v<In, gpu::BFloat16>)
-      gpu::fast_forward(spec, p, q, k, v, {num, bf16_out, nullptr, checkpoints});
+    if constexpr (std::is_same_v<In, gpu::BFloat16>) gpu::fast_forward(spec, p, q, k, v, forward_out);
   }
   run();  // warm-up
   check(cudaDeviceSynchronize(), "warm-up");
@@ -190,9 +199,10 @@ double time_pass(const OperatorSpec& spec, fast::Implementation impl, const gpu:
     dump_array(dump + "/v.f32", v, rows * p.value_dim);
     dump_array(dump + "/num.f32", num, rows * p.value_dim);
   }
-  for (void* ptr : {static_cast<void*>(q), static_cast<void*>(k), static_cast<void*>(v),
-                    static_cast<void*>(num), static_cast<void*>(den), static_cast<void*>(dq),
-                    static_cast<void*>(dk), static_cast<void*>(dv), static_cast<void*>(d_out), checkpoints}) {
+  for (void* ptr :
+       {static_cast<void*>(q), static_cast<void*>(k), static_cast<void*>(v), static_cast<void*>(num),
+        static_cast<void*>(den), static_cast<void*>(dq), static_cast<void*>(dk), static_cast<void*>(dv),
+        static_cast<void*>(d_out), static_cast<void*>(d_den), checkpoints}) {
     cudaFree(ptr);
   }
   cudaEventDestroy(start);
@@ -246,7 +256,8 @@ int main(int argc, char** argv) {
                                                                o.bf16_out, &spread, o.dump)
                                     : time_pass<float>(spec, *impl, p, o.chunk, o.reps, o.pass, o.bf16_out,
                                                        &spread, o.dump);
-              const bool narrow = o.bf16_out && *impl == fast::Implementation::gpu_fast;
+              const bool narrow = o.bf16_out && *impl == fast::Implementation::gpu_fast &&
+                                  !(o.pass != "forward" && spec.normalize);
               std::cout << variant_text << "," << precision << "," << method_text << "," << o.batch << ","
                         << o.heads << "," << n << "," << o.d << "," << o.dv << "," << o.chunk << "," << ms
                         << "," << spread << "," << o.pass << "," << options << ","

@@ -253,7 +253,7 @@ def backward_table(binary, batch, heads, d, dv, chunk, lengths):
     inputs), the fast path's `--pass train` (bf16 inputs), the PyTorch peer and causal SDPA
     through autograd (bf16 inputs)."""
     hla = {}
-    runs = [("scan", "forward", "plain"), ("scan", "backward", "plain"), ("fast", "train", "plain,decayed")]
+    runs = [("scan", "forward", "plain"), ("scan", "backward", "plain"), ("fast", "train", "plain,decayed,normalized-decayed")]
     for method, pass_, options in runs:
         command = [binary, "--batch", str(batch), "--heads", str(heads), "--d", str(d), "--dv", str(dv),
                    "--chunk", str(chunk), "--n", ",".join(map(str, lengths)), "--methods", method,
@@ -270,11 +270,11 @@ def backward_table(binary, batch, heads, d, dv, chunk, lengths):
         f"Forward plus backward (gradients of <dO, O>, dO Gaussian), B = {batch}, H = {heads}, d = dv = {d}; "
         "hla's GPU scan: its forward plus `hla_bench_gpu --pass backward --methods scan` (float32 gradients); "
         "the fast path: `--pass train --methods fast` (its forward writing the checkpoints, then its backward; "
-        "bf16 inputs, float32 gradients), without decay and with gamma = 0.999 (`--options decayed`); the PyTorch peer, SDPA and FLA's first-order chunk_simple_gla with a "
+        "bf16 inputs, float32 gradients), without decay, with gamma = 0.999 (`--options decayed`) and normalized with it (eps = 1/4; the readouts' adjoints drawn, their elementwise formation from dO not timed); the PyTorch peer, SDPA and FLA's first-order chunk_simple_gla with a "
         "decay per head (nan without the `fla` package) through autograd on bf16 inputs.",
         "",
-        "| variant | n | GPU scan f32 fwd + bwd ms | GPU scan bf16 fwd + bwd ms | fast path fwd + bwd ms | fast path decayed fwd + bwd ms | torch chunked fwd + bwd ms | SDPA bf16 fwd + bwd ms | FLA chunk_simple_gla decayed fwd + bwd ms | fast decayed / FLA |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| variant | n | GPU scan f32 fwd + bwd ms | GPU scan bf16 fwd + bwd ms | fast path fwd + bwd ms | fast path decayed fwd + bwd ms | fast path normalized decayed fwd + bwd ms | torch chunked fwd + bwd ms | SDPA bf16 fwd + bwd ms | FLA chunk_simple_gla decayed fwd + bwd ms | fast decayed / FLA |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for variant, fn in PEERS.items():
         for n in lengths:
@@ -283,7 +283,9 @@ def backward_table(binary, batch, heads, d, dv, chunk, lengths):
             peer = train_ms(lambda q, k, v: fn(q, k, v, chunk), [(batch, heads, n, d)] * 3, torch.bfloat16)
             fast = hla.get((variant, "bf16", n, "train", "plain"), math.nan)
             fast_decayed = hla.get((variant, "bf16", n, "train", "decayed"), math.nan)
+            fast_normalized = hla.get((variant, "bf16", n, "train", "normalized-decayed"), math.nan)
             lines.append(f"| {variant} | {n} | {total['f32']:.2f} | {total['bf16']:.2f} | {fast:.2f} | {fast_decayed:.2f} "
+                         f"| {fast_normalized:.2f} "
                          f"| {peer:.2f} | {sdpa[n]:.2f} | {fla[n]:.2f} | {fast_decayed / fla[n]:.2f} |")
             print(lines[-1], flush=True)
     return lines

@@ -70,15 +70,29 @@ struct FastLaunch {
   void* out = nullptr;  // [heads, length, 64], float32 or bf16
   bool bf16_out = false;
   float* den = nullptr;  // normalized only: out gets num (float32) and den [heads, length] the denominators
-  void* checkpoints = nullptr;  // bf16 [heads, chunks, 2, 64 x 64]: each chunk's state operands
+  void* checkpoints = nullptr;  // [heads, chunks] of checkpoint_bytes(normalize): each chunk's state operands
 };
+
+// One chunk's checkpoint (tensor_core.cu writes them, tensor_core_backward.cu reads them): the two
+// bf16 state tiles the forward's products read at the chunk's start (hla2 S~, F~; ahla P~, E~), 64 x 64
+// in the 128-byte swizzle, then, normalized, their vectors as two bf16 rows of 64 (hla2 f~ and a row
+// of zeros; ahla n~, m~).
+constexpr std::int64_t checkpoint_tile_bytes = 64 * 64 * 2;
+constexpr std::int64_t checkpoint_vector_bytes = 2 * 64 * 2;
+constexpr std::int64_t checkpoint_bytes(bool normalized) {
+  return 2 * checkpoint_tile_bytes + (normalized ? checkpoint_vector_bytes : 0);
+}
 void launch_fast(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
                  const BFloat16* k, const BFloat16* v, CUstream_st* stream);
 
-// The fast path's backward (masked hla2 or ahla, unnormalized, any decay): dq, dk, dv [heads, length,
-// 64] in float32 from q, k, v, d_out [heads, length, 64] in bf16 and the forward's checkpoints.
+// The fast path's backward (masked hla2 or ahla, normalized or not, any decay): dq, dk, dv [heads,
+// length, 64] in float32 from q, k, v, the adjoint of num d_num [heads, length, 64] in bf16 (dO,
+// unnormalized), normalized the adjoint of den d_den [heads, length] in float32, and the forward's
+// checkpoints.
 struct FastBackwardLaunch {
   bool ahla = false;
+  bool normalize = false;
+  const float* d_den = nullptr;         // normalized only
   double decay = 1;                     // every head's gamma, unless head_decays
   const double* head_decays = nullptr;  // device: gamma of each head of a batch (heads_per_batch)
   std::int64_t heads_per_batch = 1;
@@ -86,7 +100,7 @@ struct FastBackwardLaunch {
   float *dq = nullptr, *dk = nullptr, *dv = nullptr;
 };
 void launch_fast_backward(const FastBackwardLaunch& how, std::int64_t heads, std::int64_t length,
-                          const BFloat16* q, const BFloat16* k, const BFloat16* v, const BFloat16* d_out,
+                          const BFloat16* q, const BFloat16* k, const BFloat16* v, const BFloat16* d_num,
                           CUstream_st* stream);
 
 // Shared memory one block may use (opt-in limit), and the device's description; throws hla::Error

@@ -172,9 +172,9 @@ struct Arguments {
   const float* carries;
   float* summaries;
   // The outputs pass, when set: each chunk's state operands (hla2 S~, F~; ahla P~, E~) as the
-  // products read them, two tile images per chunk ([heads, chunks, 2, 64 x 64] bf16 in the
-  // 128-byte swizzle), for the backward (tensor_core_backward.cu).
-  Bf* checkpoints;
+  // products read them, two tile images per chunk in the 128-byte swizzle and, normalized, the rows
+  // of their vectors (launch.hpp, checkpoint_bytes), for the backward (tensor_core_backward.cu).
+  unsigned char* checkpoints;
 };
 
 // The block's registers: the float32 sums that run through the whole segment.
@@ -351,9 +351,15 @@ __global__ void __launch_bounds__(threads, 1)
       if (pass == Pass::outputs && c > 0)
         start_storing(output_rows(c - 1), s.output(c - 1), rows_of(c - 1) * width * element_bytes);
       if (pass == Pass::outputs && args.checkpoints) {
-        Bf* to = args.checkpoints + (head * total_chunks + first + c) * 2 * (wgmma::tile_bytes / 2);
+        unsigned char* to =
+            args.checkpoints + (head * total_chunks + first + c) * checkpoint_bytes(Normalized);
         start_storing(to, s.state1, wgmma::tile_bytes);
-        start_storing(to + wgmma::tile_bytes / 2, s.state2, wgmma::tile_bytes);
+        start_storing(to + wgmma::tile_bytes, s.state2, wgmma::tile_bytes);
+        if constexpr (Normalized) {  // row 0 of each vector tile (hla2's m is zero outside the summaries)
+          start_storing(to + 2 * wgmma::tile_bytes, s.vector2, checkpoint_vector_bytes / 2);
+          start_storing(to + 2 * wgmma::tile_bytes + checkpoint_vector_bytes / 2, s.vector1,
+                        checkpoint_vector_bytes / 2);
+        }
       }
     }
     const Chunk now = s.chunk(c);
@@ -422,7 +428,8 @@ __global__ void __launch_bounds__(threads, 1)
       u_input = s.decayed_u;
     }
     // Every warp's product that read S is done (a warp's wait covers its own products only), and the
-    // copy engine has read the checkpoint of S.
+    // copy engine has read the chunk's checkpoint (S and, normalized, the vectors rewritten below and at
+    // the chunk's end).
     if (pass == Pass::outputs && args.checkpoints && threadIdx.x == 0) wait_stores_read();
     __syncthreads();
     wgmma::round_to_tile(sum1, s.state1);  // read again by the next chunk only
@@ -681,7 +688,7 @@ void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, cons
                  .den = how.den,
                  .carries = nullptr,
                  .summaries = nullptr,
-                 .checkpoints = static_cast<Bf*>(how.checkpoints)};
+                 .checkpoints = static_cast<unsigned char*>(how.checkpoints)};
   if (segments == 1) {
     outputs<<<static_cast<unsigned>(heads), threads, shared, stream>>>(q_map, k_map, v_map, args);
     check_launch("fast kernel");

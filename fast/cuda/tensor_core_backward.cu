@@ -1,15 +1,15 @@
-// The fast path's backward: masked hla2 and ahla, unnormalized, decay gamma in (0, 1] per head, on
-// the matrix units (bf16 operands, float32 sums), d = dv = 64, chunks of 64 tokens (the last one may
-// be short). One block (one warpgroup) per sequence-head walks its chunks from the last to the
+// The fast path's backward: masked hla2 and ahla, normalized or not, decay gamma in (0, 1] per head,
+// on the matrix units (bf16 operands, float32 sums), d = dv = 64, chunks of 64 tokens (the last one
+// may be short). One block (one warpgroup) per sequence-head walks its chunks from the last to the
 // first, carrying the adjoints of the two states in accumulator registers; each chunk's forward
 // states come from the checkpoints the forward wrote at chunk boundaries (tensor_core.cu,
 // Arguments::checkpoints: the bf16 tiles its products read), and the chunk's products are
 // recomputed from them.
 //
 // With g the decay, tau = 1..64 a token's place in its chunk, D = diag(g^(64 - tau)), L_g the causal
-// mask with entries g^(t - j) (tensor_core.cu's forms) and, given dO, the adjoints of the states
-// after the chunk (zero after the last one; the adjoints before it are what the chunk leaves in the
-// accumulators):
+// mask with entries g^(t - j) (tensor_core.cu's forms) and, given dO (the adjoint of num), the
+// adjoints of the states after the chunk (zero after the last one; the adjoints before it are what
+// the chunk leaves in the accumulators):
 // hla2, forward A = (Q K^T) . L_g, U = diag(g^tau) Q S + A K, W = (Q U^T) . L_g . L_g,
 // O = diag(g^(2 tau)) Q F + W V, S' = g^64 S + K^T (D K), F' = g^128 F + (D^2 U)^T V; backward
 //   dW = (dO V^T) . L_g . L_g,  dU = dW^T Q + (D^2 V) dF'^T,  dA = (dU K^T) . L_g,
@@ -24,6 +24,16 @@
 //   dX = A^T dO + D K dE',  dA = (dO X^T + dX V^T) . L_g,  dV = D K dP' + A^T dX,
 //   dQ = diag(g^tau) (dO E^T + dX P^T) + dA K,  dK = D X dE'^T + D V dP'^T + dA^T Q,
 //   dP = g^64 dP' + Q^T diag(g^tau) dX,  dE = g^64 dE' + Q^T diag(g^tau) dO.
+// Normalized, the backward of <dO, num> + <dd, den> (the readouts' adjoints, reference::finish_adjoint),
+// den being the same sums with V replaced by a column of ones: each sum over V's columns gains that
+// column's term. hla2, with f = F 1 before the chunk and df' the adjoint of f after it:
+//   dW += (dd 1^T) . L_g . L_g,  dU += (D^2 1) df'^T,  dQ += diag(g^(2 tau)) dd f^T,
+//   df = g^128 df' + Q^T diag(g^(2 tau)) dd;
+// ahla, with m = P 1, n = E 1 before the chunk, x = X 1 = diag(g^tau) Q m + A 1 and dm', dn' after it:
+//   dx = A^T dd + D K dn',  dA += (dd x^T + dx 1^T) . L_g,  dQ += diag(g^tau) (dd n^T + dx m^T),
+//   dK += D x dn'^T + D 1 dm'^T,  dm = g^64 dm' + Q^T diag(g^tau) dx,  dn = g^64 dn' + Q^T diag(g^tau) dd.
+// The vectors' products are 64-term dot products on the ordinary cores in float32, their rank-one
+// terms added to the accumulators before those are rounded.
 // Operands are rounded to bf16 for the products (A, U or X, W, dW, dU or dX, dA, the copies of the
 // state adjoints and, with decay, the scaled copies of K, V, dO, U or X and dU or dX); all but A are
 // read from shared tiles, so that the registers hold the two state adjoints and at most three
@@ -56,64 +66,91 @@ constexpr int input_tiles = 6;    // Q, K, V, dO, and the checkpoint's two state
 constexpr int working_tiles = 8;  // Tiles::a .. Tiles::d_state2
 constexpr int decayed_tiles = 5;  // Tiles::decayed_k .. Tiles::decayed_du
 constexpr int tile_elements = wgmma::tile_bytes / 2;
+// Normalized: per stage the checkpoint's two vectors (bf16), and the floats dd, the vector adjoints'
+// two rows, x and dx.
+constexpr int vector_floats = 5 * width;
 // Chunks of input in shared memory: one computing, the others loading; two with decay, whose
 // scaled copies take the third's room.
 constexpr int stages_for(bool decayed) {
   return decayed ? 2 : 3;
 }
-constexpr int shared_bytes(bool decayed) {
+constexpr int shared_bytes(bool decayed, bool normalized) {
   return wgmma::tile_alignment +
          (stages_for(decayed) * input_tiles + working_tiles + (decayed ? decayed_tiles : 0)) *
              wgmma::tile_bytes +
+         (normalized ? stages_for(decayed) * static_cast<int>(checkpoint_vector_bytes) + vector_floats * 4
+                     : 0) +
          (decayed ? decay::powers_count * 4 : 0);
 }
-static_assert(shared_bytes(false) <= 227 * 1024 && shared_bytes(true) <= 227 * 1024,
+static_assert(shared_bytes(false, true) <= 227 * 1024 && shared_bytes(true, true) <= 227 * 1024,
               "the fast backward's shared memory exceeds Hopper's 227 KB");
 
 struct Chunk {
   const Bf *q, *k, *v, *d_out, *state1, *state2;  // the states before the chunk: hla2 S~, F~; ahla P~, E~
+  const Bf *vector2, *vector1;                    // normalized: hla2 f~ (and zeros); ahla n~, m~
 };
 
-template <bool Decayed>
+template <bool Decayed, bool Normalized>
 struct Tiles {
+  static constexpr bool decayed = Decayed;
   static constexpr int stages = stages_for(Decayed);
   Bf* inputs;  // stages x (Q, K, V, dO, and the states before the chunk)
   // A, dA (masked); hla2 U, W (masked), dW (masked), dU; ahla X, dX; the adjoints of the states after
   // the chunk (hla2 dS', dF'; ahla dP', dE').
   Bf *a, *u, *w, *dw, *du, *da, *d_state1, *d_state2;
   // Decayed: D K; hla2 D^2 V, diag(g^(2 tau)) dO, D^2 U, diag(g^tau) dU; ahla D V, diag(g^tau) dO, D X,
-  // diag(g^tau) dX; the powers g^0 .. g^128. (hla2's summary pass keeps M's scaled V in decayed_k.)
-  Bf *decayed_k, *decayed_v, *decayed_d_out, *decayed_u, *decayed_du;
-  float* powers;
+  // diag(g^tau) dX. (hla2's summary pass keeps M's scaled V in decayed_k.)
+  Bf *decayed_k = nullptr, *decayed_v = nullptr, *decayed_d_out = nullptr, *decayed_u = nullptr,
+     *decayed_du = nullptr;
+  // Normalized: stages x the checkpoint's vectors; the chunk's dd; the vector adjoints after the chunk
+  // (hla2 df' in d_vector2; ahla dm', dn'); ahla's x and dx.
+  Bf* vectors = nullptr;
+  float *dd = nullptr, *d_vector1 = nullptr, *d_vector2 = nullptr, *x = nullptr, *dx = nullptr;
+  float* powers = nullptr;  // decayed: g^0 .. g^128
   __device__ explicit Tiles(unsigned char* shared)
       : inputs(reinterpret_cast<Bf*>(
             shared + (wgmma::tile_alignment - shared_address(shared) % wgmma::tile_alignment) %
                          wgmma::tile_alignment)) {
-    a = inputs + stages * input_tiles * tile_elements;
-    u = a + tile_elements;
-    w = u + tile_elements;
-    dw = w + tile_elements;
-    du = dw + tile_elements;
-    da = du + tile_elements;
-    d_state1 = da + tile_elements;
-    d_state2 = d_state1 + tile_elements;
-    decayed_k = d_state2 + tile_elements;
-    decayed_v = decayed_k + tile_elements;
-    decayed_d_out = decayed_v + tile_elements;
-    decayed_u = decayed_d_out + tile_elements;
-    decayed_du = decayed_u + tile_elements;
-    powers = reinterpret_cast<float*>(decayed_du + tile_elements);
+    Bf* next = inputs + stages * input_tiles * tile_elements;
+    const auto take = [&] {
+      Bf* tile = next;
+      next += tile_elements;
+      return tile;
+    };
+    a = take(), u = take(), w = take(), dw = take(), du = take(), da = take();
+    d_state1 = take(), d_state2 = take();
+    if constexpr (Decayed) {
+      decayed_k = take(), decayed_v = take(), decayed_d_out = take(), decayed_u = take();
+      decayed_du = take();
+    }
+    float* floats = reinterpret_cast<float*>(next);
+    if constexpr (Normalized) {
+      vectors = next;
+      floats += stages * checkpoint_vector_bytes / 4;
+      dd = floats, d_vector1 = dd + width, d_vector2 = d_vector1 + width, x = d_vector2 + width;
+      dx = x + width;
+      floats += vector_floats;
+    }
+    if constexpr (Decayed) powers = floats;
   }
   __device__ Bf* stage(std::int64_t i) const { return inputs + (i % stages) * input_tiles * tile_elements; }
+  __device__ Bf* stage_vectors(std::int64_t i) const {
+    return vectors + (i % stages) * (checkpoint_vector_bytes / 2);
+  }
   __device__ Chunk chunk(std::int64_t i) const {
     const Bf* first = stage(i);
+    const Bf* vector = Normalized ? stage_vectors(i) : nullptr;
     return {first,
             first + tile_elements,
             first + 2 * tile_elements,
             first + 3 * tile_elements,
             first + 4 * tile_elements,
-            first + 5 * tile_elements};
+            first + 5 * tile_elements,
+            vector,
+            Normalized ? vector + width : nullptr};
   }
+  // g^i, or 1 without decay.
+  __device__ float power(int i) const { return Decayed ? powers[i] : 1.0f; }
 };
 
 __device__ void publish_shared() {
@@ -128,10 +165,40 @@ struct Gradient {
   int rows;
 };
 
-// Sums: the float32 adjoints of the states, in: after the chunk, out: before it.
+// Sums: the float32 adjoints of the states, in: after the chunk, out: before it. Normalized, each
+// chunk also computes the vector adjoints before it, one entry per thread (`next`: thread j < 64
+// entry j of hla2's df, ahla's dn; thread 64 + j entry j of ahla's dm), which replace the shared
+// ones (Tiles::d_vector1, d_vector2) once the chunk has read them; hla2's summary pass keeps mu
+// (M's vector, below) in threads 64 ..
 struct StateAdjoints {
   Accumulator state1, state2;
+  float next = 0, mu = 0;
 };
+
+// Dot products of a swizzled bf16 tile with a vector, in float32 on the ordinary cores:
+// sum_t tile(t, j) w(t) (column j) and sum_c tile(r, c) w(c) (row r).
+template <class Weight>
+__device__ float dot_column(const Bf* tile, int j, Weight w) {
+  float sum = 0;
+#pragma unroll 16
+  for (int t = 0; t < width; ++t) sum = fmaf(__bfloat162float(tile[wgmma::offset(t, j)]), w(t), sum);
+  return sum;
+}
+template <class Weight>
+__device__ float dot_row(const Bf* tile, int r, Weight w) {
+  float sum = 0;
+#pragma unroll 16
+  for (int c = 0; c < width; ++c) sum = fmaf(__bfloat162float(tile[wgmma::offset(r, c)]), w(c), sum);
+  return sum;
+}
+
+// d(r, c) += a(r) b(c) on the thread's entries of d.
+template <class A, class B>
+__device__ void add_outer(Accumulator& d, A a, B b) {
+  const float rows[2] = {a(Accumulator::row(0)), a(Accumulator::row(2))};
+#pragma unroll
+  for (int i = 0; i < 32; ++i) d.x[i] = fmaf(rows[i / 2 % 2], b(Accumulator::column(i)), d.x[i]);
+}
 
 // A = (Q K^T) . L_g issued as the chunk's first group; round_masked_a() takes it, once done, as a
 // register operand and into its tile.
@@ -141,9 +208,9 @@ __device__ void issue_a(Accumulator& a, const Chunk& now) {
   wgmma::commit();
 }
 // bf16 of d masked by L_g^step (step 1: A, dA; step 2: W, dW).
-template <bool Decayed>
-__device__ RowOperand round_masked(const Accumulator& d, const Tiles<Decayed>& s, int step) {
-  if constexpr (Decayed)
+template <class Tiles>
+__device__ RowOperand round_masked(const Accumulator& d, const Tiles& s, int step) {
+  if constexpr (Tiles::decayed)
     return wgmma::round_to_masked_operand(
         d, [&](int, int r, int c) { return c <= r ? s.powers[step * (r - c)] : 0.0f; });
   return wgmma::round_to_masked_operand(d);
@@ -151,49 +218,90 @@ __device__ RowOperand round_masked(const Accumulator& d, const Tiles<Decayed>& s
 
 // tile = bf16(d) and, with decay, scaled = bf16(diag(factor) d); returns the tile that the products
 // with the scaled rows read (scaled with decay, else tile).
-template <bool Decayed>
-__device__ const Bf* round_with_scaled_copy(const Accumulator& d, Bf* tile, Bf* scaled,
+template <class Tiles>
+__device__ const Bf* round_with_scaled_copy(const Tiles&, const Accumulator& d, Bf* tile, Bf* scaled,
                                             const wgmma::RowPair& factor) {
   wgmma::round_to_tile(d, tile);
-  if constexpr (!Decayed) return tile;
+  if constexpr (!Tiles::decayed) return tile;
   wgmma::round_to_tile(d, scaled, factor);
   return scaled;
 }
-template <bool Decayed>
-__device__ RowOperand round_masked_a(Accumulator& a, const Tiles<Decayed>& s) {
+template <class Tiles>
+__device__ RowOperand round_masked_a(Accumulator& a, const Tiles& s) {
   wgmma::fence_operand(a);
   const RowOperand masked = round_masked(a, s, 1);
   wgmma::store_operand(masked, s.a);
   return masked;
 }
 
-// Decayed: copies of the chunk's inputs with their rows scaled, after its loads have landed and
-// before the barrier that publishes them. Two rows' powers apart: offsets (g^tau: step 1, first 1;
-// g^(2 tau): 2, 2) and ages (g^(64 - tau): -1, 63; g^(2 (64 - tau)): -2, 126).
-template <bool Decayed>
-__device__ void scale_rows(Bf* to, const Bf* from, const Tiles<Decayed>& s, int step, int first) {
-  wgmma::scale_tile_rows(to, from, [&](int r) { return s.powers[first + step * r]; });
-}
-
 __device__ void scale_state(Accumulator& d, float factor, bool decayed) {
   if (decayed) wgmma::scale(d, factor);
 }
 
-template <bool Decayed>
-__device__ void hla2_chunk(const Tiles<Decayed>& s, const Chunk& now, const Decay& decay, StateAdjoints& d,
-                           const Gradient& g) {
-  // The scaled copies D K, D^2 V, diag(g^(2 tau)) dO (read after the next barrier).
-  const Bf* k_aged = now.k;
-  const Bf* v_aged = now.v;
-  const Bf* d_out_offset = now.d_out;
-  if constexpr (Decayed) {
-    scale_rows(s.decayed_k, now.k, s, -1, width - 1);
-    scale_rows(s.decayed_v, now.v, s, -2, 2 * (width - 1));
-    scale_rows(s.decayed_d_out, now.d_out, s, 2, 2);
-    k_aged = s.decayed_k;
-    v_aged = s.decayed_v;
-    d_out_offset = s.decayed_d_out;
+// The chunk's inputs as the products read them: with decay, copies with scaled rows (read after the
+// next barrier): D K, V scaled by D^order (hla2 2, ahla 1) and dO by diag(g^(order tau)), those
+// asked for; without, the inputs.
+struct Scaled {
+  const Bf *k, *v, *d_out;
+};
+template <class Tiles>
+__device__ Scaled scaled_inputs(const Tiles& s, const Chunk& now, int order, bool k, bool v) {
+  Scaled in{now.k, now.v, now.d_out};
+  if constexpr (!Tiles::decayed) return in;
+  const auto scale_rows = [&](Bf* to, const Bf* from, int step, int first) {
+    wgmma::scale_tile_rows(to, from, [&](int r) { return s.powers[first + step * r]; });
+    return to;
+  };
+  if (k) in.k = scale_rows(s.decayed_k, now.k, -1, width - 1);
+  if (v) in.v = scale_rows(s.decayed_v, now.v, -order, order * (width - 1));
+  in.d_out = scale_rows(s.decayed_d_out, now.d_out, order, order);
+  return in;
+}
+
+// hla2's dW = (dO V^T) . L_g . L_g into its tile (normalized, dd 1^T added first), once its group is done.
+template <bool Normalized, class Tiles>
+__device__ void finish_hla2_dw(Accumulator& d_w, const Tiles& s) {
+  wgmma::fence_operand(d_w);
+  if constexpr (Normalized)
+    add_outer(
+        d_w, [&](int r) { return s.dd[r]; }, [](int) { return 1.0f; });
+  wgmma::store_operand(round_masked(d_w, s, 2), s.dw);
+}
+
+// hla2's dU = dW^T Q + (D^2 V) dF'^T and dF = g^128 dF' + Q^T diag(g^(2 tau)) dO, two groups issued
+// after any the caller has, dF' read from its copy before the chunk's decay; normalized, the new df's
+// entry of threads 0..63 too (read by the ordinary cores while the products run).
+template <bool Normalized, class Tiles>
+__device__ void issue_hla2_du(const Tiles& s, const Chunk& now, const Scaled& in, const Decay& decay,
+                              StateAdjoints& d, Accumulator& d_u) {
+  wgmma::multiply<Major::mn, Major::mn>(d_u, s.dw, now.q, false);
+  wgmma::multiply<Major::k, Major::k>(d_u, in.v, s.d_state2, true);
+  wgmma::commit();
+  wgmma::multiply<Major::mn, Major::mn>(d.state2, now.q, in.d_out, true);
+  wgmma::commit();
+  if constexpr (Normalized) {
+    if (threadIdx.x < width) {
+      const int j = threadIdx.x;
+      d.next = fmaf(decay.rho2, s.d_vector2[j],
+                    dot_column(now.q, j, [&](int t) { return s.power(2 * t + 2) * s.dd[t]; }));
+    }
   }
+}
+// dU, once its group is done (normalized, (D^2 1) df'^T added first), into its tile and, with decay,
+// diag(g^tau) dU into its copy; returns the tile the products with diag(g^tau) dU read.
+template <bool Normalized, class Tiles>
+__device__ const Bf* finish_hla2_du(Accumulator& d_u, const Tiles& s, const Decay& decay) {
+  wgmma::fence_operand(d_u);
+  if constexpr (Normalized)
+    add_outer(
+        d_u, [&](int r) { return s.power(2 * (width - 1 - r)); }, [&](int c) { return s.d_vector2[c]; });
+  return round_with_scaled_copy(s, d_u, s.du, s.decayed_du, decay.offset);
+}
+
+template <bool Decayed, bool Normalized>
+__device__ void hla2_chunk(const Tiles<Decayed, Normalized>& s, const Chunk& now, const Decay& decay,
+                           StateAdjoints& d, const Gradient& g) {
+  const Scaled in = scaled_inputs(s, now, 2, true, true);  // D K, D^2 V, diag(g^(2 tau)) dO
   // A, U = diag(g^tau) Q S + A K (the forward's operations), dW = (dO V^T) . L_g . L_g.
   Accumulator a, u, d_w;
   issue_a(a, now);
@@ -213,30 +321,24 @@ __device__ void hla2_chunk(const Tiles<Decayed>& s, const Chunk& now, const Deca
   wgmma::wait<1>();
   wgmma::fence_operand(masked_a);
   wgmma::fence_operand(u);
-  const Bf* u_aged = round_with_scaled_copy<Decayed>(u, s.u, s.decayed_u, decay.age2);
+  const Bf* u_aged = round_with_scaled_copy(s, u, s.u, s.decayed_u, decay.age2);
   wgmma::wait<0>();
-  wgmma::fence_operand(d_w);
-  wgmma::store_operand(round_masked(d_w, s, 2), s.dw);
+  finish_hla2_dw<Normalized>(d_w, s);
   publish_shared();
 
-  // W = (Q U^T) . L_g . L_g, dU = dW^T Q + (D^2 V) dF'^T, dF = g^128 dF' + Q^T diag(g^(2 tau)) dO.
+  // W = (Q U^T) . L_g . L_g, dU, dF (and df).
   Accumulator w, d_u;
   wgmma::fence_operand(d.state2);
   scale_state(d.state2, decay.rho2, Decayed);
   wgmma::fence();
   wgmma::multiply<Major::k, Major::k>(w, now.q, s.u, false);
   wgmma::commit();
-  wgmma::multiply<Major::mn, Major::mn>(d_u, s.dw, now.q, false);
-  wgmma::multiply<Major::k, Major::k>(d_u, v_aged, s.d_state2, true);
-  wgmma::commit();
-  wgmma::multiply<Major::mn, Major::mn>(d.state2, now.q, d_out_offset, true);
-  wgmma::commit();
+  issue_hla2_du<Normalized>(s, now, in, decay, d, d_u);
   wgmma::wait<2>();
   wgmma::fence_operand(w);
   wgmma::store_operand(round_masked(w, s, 2), s.w);
   wgmma::wait<1>();
-  wgmma::fence_operand(d_u);
-  const Bf* du_offset = round_with_scaled_copy<Decayed>(d_u, s.du, s.decayed_du, decay.offset);
+  const Bf* du_offset = finish_hla2_du<Normalized>(d_u, s, decay);
   publish_shared();
 
   // dV = W^T dO + (D^2 U) dF', dA = (dU K^T) . L_g, dS = g^64 dS' + Q^T diag(g^tau) dU.
@@ -261,43 +363,77 @@ __device__ void hla2_chunk(const Tiles<Decayed>& s, const Chunk& now, const Deca
   }
   publish_shared();
 
-  // dQ = diag(g^(2 tau)) dO F^T + dW U + diag(g^tau) dU S^T + dA K,
+  // dQ = diag(g^(2 tau)) dO F^T + dW U + diag(g^tau) dU S^T + dA K (normalized, + diag(g^(2 tau)) dd f^T),
   // dK = A^T dU + dA^T Q + D K dS' + D K dS'^T.
   Accumulator d_q, d_k;
   wgmma::fence();
-  wgmma::multiply<Major::k, Major::k>(d_q, d_out_offset, now.state2, false);
+  wgmma::multiply<Major::k, Major::k>(d_q, in.d_out, now.state2, false);
   wgmma::multiply<Major::k, Major::mn>(d_q, s.dw, s.u, true);
   wgmma::multiply<Major::k, Major::k>(d_q, du_offset, now.state1, true);
   wgmma::multiply<Major::k, Major::mn>(d_q, s.da, now.k, true);
   wgmma::commit();
   wgmma::multiply<Major::mn, Major::mn>(d_k, s.a, s.du, false);
   wgmma::multiply<Major::mn, Major::mn>(d_k, s.da, now.q, true);
-  wgmma::multiply<Major::k, Major::mn>(d_k, k_aged, s.d_state1, true);
-  wgmma::multiply<Major::k, Major::k>(d_k, k_aged, s.d_state1, true);
+  wgmma::multiply<Major::k, Major::mn>(d_k, in.k, s.d_state1, true);
+  wgmma::multiply<Major::k, Major::k>(d_k, in.k, s.d_state1, true);
   wgmma::commit();
   wgmma::wait<1>();
   wgmma::fence_operand(d_q);
+  if constexpr (Normalized)
+    add_outer(
+        d_q, [&](int r) { return s.power(2 * r + 2) * s.dd[r]; },
+        [&](int c) { return __bfloat162float(now.vector2[c]); });
   wgmma::store_rows(g.dq + g.first_row, d_q, g.rows);
   wgmma::wait<0>();
   wgmma::fence_operand(d_k);
   wgmma::store_rows(g.dk + g.first_row, d_k, g.rows);
 }
 
-template <bool Decayed>
-__device__ void ahla_chunk(const Tiles<Decayed>& s, const Chunk& now, const Decay& decay, StateAdjoints& d,
-                           const Gradient& g) {
-  // The scaled copies D K, D V, diag(g^tau) dO (read after the next barrier).
-  const Bf* k_aged = now.k;
-  const Bf* v_aged = now.v;
-  const Bf* d_out_offset = now.d_out;
-  if constexpr (Decayed) {
-    scale_rows(s.decayed_k, now.k, s, -1, width - 1);
-    scale_rows(s.decayed_v, now.v, s, -1, width - 1);
-    scale_rows(s.decayed_d_out, now.d_out, s, 1, 1);
-    k_aged = s.decayed_k;
-    v_aged = s.decayed_v;
-    d_out_offset = s.decayed_d_out;
+// ahla's dX = A^T dO + D K dE' and dE = g^64 dE' + Q^T diag(g^tau) dO, after A's tile is published;
+// normalized, while they run, dx = A^T dd + D K dn' (threads 64 ..) and, with `x`, x = diag(g^tau) Q m
+// + A 1 (threads 0 .. 63) into their rows. Returns the tile the products with diag(g^tau) dX read.
+template <bool Normalized, class Tiles>
+__device__ const Bf* ahla_dx_round(const Tiles& s, const Chunk& now, const Scaled& in, const Decay& decay,
+                                   StateAdjoints& d, bool x) {
+  Accumulator d_x;
+  wgmma::fence_operand(d.state2);
+  scale_state(d.state2, decay.rho, Tiles::decayed);
+  wgmma::fence();
+  wgmma::multiply<Major::mn, Major::mn>(d_x, s.a, now.d_out, false);
+  wgmma::multiply<Major::k, Major::mn>(d_x, in.k, s.d_state2, true);
+  wgmma::commit();
+  wgmma::multiply<Major::mn, Major::mn>(d.state2, now.q, in.d_out, true);
+  wgmma::commit();
+  if constexpr (Normalized) {
+    if (threadIdx.x >= width) {
+      const int j = threadIdx.x - width;
+      s.dx[j] = fmaf(s.power(width - 1 - j), dot_row(now.k, j, [&](int c) { return s.d_vector2[c]; }),
+                     dot_column(s.a, j, [&](int t) { return s.dd[t]; }));
+    } else if (x) {
+      const int t = threadIdx.x;
+      s.x[t] =
+          fmaf(s.power(t + 1), dot_row(now.q, t, [&](int c) { return __bfloat162float(now.vector1[c]); }),
+               dot_row(s.a, t, [](int) { return 1.0f; }));
+    }
   }
+  wgmma::wait<1>();
+  wgmma::fence_operand(d_x);
+  return round_with_scaled_copy(s, d_x, s.du, s.decayed_du, decay.offset);
+}
+
+// ahla's vector adjoints before the chunk, once dx is published: dn (threads 0 .. 63), dm (64 ..).
+template <class Tiles>
+__device__ void ahla_vector_adjoints(const Tiles& s, const Chunk& now, const Decay& decay, StateAdjoints& d) {
+  const int j = threadIdx.x % width;
+  const float* from = threadIdx.x < width ? s.dd : s.dx;
+  const float* after = threadIdx.x < width ? s.d_vector2 : s.d_vector1;
+  d.next = fmaf(decay.rho, after[j], dot_column(now.q, j, [&](int t) { return s.power(t + 1) * from[t]; }));
+}
+
+template <bool Decayed, bool Normalized>
+__device__ void ahla_chunk(const Tiles<Decayed, Normalized>& s, const Chunk& now, const Decay& decay,
+                           StateAdjoints& d, const Gradient& g) {
+  const Scaled in = scaled_inputs(s, now, 1, true, true);  // D K, D V, diag(g^tau) dO
   // A, X = diag(g^tau) Q P + A V (the forward's operations).
   Accumulator a, x;
   issue_a(a, now);
@@ -315,28 +451,14 @@ __device__ void ahla_chunk(const Tiles<Decayed>& s, const Chunk& now, const Deca
   wgmma::wait<0>();
   wgmma::fence_operand(masked_a);
   wgmma::fence_operand(x);
-  const Bf* x_aged = round_with_scaled_copy<Decayed>(x, s.u, s.decayed_u, decay.age);
+  const Bf* x_aged = round_with_scaled_copy(s, x, s.u, s.decayed_u, decay.age);
   publish_shared();  // A and X
 
-  // dX = A^T dO + D K dE', dE = g^64 dE' + Q^T diag(g^tau) dO.
-  const Bf* dx_offset;
-  {
-    Accumulator d_x;
-    wgmma::fence_operand(d.state2);
-    scale_state(d.state2, decay.rho, Decayed);
-    wgmma::fence();
-    wgmma::multiply<Major::mn, Major::mn>(d_x, s.a, now.d_out, false);
-    wgmma::multiply<Major::k, Major::mn>(d_x, k_aged, s.d_state2, true);
-    wgmma::commit();
-    wgmma::multiply<Major::mn, Major::mn>(d.state2, now.q, d_out_offset, true);
-    wgmma::commit();
-    wgmma::wait<1>();
-    wgmma::fence_operand(d_x);
-    dx_offset = round_with_scaled_copy<Decayed>(d_x, s.du, s.decayed_du, decay.offset);
-  }
+  const Bf* dx_offset = ahla_dx_round<Normalized>(s, now, in, decay, d, true);
   publish_shared();
 
-  // dA = (dO X^T + dX V^T) . L_g, dV = D K dP' + A^T dX, dP = g^64 dP' + Q^T diag(g^tau) dX.
+  // dA = (dO X^T + dX V^T) . L_g (normalized, + dd x^T + dx 1^T), dV = D K dP' + A^T dX,
+  // dP = g^64 dP' + Q^T diag(g^tau) dX.
   {
     Accumulator d_a, d_v;
     wgmma::fence_operand(d.state1);
@@ -345,13 +467,20 @@ __device__ void ahla_chunk(const Tiles<Decayed>& s, const Chunk& now, const Deca
     wgmma::multiply<Major::k, Major::k>(d_a, now.d_out, s.u, false);
     wgmma::multiply<Major::k, Major::k>(d_a, s.du, now.v, true);
     wgmma::commit();
-    wgmma::multiply<Major::k, Major::mn>(d_v, k_aged, s.d_state1, false);
+    wgmma::multiply<Major::k, Major::mn>(d_v, in.k, s.d_state1, false);
     wgmma::multiply<Major::mn, Major::mn>(d_v, s.a, s.du, true);
     wgmma::commit();
     wgmma::multiply<Major::mn, Major::mn>(d.state1, now.q, dx_offset, true);
     wgmma::commit();
+    if constexpr (Normalized) ahla_vector_adjoints(s, now, decay, d);
     wgmma::wait<2>();
     wgmma::fence_operand(d_a);
+    if constexpr (Normalized) {
+      add_outer(
+          d_a, [&](int r) { return s.dd[r]; }, [&](int c) { return s.x[c]; });
+      add_outer(
+          d_a, [&](int r) { return s.dx[r]; }, [](int) { return 1.0f; });
+    }
     wgmma::store_operand(round_masked(d_a, s, 1), s.da);
     wgmma::wait<1>();
     wgmma::fence_operand(d_v);
@@ -359,22 +488,38 @@ __device__ void ahla_chunk(const Tiles<Decayed>& s, const Chunk& now, const Deca
   }
   publish_shared();
 
-  // dQ = diag(g^tau) dO E^T + diag(g^tau) dX P^T + dA K, dK = D X dE'^T + D V dP'^T + dA^T Q.
+  // dQ = diag(g^tau) dO E^T + diag(g^tau) dX P^T + dA K (normalized, + diag(g^tau) (dd n^T + dx m^T)),
+  // dK = D X dE'^T + D V dP'^T + dA^T Q (normalized, + D x dn'^T + D 1 dm'^T).
   Accumulator d_q, d_k;
   wgmma::fence();
-  wgmma::multiply<Major::k, Major::k>(d_q, d_out_offset, now.state2, false);
+  wgmma::multiply<Major::k, Major::k>(d_q, in.d_out, now.state2, false);
   wgmma::multiply<Major::k, Major::k>(d_q, dx_offset, now.state1, true);
   wgmma::multiply<Major::k, Major::mn>(d_q, s.da, now.k, true);
   wgmma::commit();
   wgmma::multiply<Major::k, Major::k>(d_k, x_aged, s.d_state2, false);
-  wgmma::multiply<Major::k, Major::k>(d_k, v_aged, s.d_state1, true);
+  wgmma::multiply<Major::k, Major::k>(d_k, in.v, s.d_state1, true);
   wgmma::multiply<Major::mn, Major::mn>(d_k, s.da, now.q, true);
   wgmma::commit();
   wgmma::wait<1>();
   wgmma::fence_operand(d_q);
+  if constexpr (Normalized) {
+    const auto offset_times = [&](const float* v) {
+      return [&s, v](int r) { return s.power(r + 1) * v[r]; };
+    };
+    add_outer(d_q, offset_times(s.dd), [&](int c) { return __bfloat162float(now.vector2[c]); });
+    add_outer(d_q, offset_times(s.dx), [&](int c) { return __bfloat162float(now.vector1[c]); });
+  }
   wgmma::store_rows(g.dq + g.first_row, d_q, g.rows);
   wgmma::wait<0>();
   wgmma::fence_operand(d_k);
+  if constexpr (Normalized) {
+    const auto age_times = [&](const float* v) {
+      return [&s, v](int r) { return s.power(width - 1 - r) * v[r]; };
+    };
+    add_outer(d_k, age_times(s.x), [&](int c) { return s.d_vector2[c]; });
+    add_outer(
+        d_k, [&](int r) { return s.power(width - 1 - r); }, [&](int c) { return s.d_vector1[c]; });
+  }
   wgmma::store_rows(g.dk + g.first_row, d_k, g.rows);
 }
 
@@ -386,28 +531,30 @@ __device__ void ahla_chunk(const Tiles<Decayed>& s, const Chunk& now, const Deca
 //         M = sum_c rho^(c - b) rho2^(e - c) Q_c^T diag(g^(128 - tau)) V_c (dF's share of dS through dU);
 //   ahla: dE0 + rho^L dE  and  dP0 + rho^L (dP + M dE),  M = sum_c Q_c^T K_c (through dX: diag(g^tau) D =
 //   g^64).
-// The summary pass computes (dS0, dF0, M) for every segment but each sequence's first (it reads no
-// checkpoint); backward_carry_kernel combines them from the last segment back; the gradient pass runs each
-// segment from its carry-in.
+// Normalized, the vectors likewise with V a column of ones: hla2 df0 + rho2^L df, and dS gains mu df^T
+// with mu M's vector (V_c replaced by ones); ahla dn0 + rho^L dn and dm0 + rho^L (dm + M dn).
+// The summary pass computes (dS0, dF0, M; hla2 mu, df0; ahla dm0, dn0) for every segment but each
+// sequence's first (it reads no checkpoint); backward_carry_kernel combines them from the last segment
+// back; the gradient pass runs each segment from its carry-in.
 enum class Pass { gradients, summary };
 constexpr int matrix_floats = width * width;
-constexpr int summary_floats = 3 * matrix_floats;
-constexpr int carry_floats = 2 * matrix_floats;
+constexpr int summary_floats = 3 * matrix_floats + 2 * width;
+constexpr int carry_floats =
+    2 * matrix_floats + 2 * width;  // and the vectors (hla2: unused, df; ahla: dm, dn)
 
-// hla2's summary of a chunk: dW, dU, the adjoints' updates and M's, none of the gradients.
-// `m_factor(r)`: rho2^(e - c) g^(128 - tau) for row r (tau = r + 1).
-template <bool Decayed, class MFactor>
-__device__ void hla2_summary_chunk(const Tiles<Decayed>& s, const Chunk& now, const Decay& decay,
+// hla2's summary of a chunk: dW, dU, the adjoints' updates and M's (mu's), none of the gradients.
+// `m_factor(r)`: rho2^(e - c) g^(128 - tau) for row r (tau = r + 1); normalized, kept in Tiles::x
+// (which hla2 does not use otherwise) for mu.
+template <bool Decayed, bool Normalized, class MFactor>
+__device__ void hla2_summary_chunk(const Tiles<Decayed, Normalized>& s, const Chunk& now, const Decay& decay,
                                    StateAdjoints& d, Accumulator& m, MFactor m_factor) {
-  const Bf* v_aged = now.v;
-  const Bf* d_out_offset = now.d_out;
+  const Scaled in = scaled_inputs(s, now, 2, false, true);  // D^2 V, diag(g^(2 tau)) dO
+  if constexpr (Normalized) {
+    if (threadIdx.x >= width) s.x[threadIdx.x - width] = m_factor(threadIdx.x - width);
+  }
   const Bf* v_for_m = now.v;
   if constexpr (Decayed) {
-    scale_rows(s.decayed_v, now.v, s, -2, 2 * (width - 1));
-    scale_rows(s.decayed_d_out, now.d_out, s, 2, 2);
     wgmma::scale_tile_rows(s.decayed_k, now.v, m_factor);
-    v_aged = s.decayed_v;
-    d_out_offset = s.decayed_d_out;
     v_for_m = s.decayed_k;
   }
   {
@@ -416,8 +563,7 @@ __device__ void hla2_summary_chunk(const Tiles<Decayed>& s, const Chunk& now, co
     wgmma::multiply<Major::k, Major::k>(d_w, now.d_out, now.v, false);
     wgmma::commit();
     wgmma::wait<0>();
-    wgmma::fence_operand(d_w);
-    wgmma::store_operand(round_masked(d_w, s, 2), s.dw);
+    finish_hla2_dw<Normalized>(d_w, s);
   }
   publish_shared();
   const Bf* du_offset;
@@ -426,14 +572,15 @@ __device__ void hla2_summary_chunk(const Tiles<Decayed>& s, const Chunk& now, co
     wgmma::fence_operand(d.state2);
     scale_state(d.state2, decay.rho2, Decayed);
     wgmma::fence();
-    wgmma::multiply<Major::mn, Major::mn>(d_u, s.dw, now.q, false);
-    wgmma::multiply<Major::k, Major::k>(d_u, v_aged, s.d_state2, true);
-    wgmma::commit();
-    wgmma::multiply<Major::mn, Major::mn>(d.state2, now.q, d_out_offset, true);
-    wgmma::commit();
+    issue_hla2_du<Normalized>(s, now, in, decay, d, d_u);
+    if constexpr (Normalized) {
+      if (threadIdx.x >= width) {
+        const int j = threadIdx.x - width;
+        d.mu = fmaf(decay.rho, d.mu, dot_column(now.q, j, [&](int t) { return s.x[t]; }));
+      }
+    }
     wgmma::wait<1>();
-    wgmma::fence_operand(d_u);
-    du_offset = round_with_scaled_copy<Decayed>(d_u, s.du, s.decayed_du, decay.offset);
+    du_offset = finish_hla2_du<Normalized>(d_u, s, decay);
   }
   publish_shared();
   wgmma::fence_operand(d.state1);
@@ -448,17 +595,10 @@ __device__ void hla2_summary_chunk(const Tiles<Decayed>& s, const Chunk& now, co
 }
 
 // ahla's summary of a chunk: A, dX, the adjoints' updates and M's, none of the gradients.
-template <bool Decayed>
-__device__ void ahla_summary_chunk(const Tiles<Decayed>& s, const Chunk& now, const Decay& decay,
+template <bool Decayed, bool Normalized>
+__device__ void ahla_summary_chunk(const Tiles<Decayed, Normalized>& s, const Chunk& now, const Decay& decay,
                                    StateAdjoints& d, Accumulator& m) {
-  const Bf* k_aged = now.k;
-  const Bf* d_out_offset = now.d_out;
-  if constexpr (Decayed) {
-    scale_rows(s.decayed_k, now.k, s, -1, width - 1);
-    scale_rows(s.decayed_d_out, now.d_out, s, 1, 1);
-    k_aged = s.decayed_k;
-    d_out_offset = s.decayed_d_out;
-  }
+  const Scaled in = scaled_inputs(s, now, 1, true, false);  // D K, diag(g^tau) dO
   {
     Accumulator a;
     issue_a(a, now);
@@ -466,21 +606,7 @@ __device__ void ahla_summary_chunk(const Tiles<Decayed>& s, const Chunk& now, co
     round_masked_a(a, s);
   }
   publish_shared();
-  const Bf* dx_offset;
-  {
-    Accumulator d_x;
-    wgmma::fence_operand(d.state2);
-    scale_state(d.state2, decay.rho, Decayed);
-    wgmma::fence();
-    wgmma::multiply<Major::mn, Major::mn>(d_x, s.a, now.d_out, false);
-    wgmma::multiply<Major::k, Major::mn>(d_x, k_aged, s.d_state2, true);
-    wgmma::commit();
-    wgmma::multiply<Major::mn, Major::mn>(d.state2, now.q, d_out_offset, true);
-    wgmma::commit();
-    wgmma::wait<1>();
-    wgmma::fence_operand(d_x);
-    dx_offset = round_with_scaled_copy<Decayed>(d_x, s.du, s.decayed_du, decay.offset);
-  }
+  const Bf* dx_offset = ahla_dx_round<Normalized>(s, now, in, decay, d, false);
   publish_shared();
   wgmma::fence_operand(d.state1);
   wgmma::fence_operand(m);
@@ -489,34 +615,39 @@ __device__ void ahla_summary_chunk(const Tiles<Decayed>& s, const Chunk& now, co
   wgmma::multiply<Major::mn, Major::mn>(d.state1, now.q, dx_offset, true);
   wgmma::multiply<Major::mn, Major::mn>(m, now.q, now.k, true);
   wgmma::commit();
+  if constexpr (Normalized) ahla_vector_adjoints(s, now, decay, d);
   wgmma::wait<0>();
 }
 
 struct Arguments {
   std::int64_t length, segment_chunks;
   int segments;
-  const Bf* checkpoints;
+  const unsigned char* checkpoints;
+  const float* d_den;  // normalized: dd [heads, length]
   float *dq, *dk, *dv;
   const double* head_decays;  // or null: `decay` for every head
   std::int64_t heads_per_batch;
   double decay;
   const float* carries;  // the gradient pass of a split sequence: the adjoints after each segment
-  float* summaries;      // the summary pass: (dS0, dF0, M) of each segment but the first
+  float* summaries;      // the summary pass: (dS0, dF0, M and the vectors) of each segment but the first
 };
 
-// q, k, v, d_out: tensor maps of the [heads, length, 64] bf16 inputs with 64 x 64 boxes (a short last
-// chunk read with zeros past the end); checkpoints: the forward's, [heads, chunks, 2, 64 x 64].
-// Decayed: some head's gamma is not 1 (the kernel takes any gamma, 1 included). One block per
-// segment (of each sequence-head); the summary pass has one for each segment but the first.
-template <bool Ahla, bool Decayed, Pass pass>
+// q, k, v, d_num: tensor maps of the [heads, length, 64] bf16 inputs with 64 x 64 boxes (a short last
+// chunk read with zeros past the end); checkpoints: the forward's, [heads, chunks] of
+// checkpoint_bytes(Normalized). Decayed: some head's gamma is not 1 (the kernel takes any gamma, 1
+// included). One block per segment (of each sequence-head); the summary pass has one for each segment
+// but the first.
+template <bool Ahla, bool Decayed, bool Normalized, Pass pass>
 __global__ void __launch_bounds__(threads, 1)
     fast_backward_kernel(const __grid_constant__ CUtensorMap q, const __grid_constant__ CUtensorMap k,
-                         const __grid_constant__ CUtensorMap v, const __grid_constant__ CUtensorMap d_out,
+                         const __grid_constant__ CUtensorMap v, const __grid_constant__ CUtensorMap d_num,
                          const Arguments args) {
-  constexpr int stages = Tiles<Decayed>::stages;
+  using Shared = Tiles<Decayed, Normalized>;
+  constexpr int stages = Shared::stages;
+  constexpr std::int64_t record = checkpoint_bytes(Normalized);  // one chunk's checkpoint
   extern __shared__ __align__(128) unsigned char shared[];
   __shared__ Arrival loaded[stages];
-  const Tiles<Decayed> s(shared);
+  const Shared s(shared);
   const int segments = args.segments;
   const int per_head = pass == Pass::gradients ? segments : segments - 1;
   const std::int64_t head = blockIdx.x / per_head;
@@ -531,14 +662,26 @@ __global__ void __launch_bounds__(threads, 1)
     Bf* to = s.stage(i);
     Arrival& arrival = loaded[i % stages];
     // A short chunk's missing rows arrive as zeros; the summary pass needs no forward state.
-    arrival.expect((pass == Pass::summary ? input_tiles - 2 : input_tiles) * wgmma::tile_bytes);
+    constexpr bool states = pass == Pass::gradients;
+    arrival.expect((states ? input_tiles : input_tiles - 2) * wgmma::tile_bytes +
+                   (states && Normalized ? checkpoint_vector_bytes : 0));
     start_loading(q, row, head, to, arrival);
     start_loading(k, row, head, to + tile_elements, arrival);
     start_loading(v, row, head, to + 2 * tile_elements, arrival);
-    start_loading(d_out, row, head, to + 3 * tile_elements, arrival);
-    if (pass == Pass::gradients)
-      start_loading_bytes(to + 4 * tile_elements, args.checkpoints + (head * chunks + c) * 2 * tile_elements,
-                          2 * wgmma::tile_bytes, arrival);
+    start_loading(d_num, row, head, to + 3 * tile_elements, arrival);
+    if constexpr (states) {
+      const unsigned char* from = args.checkpoints + (head * chunks + c) * record;
+      start_loading_bytes(to + 4 * tile_elements, from, 2 * wgmma::tile_bytes, arrival);
+      if constexpr (Normalized)
+        start_loading_bytes(s.stage_vectors(i), from + 2 * wgmma::tile_bytes, checkpoint_vector_bytes,
+                            arrival);
+    }
+  };
+  // Normalized: thread t < 64 fetches dd of row t of step i's chunk (zero past n), one step ahead.
+  const auto fetch_dd = [&](std::int64_t i) {
+    if (!Normalized || i >= count || threadIdx.x >= width) return 0.0f;
+    const std::int64_t row = (first + count - 1 - i) * width + threadIdx.x;
+    return row < length ? args.d_den[head * length + row] : 0.0f;
   };
 
   const double gamma = decay::gamma_of(args.head_decays, args.heads_per_batch, args.decay, head);
@@ -546,13 +689,22 @@ __global__ void __launch_bounds__(threads, 1)
   StateAdjoints d;
   Accumulator m;  // the summary pass's M
   wgmma::zero(m);
-  if (pass == Pass::gradients && segment + 1 < segments) {
-    const float* carry = args.carries + (head * segments + segment) * carry_floats;
+  const bool carried_in = pass == Pass::gradients && segment + 1 < segments;
+  const float* carry = carried_in ? args.carries + (head * segments + segment) * carry_floats : nullptr;
+  if (carried_in) {
     wgmma::load_rows(d.state1, carry);
     wgmma::load_rows(d.state2, carry + matrix_floats);
   } else {
     wgmma::zero(d.state1);
     wgmma::zero(d.state2);
+  }
+  if constexpr (Normalized) {
+    if (threadIdx.x < width) {
+      const int j = threadIdx.x;
+      s.d_vector1[j] = carried_in ? carry[2 * matrix_floats + j] : 0.0f;
+      s.d_vector2[j] = carried_in ? carry[2 * matrix_floats + width + j] : 0.0f;
+      s.dd[j] = fetch_dd(0);
+    }
   }
   wgmma::round_to_tile(d.state1, s.d_state1);
   wgmma::round_to_tile(d.state2, s.d_state2);
@@ -568,8 +720,10 @@ __global__ void __launch_bounds__(threads, 1)
   for (std::int64_t i = 0; i < count; ++i) {
     const std::int64_t c = first + count - 1 - i;
     loaded[i % stages].wait(i / stages % 2);
-    publish_shared();  // the copies of the state adjoints; the last step's products are done
+    publish_shared();  // the copies of the state adjoints (and dd, the vector adjoints); the last step's
+                       // products are done
     if (threadIdx.x == 0) start_step(i + stages - 1);  // into the last step's buffers
+    const float next_dd = fetch_dd(i + 1);
     if constexpr (pass == Pass::summary) {
       if constexpr (Ahla) {
         ahla_summary_chunk(s, s.chunk(i), decay, d, m);
@@ -590,9 +744,18 @@ __global__ void __launch_bounds__(threads, 1)
     }
     wgmma::fence_operand(d.state1);
     wgmma::fence_operand(d.state2);
-    __syncthreads();  // every warp's products that read the copies are done (a warp's wait covers its own)
+    __syncthreads();  // every warp's products (and reads) of the copies are done (a warp's wait covers its
+                      // own)
     wgmma::round_to_tile(d.state1, s.d_state1);  // published at the top of the next step
     wgmma::round_to_tile(d.state2, s.d_state2);
+    if constexpr (Normalized) {
+      if (threadIdx.x < width) {
+        s.d_vector2[threadIdx.x] = d.next;
+        s.dd[threadIdx.x] = next_dd;
+      } else if (Ahla) {
+        s.d_vector1[threadIdx.x - width] = d.next;
+      }
+    }
   }
   if constexpr (pass == Pass::summary) {
     wgmma::fence_operand(m);
@@ -600,6 +763,14 @@ __global__ void __launch_bounds__(threads, 1)
     wgmma::store_rows(to, d.state1);
     wgmma::store_rows(to + matrix_floats, d.state2);
     wgmma::store_rows(to + 2 * matrix_floats, m);
+    if constexpr (Normalized) {  // hla2 (mu, df0), ahla (dm0, dn0)
+      float* vectors = to + 3 * matrix_floats;
+      if (threadIdx.x < width) {
+        vectors[width + threadIdx.x] = d.next;
+      } else {
+        vectors[threadIdx.x - width] = Ahla ? d.next : d.mu;
+      }
+    }
   }
 }
 
@@ -607,35 +778,49 @@ __global__ void __launch_bounds__(threads, 1)
 // zero): from the last segment back, in float32 on the ordinary cores, with L the segment's chunks,
 // r = g^(64 L) and r2 = g^(128 L) (ahla: r):
 //   hla2: dF = r2 dF + dF0,  dS = r dS + dS0 + M dF^T (the dF before this step);
-//   ahla: dE = r dE + dE0,   dP = r (dP + M dE) + dP0.
-template <bool Ahla>
+//   ahla: dE = r dE + dE0,   dP = r (dP + M dE) + dP0;
+// normalized also hla2 df = r2 df + df0 and dS gains mu df^T; ahla dn = r dn + dn0, dm = r (dm + M dn) + dm0.
+template <bool Ahla, bool Normalized>
 __global__ void __launch_bounds__(256)
     backward_carry_kernel(const float* summaries, float* carries, int segments, std::int64_t segment_chunks,
                           std::int64_t chunks, const double* head_decays, std::int64_t heads_per_batch,
                           double decay) {
-  __shared__ float state1[matrix_floats], state2[matrix_floats];
+  __shared__ float state1[matrix_floats], state2[matrix_floats], vector1[width], vector2[width];
   constexpr int per_thread = matrix_floats / 256;
   const std::int64_t head = blockIdx.x;
   const double gamma = decay::gamma_of(head_decays, heads_per_batch, decay, head);
   for (int i = threadIdx.x; i < matrix_floats; i += 256) state1[i] = state2[i] = 0;
+  if (threadIdx.x < width) vector1[threadIdx.x] = vector2[threadIdx.x] = 0;
   for (int g = segments - 1; g >= 1; --g) {
     const std::int64_t length = std::min(segment_chunks, chunks - g * segment_chunks);
     const float r = static_cast<float>(pow(gamma, 64.0 * static_cast<double>(length)));
     const float r2 = Ahla ? r : static_cast<float>(pow(gamma, 128.0 * static_cast<double>(length)));
     const float* summary = summaries + (head * (segments - 1) + g - 1) * summary_floats;
     const float* m = summary + 2 * matrix_floats;
-    float next1[per_thread], next2[per_thread];
-    __syncthreads();  // the last step's writes of state1 and state2 are visible
+    const float* summary_vectors = summary + 3 * matrix_floats;  // hla2 (mu, df0), ahla (dm0, dn0)
+    float next1[per_thread], next2[per_thread], next_vector = 0;
+    __syncthreads();  // the last step's writes of the states and vectors are visible
 #pragma unroll
     for (int e = 0; e < per_thread; ++e) {
       const int i = threadIdx.x + 256 * e, row = i / width, col = i % width;
       float product = 0;  // hla2: (M dF^T)(row, col);  ahla: (M dE)(row, col)
       for (int j = 0; j < width; ++j)
         product = fmaf(m[row * width + j], Ahla ? state2[j * width + col] : state2[col * width + j], product);
+      if (!Ahla && Normalized) product = fmaf(summary_vectors[row], vector2[col], product);  // (mu df^T)
       next1[e] = Ahla ? fmaf(r, state1[i] + product, summary[i]) : fmaf(r, state1[i], summary[i]) + product;
       next2[e] = fmaf(r2, state2[i], summary[matrix_floats + i]);
     }
-    __syncthreads();  // every product has read state1 and state2
+    if (Normalized && threadIdx.x < 2 * width) {  // thread j < 64: df (dn) entry j; 64 + j: ahla's dm
+      const int j = threadIdx.x % width;
+      if (threadIdx.x < width) {
+        next_vector = fmaf(r2, vector2[j], summary_vectors[width + j]);
+      } else if (Ahla) {
+        float product = 0;  // (M dn)(j)
+        for (int c = 0; c < width; ++c) product = fmaf(m[j * width + c], vector2[c], product);
+        next_vector = fmaf(r, vector1[j] + product, summary_vectors[j]);
+      }
+    }
+    __syncthreads();  // every product has read the states and vectors
     float* carry = carries + (head * segments + g - 1) * carry_floats;
 #pragma unroll
     for (int e = 0; e < per_thread; ++e) {
@@ -643,13 +828,71 @@ __global__ void __launch_bounds__(256)
       state1[i] = carry[i] = next1[e];
       state2[i] = carry[matrix_floats + i] = next2[e];
     }
+    if (Normalized && threadIdx.x < 2 * width) {
+      const int j = threadIdx.x % width;
+      if (threadIdx.x < width) {
+        vector2[j] = carry[2 * matrix_floats + width + j] = next_vector;
+      } else if (Ahla) {
+        vector1[j] = carry[2 * matrix_floats + j] = next_vector;
+      }
+    }
   }
+}
+
+template <bool Ahla, bool Decayed, bool Normalized>
+void launch(const FastBackwardLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
+            const BFloat16* k, const BFloat16* v, const BFloat16* d_num, int sms, CUstream_st* stream) {
+  const auto gradients = fast_backward_kernel<Ahla, Decayed, Normalized, Pass::gradients>;
+  const auto summary = fast_backward_kernel<Ahla, Decayed, Normalized, Pass::summary>;
+  constexpr int shared = shared_bytes(Decayed, Normalized);
+  for (const auto kernel : {gradients, summary})
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared),
+          "cudaFuncSetAttribute");
+  const std::int64_t chunks = (length + width - 1) / width;
+  const int segments = static_cast<int>(segments_for(heads, chunks, sms));
+  const std::int64_t segment_chunks = (chunks + segments - 1) / segments;
+  const CUtensorMap q_map = tma::tile_map(q, heads, length), k_map = tma::tile_map(k, heads, length),
+                    v_map = tma::tile_map(v, heads, length), d_num_map = tma::tile_map(d_num, heads, length);
+  Arguments args{.length = length,
+                 .segment_chunks = segment_chunks,
+                 .segments = segments,
+                 .checkpoints = static_cast<const unsigned char*>(how.checkpoints),
+                 .d_den = how.d_den,
+                 .dq = how.dq,
+                 .dk = how.dk,
+                 .dv = how.dv,
+                 .head_decays = how.head_decays,
+                 .heads_per_batch = how.heads_per_batch,
+                 .decay = how.decay,
+                 .carries = nullptr,
+                 .summaries = nullptr};
+  if (segments == 1) {
+    gradients<<<static_cast<unsigned>(heads), threads, shared, stream>>>(q_map, k_map, v_map, d_num_map,
+                                                                         args);
+    check_launch("fast backward kernel");
+    return;
+  }
+  const StreamScratch summaries(heads * (segments - 1) * summary_floats, stream);
+  const StreamScratch carries(heads * segments * carry_floats, stream);
+  args.summaries = summaries.get();
+  summary<<<static_cast<unsigned>(heads * (segments - 1)), threads, shared, stream>>>(q_map, k_map, v_map,
+                                                                                      d_num_map, args);
+  check_launch("fast backward kernel (segment summaries)");
+  backward_carry_kernel<Ahla, Normalized><<<static_cast<unsigned>(heads), 256, 0, stream>>>(
+      summaries.get(), carries.get(), segments, segment_chunks, chunks, how.head_decays, how.heads_per_batch,
+      how.decay);
+  check_launch("fast backward kernel (carry-ins)");
+  args.summaries = nullptr;
+  args.carries = carries.get();
+  gradients<<<static_cast<unsigned>(heads * segments), threads, shared, stream>>>(q_map, k_map, v_map,
+                                                                                  d_num_map, args);
+  check_launch("fast backward kernel");
 }
 
 }  // namespace
 
 void launch_fast_backward(const FastBackwardLaunch& how, std::int64_t heads, std::int64_t length,
-                          const BFloat16* q, const BFloat16* k, const BFloat16* v, const BFloat16* d_out,
+                          const BFloat16* q, const BFloat16* k, const BFloat16* v, const BFloat16* d_num,
                           CUstream_st* stream) {
   if (heads == 0 || length == 0) return;
   tma::require_hopper();
@@ -657,57 +900,17 @@ void launch_fast_backward(const FastBackwardLaunch& how, std::int64_t heads, std
   check(cudaGetDevice(&device), "cudaGetDevice");
   check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
   const bool decayed = how.head_decays || how.decay != 1;
-  const auto run = [&]<bool Ahla, bool Decayed>() {
-    const auto gradients = fast_backward_kernel<Ahla, Decayed, Pass::gradients>;
-    const auto summary = fast_backward_kernel<Ahla, Decayed, Pass::summary>;
-    constexpr int shared = shared_bytes(Decayed);
-    for (const auto kernel : {gradients, summary})
-      check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared),
-            "cudaFuncSetAttribute");
-    const std::int64_t chunks = (length + width - 1) / width;
-    const int segments = static_cast<int>(segments_for(heads, chunks, sms));
-    const std::int64_t segment_chunks = (chunks + segments - 1) / segments;
-    const CUtensorMap q_map = tma::tile_map(q, heads, length), k_map = tma::tile_map(k, heads, length),
-                      v_map = tma::tile_map(v, heads, length),
-                      d_out_map = tma::tile_map(d_out, heads, length);
-    Arguments args{.length = length,
-                   .segment_chunks = segment_chunks,
-                   .segments = segments,
-                   .checkpoints = static_cast<const Bf*>(how.checkpoints),
-                   .dq = how.dq,
-                   .dk = how.dk,
-                   .dv = how.dv,
-                   .head_decays = how.head_decays,
-                   .heads_per_batch = how.heads_per_batch,
-                   .decay = how.decay,
-                   .carries = nullptr,
-                   .summaries = nullptr};
-    if (segments == 1) {
-      gradients<<<static_cast<unsigned>(heads), threads, shared, stream>>>(q_map, k_map, v_map, d_out_map,
-                                                                           args);
-      check_launch("fast backward kernel");
-      return;
+  const auto run = [&]<bool Ahla, bool Normalized>() {
+    if (decayed) {
+      launch<Ahla, true, Normalized>(how, heads, length, q, k, v, d_num, sms, stream);
+    } else {
+      launch<Ahla, false, Normalized>(how, heads, length, q, k, v, d_num, sms, stream);
     }
-    const StreamScratch summaries(heads * (segments - 1) * summary_floats, stream);
-    const StreamScratch carries(heads * segments * carry_floats, stream);
-    args.summaries = summaries.get();
-    summary<<<static_cast<unsigned>(heads * (segments - 1)), threads, shared, stream>>>(q_map, k_map, v_map,
-                                                                                        d_out_map, args);
-    check_launch("fast backward kernel (segment summaries)");
-    backward_carry_kernel<Ahla><<<static_cast<unsigned>(heads), 256, 0, stream>>>(
-        summaries.get(), carries.get(), segments, segment_chunks, chunks, how.head_decays,
-        how.heads_per_batch, how.decay);
-    check_launch("fast backward kernel (carry-ins)");
-    args.summaries = nullptr;
-    args.carries = carries.get();
-    gradients<<<static_cast<unsigned>(heads * segments), threads, shared, stream>>>(q_map, k_map, v_map,
-                                                                                    d_out_map, args);
-    check_launch("fast backward kernel");
   };
   if (how.ahla) {
-    decayed ? run.operator()<true, true>() : run.operator()<true, false>();
+    how.normalize ? run.operator()<true, true>() : run.operator()<true, false>();
   } else {
-    decayed ? run.operator()<false, true>() : run.operator()<false, false>();
+    how.normalize ? run.operator()<false, true>() : run.operator()<false, false>();
   }
 }
 

@@ -12,7 +12,7 @@ constexpr std::string_view gpu_fast_coverage =
     "masked hla2 and ahla, normalized or not, with --decay or hla2's --ridge (not both)";
 
 constexpr std::string_view gpu_fast_backward_coverage =
-    "masked hla2 and ahla, unnormalized, with or without decay, no ridge";
+    "masked hla2 and ahla, normalized or not, with or without decay, no ridge";
 
 bool affects(const Finding& f, Implementation impl) {
   return std::find(f.implementations.begin(), f.implementations.end(), cpu_twin(impl)) !=
@@ -248,8 +248,7 @@ std::optional<std::string> backward_unavailable(const OperatorSpec& spec, Implem
     return std::nullopt;
   }
   if (impl == gpu_fast) {
-    if ((spec.variant == Variant::hla2 || spec.variant == Variant::ahla) && spec.masked && !spec.normalize &&
-        spec.ridge == 0)
+    if ((spec.variant == Variant::hla2 || spec.variant == Variant::ahla) && spec.masked && spec.ridge == 0)
       return std::nullopt;
     return "--impl gpu-fast: its backward covers only " + std::string(gpu_fast_backward_coverage) +
            " (docs/gpu.md)";

@@ -566,29 +566,35 @@ void fast_forward(const OperatorSpec& spec, const Problem& problem, const BFloat
   detail::launch_fast(how, problem.batch * problem.heads, problem.length, q, k, v, stream);
 }
 
-std::int64_t fast_checkpoint_bytes(const Problem& problem) {
+std::int64_t fast_checkpoint_bytes(const OperatorSpec& spec, const Problem& problem) {
   const std::int64_t chunks = (problem.length + 63) / 64;
-  return problem.batch * problem.heads * chunks * 2 * 64 * 64 * static_cast<std::int64_t>(sizeof(BFloat16));
+  return problem.batch * problem.heads * chunks * detail::checkpoint_bytes(spec.normalize);
 }
 
 void fast_backward(const OperatorSpec& spec, const Problem& problem, const BFloat16* q, const BFloat16* k,
-                   const BFloat16* v, const BFloat16* d_out, const void* checkpoints, float* dq, float* dk,
-                   float* dv, CUstream_st* stream, std::span<const double> head_decays) {
+                   const BFloat16* v, const BFloat16* d_num, const float* d_den, const void* checkpoints,
+                   float* dq, float* dk, float* dv, CUstream_st* stream,
+                   std::span<const double> head_decays) {
   if (const auto why = backward_unavailable(spec, Implementation::gpu_fast, Form::published))
     throw Error(*why);
   validate_fast_problem(problem, "fast backward");
-  if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(d_out) || !aligned16(checkpoints)) {
-    throw Error("fast backward: q, k, v, dO and the checkpoints must start at 16-byte aligned addresses");
+  if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(d_num) || !aligned16(checkpoints)) {
+    throw Error("fast backward: q, k, v, d_num and the checkpoints must start at 16-byte aligned addresses");
   }
   if (!dq || !dk || !dv) throw Error("fast backward: dq, dk and dv must be given");
   validate_head_decays(problem, head_decays, "fast backward");
-  if (!q || !k || !v || !d_out || !checkpoints)
-    throw Error("fast backward: q, k, v, dO and the checkpoints must be given");
+  if (!q || !k || !v || !d_num || !checkpoints)
+    throw Error("fast backward: q, k, v, d_num and the checkpoints must be given");
+  if (spec.normalize && !d_den)
+    throw Error("fast backward: a normalized operator needs d_den, the adjoint of den");
+  if (!spec.normalize && d_den) throw Error("fast backward: d_den is for a normalized operator only");
   const auto pairs_aligned = [](const float* p) { return reinterpret_cast<std::uintptr_t>(p) % 8 == 0; };
   if (!pairs_aligned(dq) || !pairs_aligned(dk) || !pairs_aligned(dv))
     throw Error("fast backward: dq, dk and dv must start at 8-byte aligned addresses");
   const DeviceDecays decays(head_decays, stream);
   const detail::FastBackwardLaunch how{.ahla = spec.variant == Variant::ahla,
+                                       .normalize = spec.normalize,
+                                       .d_den = d_den,
                                        .decay = to_double(spec.decay),
                                        .head_decays = decays.data(),
                                        .heads_per_batch = problem.heads,
@@ -596,48 +602,99 @@ void fast_backward(const OperatorSpec& spec, const Problem& problem, const BFloa
                                        .dq = dq,
                                        .dk = dk,
                                        .dv = dv};
-  detail::launch_fast_backward(how, problem.batch * problem.heads, problem.length, q, k, v, d_out, stream);
+  detail::launch_fast_backward(how, problem.batch * problem.heads, problem.length, q, k, v, d_num, stream);
 }
+
+namespace {
+
+// The forward with checkpoints and the backward over host sequence-heads (bf16 inputs); adjoints(i,
+// terms) gives head i's readouts' adjoints from the forward's terms (num float32; den zero
+// unnormalized), d_num then rounded to bf16.
+template <class Adjoints>
+std::vector<Gradients<float>> fast_round_trip_gradients(const OperatorSpec& spec,
+                                                        const std::vector<Sequence<float>>& heads,
+                                                        std::span<const double> head_decays,
+                                                        std::int64_t batch, Adjoints adjoints) {
+  if (const auto why = backward_unavailable(spec, Implementation::gpu_fast, Form::published))
+    throw Error(*why);
+  if (heads.empty()) return {};
+  if (batch < 1 || static_cast<std::int64_t>(heads.size()) % batch != 0)
+    throw Error("fast backward: the sequence-heads must be batch x heads");
+  const auto round = [](float x) { return to_bfloat16(x); };
+  DeviceHeads<BFloat16> in(heads, "fast backward", round);
+  Problem problem = in.problem;
+  problem.batch = batch;
+  problem.heads /= batch;
+  const Index n = problem.length, d = problem.key_dim, dv = problem.value_dim;
+  const std::size_t h = heads.size(), keys = in.keys, values = in.values;
+  DeviceArray<BFloat16> d_num(h * values),
+      checkpoints(fast_checkpoint_bytes(spec, problem) / sizeof(BFloat16));
+  DeviceArray<float> num(h * values), den(h * n), d_den(h * n), dq(h * keys), dk(h * keys),
+      dvalue(h * values);
+  fast_forward(spec, problem, in.q.data(), in.k.data(), in.v.data(),
+               {num.data(), false, spec.normalize ? den.data() : nullptr, checkpoints.data()}, nullptr,
+               head_decays);
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  std::vector<Gradients<float>> result(h);
+  std::vector<BFloat16> staging(values);
+  for (std::size_t i = 0; i < h; ++i) {
+    Gradients<float>& g = result[i];
+    g.terms = {Matrix<float>(n, dv), Vector<float>::Zero(n)};
+    num.download(g.terms.num.data(), i * values, values);
+    if (spec.normalize) den.download(g.terms.den.data(), i * n, n);
+    const Terms<float> adjoint = adjoints(i, g.terms);
+    if (adjoint.num.rows() != n || adjoint.num.cols() != dv || adjoint.den.size() != n)
+      throw Error("fast backward: the readouts' adjoints must have the readouts' shapes");
+    if (!spec.normalize && (adjoint.den.array() != 0).any())
+      throw Error("fast backward: an unnormalized operator has no den, so its adjoint must be zero");
+    for (std::size_t j = 0; j < values; ++j) staging[j] = round(adjoint.num.data()[j]);
+    d_num.upload(staging.data(), i * values, values);
+    if (spec.normalize) d_den.upload(adjoint.den.data(), i * n, n);
+    // The outputs as the kernel writes them: num, or num times 1 / (den + eps) in float32.
+    g.output = g.terms.num;
+    if (spec.normalize) {
+      const float eps = static_cast<float>(to_double(spec.eps));
+      for (Index t = 0; t < n; ++t) g.output.row(t) *= 1.0f / (g.terms.den(t) + eps);
+    }
+  }
+  fast_backward(spec, problem, in.q.data(), in.k.data(), in.v.data(), d_num.data(),
+                spec.normalize ? d_den.data() : nullptr, checkpoints.data(), dq.data(), dk.data(),
+                dvalue.data(), nullptr, head_decays);
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  for (std::size_t i = 0; i < h; ++i) {
+    Gradients<float>& g = result[i];
+    g.dq = Matrix<float>(n, d), g.dk = Matrix<float>(n, d), g.dv = Matrix<float>(n, dv);
+    dq.download(g.dq.data(), i * keys, keys);
+    dk.download(g.dk.data(), i * keys, keys);
+    dvalue.download(g.dv.data(), i * values, values);
+  }
+  return result;
+}
+
+}  // namespace
 
 std::vector<Gradients<float>> fast_gradients(const OperatorSpec& spec,
                                              const std::vector<Sequence<float>>& heads,
                                              const std::vector<Matrix<float>>& d_outs,
                                              std::span<const double> head_decays) {
-  if (const auto why = backward_unavailable(spec, Implementation::gpu_fast, Form::published))
-    throw Error(*why);
   if (d_outs.size() != heads.size()) throw Error("fast backward: one dO per sequence-head");
-  if (heads.empty()) return {};
-  const auto round = [](float x) { return to_bfloat16(x); };
-  DeviceHeads<BFloat16> in(heads, "fast backward", round);
-  const Problem& problem = in.problem;
-  const Index n = problem.length, d = problem.key_dim, dv = problem.value_dim;
-  const std::size_t h = heads.size(), keys = in.keys, values = in.values;
-  DeviceArray<BFloat16> d_out(h * values), checkpoints(fast_checkpoint_bytes(problem) / sizeof(BFloat16));
-  DeviceArray<float> out(h * values), dq(h * keys), dk(h * keys), dvalue(h * values);
-  std::vector<BFloat16> staging(values);
-  for (std::size_t i = 0; i < h; ++i) {
-    if (d_outs[i].rows() != n || d_outs[i].cols() != dv)
-      throw Error("fast backward: dO must have the output's shape");
-    for (std::size_t j = 0; j < values; ++j) staging[j] = round(d_outs[i].data()[j]);
-    d_out.upload(staging.data(), i * values, values);
-  }
-  fast_forward(spec, problem, in.q.data(), in.k.data(), in.v.data(),
-               {out.data(), false, nullptr, checkpoints.data()}, nullptr, head_decays);
-  fast_backward(spec, problem, in.q.data(), in.k.data(), in.v.data(), d_out.data(), checkpoints.data(),
-                dq.data(), dk.data(), dvalue.data(), nullptr, head_decays);
-  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-  std::vector<Gradients<float>> result;
-  for (std::size_t i = 0; i < h; ++i) {
-    Gradients<float> g{Matrix<float>(n, d), Matrix<float>(n, d), Matrix<float>(n, dv), Matrix<float>(n, dv),
-                       Terms<float>{Matrix<float>(n, dv), Vector<float>::Zero(n)}};
-    dq.download(g.dq.data(), i * keys, keys);
-    dk.download(g.dk.data(), i * keys, keys);
-    dvalue.download(g.dv.data(), i * values, values);
-    out.download(g.output.data(), i * values, values);
-    g.terms.num = g.output;
-    result.push_back(std::move(g));
-  }
-  return result;
+  return fast_round_trip_gradients(
+      spec, heads, head_decays, 1, [&](std::size_t i, const Terms<float>& terms) {
+        if (d_outs[i].rows() != terms.num.rows() || d_outs[i].cols() != terms.num.cols())
+          throw Error("fast backward: dO must have the output's shape");
+        return reference::finish_adjoint(spec, terms, d_outs[i]);
+      });
+}
+
+std::vector<Gradients<float>> fast_readout_gradients(const OperatorSpec& spec,
+                                                     const std::vector<Sequence<float>>& heads,
+                                                     const std::vector<Terms<float>>& d_terms,
+                                                     std::span<const double> head_decays,
+                                                     std::int64_t batch) {
+  if (d_terms.size() != heads.size())
+    throw Error("fast backward: one pair of readouts' adjoints per sequence-head");
+  return fast_round_trip_gradients(spec, heads, head_decays, batch,
+                                   [&](std::size_t i, const Terms<float>&) { return d_terms[i]; });
 }
 
 FastRoundings fast_roundings(bool decayed, std::int64_t n) {

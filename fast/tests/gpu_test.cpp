@@ -1026,50 +1026,69 @@ TEST_CASE("gpu/large/the fast path at n = 65536 stays within the bf16 bound", "[
 }
 
 // ---------------------------------------------------------------------------------------------
-// The fast backward (masked hla2 and ahla, unnormalized, any decay). Every monomial of a gradient
-// entry passes through at most b roundings to bf16 and K float32 roundings at u = 2^-22, counted by
-// gpu::fast_backward_roundings (docs/gpu.md, "The fast backward and its bound"), and the gradients of
-// the masked unnormalized operators are sums of monomials with positive coefficients: componentwise,
+// The fast backward (masked hla2 and ahla, normalized or not, any decay), from the readouts'
+// adjoints d_num (bf16) and d_den (float32; zero unnormalized): the gradients of <d_num, num> +
+// <d_den, den>. Every monomial of a gradient entry passes through at most b roundings to bf16 and K
+// float32 roundings at u = 2^-22, counted by gpu::fast_backward_roundings (docs/gpu.md, "The fast
+// backward and its bound"), and num and den of the masked operators are sums of monomials with
+// positive coefficients, so these gradients are too (in q, k, v, d_num, d_den): componentwise,
 // |fast - exact| <= ((1 + gamma_8(b))(1 + gamma_22(K)) - 1) gauge, the gauge the gradients on |q|, |k|,
-// |v|, |dO|. The CPU stream's backward in float64 stands in for the exact result, with its own bound
-// gamma_53(K64) times the gauge, K64 its depths (checking::Depth<53>); the gauge in float64 is
-// inflated by 1e-9 as the forward's is. The decays used are exact in float32 and float64.
+// |v|, |d_num|, |d_den|. The CPU stream's backward in float64 from the same adjoints stands in for the
+// exact result, with its own bound gamma_53(K64) times the gauge, K64 its depths (checking::Depth<53>);
+// the gauge in float64 is inflated by 1e-9 as the forward's is. The decays used are exact in float32
+// and float64.
 
 namespace {
 
 using ReferenceDepth = checking::Depth<53>;
 
-// The float64 reference backward's depths for n tokens, d = dv (the same for every head).
+// The float64 reference backward's depths for n tokens, d = dv (the same for every head), from
+// adjoints of depth zero (d_num, and d_den when normalized).
 Gradients<ReferenceDepth> reference_backward_depths(const OperatorSpec& spec, Index n, Index d) {
   using D = ReferenceDepth;
   const auto symbolic = [](Index rows, Index cols) {
     return Matrix<D>(Matrix<D>::Constant(rows, cols, D::input()));
   };
+  const Terms<D> adjoints{
+      symbolic(n, d), spec.normalize ? Vector<D>(Vector<D>::Constant(n, D::input())) : Vector<D>::Zero(n)};
   return fast::streaming_gradients(spec, fast::default_form(spec, Implementation::streaming),
                                    Sequence<D>{symbolic(n, d), symbolic(n, d), symbolic(n, d)},
-                                   symbolic(n, d));
+                                   Upstream<D>::readouts(adjoints));
+}
+
+// Readouts' adjoints for a test: d_num bf16 Gaussian entries (exact in bf16, so the kernel reads them
+// unchanged); normalized, d_den float32 Gaussian entries, else zero.
+Terms<float> gaussian_adjoints(Rng& rng, Index n, Index dv, bool normalized) {
+  Terms<float> adjoints{bf16_gaussian_sequence(rng, n, dv).v, Vector<float>::Zero(n)};
+  if (normalized)
+    for (Index t = 0; t < n; ++t) adjoints.den(t) = static_cast<float>(rng.gaussian());
+  return adjoints;
 }
 
 // One sequence-head's gradients against the exact ones: the worst error / bound and the normwise
 // relative error, folded into `worst` and `normwise`; `depth` from reference_backward_depths.
 void compare_fast_gradients(const OperatorSpec& spec, const Sequence<float>& input,
-                            const Matrix<float>& d_out32, const Gradients<float>& got,
+                            const Terms<float>& adjoints, const Gradients<float>& got,
                             const Gradients<ReferenceDepth>& depth, double& worst, double& normwise) {
   using D = ReferenceDepth;
-  const Index n = input.length();
   const Form form = fast::default_form(spec, Implementation::streaming);
-  const fast::gpu::FastRoundings roundings = fast::gpu::fast_backward_roundings(spec.decayed(), n);
+  const fast::gpu::FastRoundings roundings =
+      fast::gpu::fast_backward_roundings(spec.decayed(), input.length());
   const double fast_factor = (1 + gamma_of(roundings.bf16, 0x1p-8)) *
                                  (1 + gamma_of(static_cast<double>(roundings.float32), 0x1p-22)) -
                              1;
   const Sequence<double> s{input.q.cast<double>(), input.k.cast<double>(), input.v.cast<double>()};
-  const Matrix<double> d_out = d_out32.unaryExpr([](float x) { return double(round_to_bf16(x)); });
-  const Gradients<double> reference = fast::streaming_gradients(spec, form, s, d_out);
-  const auto magnitude = [](const Matrix<double>& m) {
-    return Matrix<Gauge<double>>(m.unaryExpr([](double x) { return Gauge<double>(std::abs(x)); }));
+  const Terms<double> exact_adjoints{adjoints.num.unaryExpr([](float x) { return double(round_to_bf16(x)); }),
+                                     adjoints.den.cast<double>()};
+  const Gradients<double> reference =
+      fast::streaming_gradients(spec, form, s, Upstream<double>::readouts(exact_adjoints));
+  const auto magnitude = [](const auto& m) {
+    return m.unaryExpr([](double x) { return Gauge<double>(std::abs(x)); }).eval();
   };
+  const Terms<Gauge<double>> gauge_adjoints{magnitude(exact_adjoints.num), magnitude(exact_adjoints.den)};
   const Gradients<Gauge<double>> gauge = fast::streaming_gradients(
-      spec, form, Sequence<Gauge<double>>{magnitude(s.q), magnitude(s.k), magnitude(s.v)}, magnitude(d_out));
+      spec, form, Sequence<Gauge<double>>{magnitude(s.q), magnitude(s.k), magnitude(s.v)},
+      Upstream<Gauge<double>>::readouts(gauge_adjoints));
   const auto within = [&](const Matrix<float>& fast_values, const Matrix<double>& exact,
                           const Matrix<Gauge<double>>& g, const Matrix<D>& k) {
     for (Index i = 0; i < exact.size(); ++i) {
@@ -1086,35 +1105,42 @@ void compare_fast_gradients(const OperatorSpec& spec, const Sequence<float>& inp
   within(got.dv, reference.dv, gauge.dv, depth.dv);
 }
 
-void check_fast_backward(Variant variant, Index n, Index heads, std::uint64_t seed, Rational decay = 1) {
+bool same_bits(const Matrix<float>& a, const Matrix<float>& b) {
+  if (a.rows() != b.rows() || a.cols() != b.cols()) return false;
+  for (Index i = 0; i < a.size(); ++i)
+    if (std::bit_cast<std::uint32_t>(a.data()[i]) != std::bit_cast<std::uint32_t>(b.data()[i])) return false;
+  return true;
+}
+
+void check_fast_backward(Variant variant, Index n, Index heads, std::uint64_t seed, Rational decay = 1,
+                         bool normalize = false) {
   const Index d = 64;
-  const OperatorSpec spec{.variant = variant, .decay = decay};
+  const OperatorSpec spec{
+      .variant = variant, .normalize = normalize, .eps = Rational(normalize ? 1 : 0, 4), .decay = decay};
   Rng rng(seed);
   std::vector<Sequence<float>> inputs;
-  std::vector<Matrix<float>> d_outs;
+  std::vector<Terms<float>> adjoints;
   for (Index h = 0; h < heads; ++h) {
-    inputs.push_back(bf16_gaussian_sequence(rng, n, d));
-    d_outs.push_back(bf16_gaussian_sequence(rng, n, d).v);
+    inputs.push_back(bf16_gaussian_sequence(rng, n, d, normalize));
+    adjoints.push_back(gaussian_adjoints(rng, n, d, normalize));
   }
-  const std::vector<Gradients<float>> got = fast::gpu::fast_gradients(spec, inputs, d_outs);
+  const std::vector<Gradients<float>> got = fast::gpu::fast_readout_gradients(spec, inputs, adjoints);
   const std::vector<Matrix<float>> forward = fast::gpu::fast_outputs(spec, inputs, false);
   const Gradients<ReferenceDepth> depth = reference_backward_depths(spec, n, d);
   double worst = 0, normwise = 0;
   Index forward_mismatches = 0;
   for (Index h = 0; h < heads; ++h) {
-    compare_fast_gradients(spec, inputs[h], d_outs[h], got[h], depth, worst, normwise);
+    compare_fast_gradients(spec, inputs[h], adjoints[h], got[h], depth, worst, normwise);
     // The forward that writes the checkpoints gives the outputs of the one that does not, bit for bit.
-    for (Index i = 0; i < forward[h].size(); ++i)
-      if (std::bit_cast<std::uint32_t>(got[h].output.data()[i]) !=
-          std::bit_cast<std::uint32_t>(forward[h].data()[i]))
-        ++forward_mismatches;
+    if (!same_bits(got[h].output, forward[h])) ++forward_mismatches;
   }
-  INFO("fast backward, " << variant_name(variant) << ", gamma = " << decay << ", n = " << n << ", " << heads
-                         << " heads, d = dv = 64, seed " << seed << ": worst error / bound " << worst
-                         << ", normwise relative error " << normwise);
-  std::cout << "  fast backward " << variant_name(variant) << " gamma = " << decay << " n = " << n << ", "
-            << heads << " heads: worst error / bound = " << worst
-            << ", normwise relative error = " << normwise << "\n";
+  INFO("fast backward, " << variant_name(variant) << (normalize ? " normalized" : "") << ", gamma = " << decay
+                         << ", n = " << n << ", " << heads << " heads, d = dv = 64, seed " << seed
+                         << ": worst error / bound " << worst << ", normwise relative error " << normwise);
+  std::cout << "  fast backward " << variant_name(variant) << (normalize ? " normalized" : "")
+            << " gamma = " << decay << " n = " << n << ", " << heads
+            << " heads: worst error / bound = " << worst << ", normwise relative error = " << normwise
+            << "\n";
   CHECK(worst <= 1.0);
   CHECK(forward_mismatches == 0);
 }
@@ -1123,62 +1149,113 @@ void check_fast_backward(Variant variant, Index n, Index heads, std::uint64_t se
 
 // One short chunk; 10 chunks (the input buffers go round several times); two heads of 65 chunks and
 // 17 tokens (a short last chunk, first in the reverse walk); as many heads as SMs. Without decay,
-// and with gamma = 63/64 and 7/8.
+// and with gamma = 63/64 and 7/8; unnormalized and normalized.
 TEST_CASE("gpu/fast/the backward on the matrix units stays within the bf16 bound", "[gpu][fast][backward]") {
   int device = 0, sms = 0;
   REQUIRE(cudaGetDevice(&device) == cudaSuccess);
   REQUIRE(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) == cudaSuccess);
-  for (const Variant variant : {Variant::hla2, Variant::ahla}) {
-    for (const Rational& decay : {Rational(1), Rational(63, 64), Rational(7, 8)}) {
-      check_fast_backward(variant, 37, 3, 20261211, decay);
-      check_fast_backward(variant, 10 * 64, 2, 20261212, decay);
-      check_fast_backward(variant, 65 * 64 + 17, 2, 20261213, decay);
+  for (const bool normalize : {false, true}) {
+    for (const Variant variant : {Variant::hla2, Variant::ahla}) {
+      for (const Rational& decay : {Rational(1), Rational(63, 64), Rational(7, 8)}) {
+        check_fast_backward(variant, 37, 3, 20261211, decay, normalize);
+        check_fast_backward(variant, 10 * 64, 2, 20261212, decay, normalize);
+        check_fast_backward(variant, 65 * 64 + 17, 2, 20261213, decay, normalize);
+      }
+      check_fast_backward(variant, 100, sms, 20261214, 1, normalize);
+      check_fast_backward(variant, 100, sms, 20261217, Rational(63, 64), normalize);
     }
-    check_fast_backward(variant, 100, sms, 20261214);
-    check_fast_backward(variant, 100, sms, 20261217, Rational(63, 64));
   }
 }
 
-// One gamma per head: each head's gradients equal, bit for bit, those of a run with that head's gamma
-// for every head, and stay within that operator's bound; gamma = 1 runs the decaying kernel with unit
-// powers.
+namespace {
+
+// Sequence-heads of a batch with one gamma per head (shared by the batch): each sequence-head's
+// gradients equal, bit for bit, those of a run of that head alone with its own gamma for every head,
+// and stay within that operator's bound. Normalized or not; gamma = 1 runs the decaying kernel with
+// unit powers.
+void check_decays_per_head(Variant variant, bool normalize, std::span<const double> decays, Index batch,
+                           Index n, std::uint64_t seed) {
+  const OperatorSpec spec{.variant = variant, .normalize = normalize, .eps = Rational(normalize ? 1 : 0, 4)};
+  const Index heads = static_cast<Index>(decays.size());
+  Rng rng(seed);
+  std::vector<Sequence<float>> inputs;
+  std::vector<Terms<float>> adjoints;
+  for (Index i = 0; i < batch * heads; ++i) {
+    inputs.push_back(bf16_gaussian_sequence(rng, n, 64, normalize));
+    adjoints.push_back(gaussian_adjoints(rng, n, 64, normalize));
+  }
+  const std::vector<Gradients<float>> mixed =
+      fast::gpu::fast_readout_gradients(spec, inputs, adjoints, decays, batch);
+  for (Index i = 0; i < batch * heads; ++i) {
+    OperatorSpec single = spec;
+    single.decay = Rational(static_cast<std::int64_t>(decays[i % heads] * 1024), 1024);
+    const Gradients<float> alone =
+        fast::gpu::fast_readout_gradients(single, {inputs[i]}, {adjoints[i]}).front();
+    INFO(variant_name(variant) << (normalize ? " normalized" : "") << ", batch " << batch
+                               << ", sequence-head " << i << ", gamma = " << single.decay << ", n = " << n
+                               << ", seed " << seed);
+    CHECK(same_bits(mixed[i].dq, alone.dq));
+    CHECK(same_bits(mixed[i].dk, alone.dk));
+    CHECK(same_bits(mixed[i].dv, alone.dv));
+    double worst = 0, normwise = 0;
+    compare_fast_gradients(single, inputs[i], adjoints[i], mixed[i], reference_backward_depths(single, n, 64),
+                           worst, normwise);
+    CHECK(worst <= 1.0);
+  }
+}
+
+}  // namespace
+
 TEST_CASE("gpu/fast/the backward with one decay per head gives each head its own gradients",
           "[gpu][fast][backward]") {
   const double decays[] = {1, 63.0 / 64, 7.0 / 8, 0.5};
+  for (const bool normalize : {false, true})
+    for (const Variant variant : {Variant::hla2, Variant::ahla})
+      check_decays_per_head(variant, normalize, decays, 1, 10 * 64 + 5, 20261218);
+}
+
+// Batch 2 x 2 heads of 131 chunks: the sequences split into four segments (as one head alone does),
+// so the segments' summaries and carries run with each head's own gamma too.
+TEST_CASE("gpu/fast/the backward of a batch with decays per head split into segments",
+          "[gpu][fast][backward]") {
+  const double decays[] = {1023.0 / 1024, 1};
+  for (const bool normalize : {false, true})
+    for (const Variant variant : {Variant::hla2, Variant::ahla})
+      check_decays_per_head(variant, normalize, decays, 2, 130 * 64 + 5, 20261221);
+}
+
+// fast_gradients forms the readouts' adjoints from dO on the host (reference::finish_adjoint in float32
+// on the forward's terms): the same gradients, bit for bit, as fast_readout_gradients given them.
+TEST_CASE("gpu/fast/the fast gradients of dO are those of the readouts' adjoints", "[gpu][fast][backward]") {
   for (const Variant variant : {Variant::hla2, Variant::ahla}) {
-    const OperatorSpec spec{.variant = variant};
-    Rng rng(20261218);
-    std::vector<Sequence<float>> inputs;
-    std::vector<Matrix<float>> d_outs;
-    for (int h = 0; h < 4; ++h) {
-      inputs.push_back(bf16_gaussian_sequence(rng, 10 * 64 + 5, 64));
-      d_outs.push_back(bf16_gaussian_sequence(rng, 10 * 64 + 5, 64).v);
-    }
-    const std::vector<Gradients<float>> mixed = fast::gpu::fast_gradients(spec, inputs, d_outs, decays);
-    for (int h = 0; h < 4; ++h) {
-      OperatorSpec single = spec;
-      single.decay = Rational(static_cast<std::int64_t>(decays[h] * 64), 64);
-      const Gradients<float> alone = fast::gpu::fast_gradients(single, inputs, d_outs).at(h);
-      INFO(variant_name(variant) << ", head " << h << ", gamma = " << single.decay);
-      CHECK((mixed[h].dq.array() == alone.dq.array()).all());
-      CHECK((mixed[h].dk.array() == alone.dk.array()).all());
-      CHECK((mixed[h].dv.array() == alone.dv.array()).all());
-      double worst = 0, normwise = 0;
-      compare_fast_gradients(single, inputs[h], d_outs[h], mixed[h],
-                             reference_backward_depths(single, inputs[h].length(), 64), worst, normwise);
-      CHECK(worst <= 1.0);
-    }
+    const OperatorSpec spec{
+        .variant = variant, .normalize = true, .eps = Rational(1, 4), .decay = Rational(63, 64)};
+    Rng rng(20261222);
+    const std::vector<Sequence<float>> inputs{bf16_gaussian_sequence(rng, 200, 64, true)};
+    const std::vector<Matrix<float>> d_outs{bf16_gaussian_sequence(rng, 200, 64).v};
+    const Gradients<float> got = fast::gpu::fast_gradients(spec, inputs, d_outs).front();
+    const Terms<float> terms = fast::gpu::fast_terms(spec, inputs).front();
+    const Terms<float> adjoints = reference::finish_adjoint(spec, terms, d_outs.front());
+    const Gradients<float> want = fast::gpu::fast_readout_gradients(spec, inputs, {adjoints}).front();
+    INFO(variant_name(variant));
+    CHECK(same_bits(got.terms.num, terms.num));
+    CHECK(same_bits(got.dq, want.dq));
+    CHECK(same_bits(got.dk, want.dk));
+    CHECK(same_bits(got.dv, want.dv));
+    CHECK(same_bits(got.output, fast::gpu::fast_outputs(spec, inputs, false).front()));
   }
 }
 
 // One head of 131 chunks: the sequence splits into four segments (the summary pass, the carry
 // kernel's combination of nonzero adjoints, the gradient pass from each carry-in), with and without
-// decay (gamma = 1023/1024: the carry's g^(64 L) and g^(128 L) about 0.13 and 0.017).
+// decay (gamma = 1023/1024: the carry's g^(64 L) and g^(128 L) about 0.13 and 0.017), unnormalized
+// and normalized.
 TEST_CASE("gpu/fast/the backward splits a long sequence of few heads into segments",
           "[gpu][fast][backward]") {
-  for (const Variant variant : {Variant::hla2, Variant::ahla})
-    for (const Rational& decay : {Rational(1), Rational(1023, 1024)})
-      check_fast_backward(variant, 130 * 64 + 5, 1, 20261220, decay);
+  for (const bool normalize : {false, true})
+    for (const Variant variant : {Variant::hla2, Variant::ahla})
+      for (const Rational& decay : {Rational(1), Rational(1023, 1024)})
+        check_fast_backward(variant, 130 * 64 + 5, 1, 20261220, decay, normalize);
 }
 
 // 1,024 chunks in 32 segments.
@@ -1188,41 +1265,60 @@ TEST_CASE("gpu/large/the fast backward at n = 65536 stays within the bf16 bound"
   check_fast_backward(Variant::ahla, 65536, 1, 20261216);
   check_fast_backward(Variant::hla2, 65536, 1, 20261219, Rational(1023, 1024));
 }
+TEST_CASE("gpu/large/the normalized fast backward at n = 65536 stays within the bf16 bound",
+          "[gpu][fast][large][backward]") {
+  check_fast_backward(Variant::hla2, 65536, 1, 20261223, Rational(1023, 1024), true);
+  check_fast_backward(Variant::ahla, 65536, 1, 20261224, 1, true);
+}
 
 TEST_CASE("gpu/fast/the fast backward refuses what it does not cover", "[gpu][fast][backward]") {
   const fast::gpu::Problem fine{1, 1, 64, 64, 64}, wrong_d{1, 1, 64, 32, 32};
   const OperatorSpec hla2{.variant = Variant::hla2}, normalized{.variant = Variant::hla2, .normalize = true},
       ridge{.variant = Variant::hla2, .ridge = Rational(1, 2)};
   float somewhere[1];  // never written: the calls are refused before any device work
-  for (const OperatorSpec& spec : {normalized, ridge}) {
-    CHECK_THROWS_WITH(fast::gpu::fast_backward(spec, fine, nullptr, nullptr, nullptr, nullptr, nullptr,
-                                               somewhere, somewhere, somewhere),
-                      Catch::Contains("its backward covers only masked hla2 and ahla, unnormalized"));
-    CHECK_THROWS_WITH(
-        fast::gpu::fast_forward(spec, fine, nullptr, nullptr, nullptr, {nullptr, false, nullptr, somewhere}),
-        Catch::Contains("checkpoints are written for the fast backward only"));
-  }
+  CHECK_THROWS_WITH(fast::gpu::fast_backward(ridge, fine, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                             nullptr, somewhere, somewhere, somewhere),
+                    Catch::Contains("its backward covers only masked hla2 and ahla, normalized or not"));
+  CHECK_THROWS_WITH(
+      fast::gpu::fast_forward(ridge, fine, nullptr, nullptr, nullptr, {nullptr, false, nullptr, somewhere}),
+      Catch::Contains("checkpoints are written for the fast backward only"));
   CHECK_THROWS_WITH(fast::gpu::fast_backward(hla2, wrong_d, nullptr, nullptr, nullptr, nullptr, nullptr,
-                                             somewhere, somewhere, somewhere),
+                                             nullptr, somewhere, somewhere, somewhere),
                     Catch::Contains("d = dv = 64"));
   const auto* odd = reinterpret_cast<const fast::gpu::BFloat16*>(std::uintptr_t{2});
   CHECK_THROWS_WITH(
-      fast::gpu::fast_backward(hla2, fine, odd, odd, odd, odd, odd, somewhere, somewhere, somewhere),
+      fast::gpu::fast_backward(hla2, fine, odd, odd, odd, odd, nullptr, odd, somewhere, somewhere, somewhere),
       Catch::Contains("16-byte aligned"));
   const double decays[] = {0.5, 0.0};
   const fast::gpu::Problem two_heads{1, 2, 64, 64, 64};
   CHECK_THROWS_WITH(fast::gpu::fast_backward(hla2, two_heads, nullptr, nullptr, nullptr, nullptr, nullptr,
-                                             somewhere, somewhere, somewhere, nullptr, decays),
+                                             nullptr, somewhere, somewhere, somewhere, nullptr, decays),
                     Catch::Contains("gamma must be in (0, 1]"));
   const auto* aligned = reinterpret_cast<const fast::gpu::BFloat16*>(std::uintptr_t{256});
-  CHECK_THROWS_WITH(fast::gpu::fast_backward(hla2, fine, aligned, aligned, aligned, aligned, nullptr,
+  CHECK_THROWS_WITH(fast::gpu::fast_backward(hla2, fine, aligned, aligned, aligned, aligned, nullptr, nullptr,
                                              somewhere, somewhere, somewhere),
                     Catch::Contains("must be given"));
+  CHECK_THROWS_WITH(fast::gpu::fast_backward(normalized, fine, aligned, aligned, aligned, aligned, nullptr,
+                                             aligned, somewhere, somewhere, somewhere),
+                    Catch::Contains("needs d_den"));
+  CHECK_THROWS_WITH(fast::gpu::fast_backward(hla2, fine, aligned, aligned, aligned, aligned, somewhere,
+                                             aligned, somewhere, somewhere, somewhere),
+                    Catch::Contains("d_den is for a normalized operator only"));
   float* odd_floats = reinterpret_cast<float*>(std::uintptr_t{260});
-  CHECK_THROWS_WITH(fast::gpu::fast_backward(hla2, fine, aligned, aligned, aligned, aligned, aligned,
+  CHECK_THROWS_WITH(fast::gpu::fast_backward(hla2, fine, aligned, aligned, aligned, aligned, nullptr, aligned,
                                              odd_floats, somewhere, somewhere),
                     Catch::Contains("8-byte aligned"));
-  CHECK(fast::gpu::fast_checkpoint_bytes({8, 16, 65536, 64, 64}) == std::int64_t{8} * 16 * 1024 * 16384);
+  const fast::gpu::Problem shape{8, 16, 65536, 64, 64};
+  CHECK(fast::gpu::fast_checkpoint_bytes(hla2, shape) == std::int64_t{8} * 16 * 1024 * 16384);
+  CHECK(fast::gpu::fast_checkpoint_bytes(normalized, shape) == std::int64_t{8} * 16 * 1024 * (16384 + 256));
+  Rng rng(20261225);
+  const std::vector<Sequence<float>> one{bf16_gaussian_sequence(rng, 64, 64)};
+  Terms<float> with_den = gaussian_adjoints(rng, 64, 64, true);
+  CHECK_THROWS_WITH(fast::gpu::fast_readout_gradients(hla2, one, {with_den}),
+                    Catch::Contains("its adjoint must be zero"));
+  with_den.den.resize(63);
+  CHECK_THROWS_WITH(fast::gpu::fast_readout_gradients(normalized, one, {with_den}),
+                    Catch::Contains("the readouts' shapes"));
 }
 
 TEST_CASE("gpu/fast/the fast path refuses what it does not cover", "[gpu][fast]") {

@@ -231,22 +231,26 @@ CandidateRun fast_run(const OperatorSpec& spec, const Sequence<double>& s) {
   return {std::move(terms), std::move(output), {}, spec.normalize};  // unnormalized: no denominator
 }
 
-// The fast backward (gpu::fast_gradients; unnormalized, so the readouts' adjoints are dO and zero),
-// padded as the forward: zero columns of q, k, dO add nothing, and the gradients' columns past d, dv
-// are dropped.
+// The fast backward (gpu::fast_readout_gradients) from the readouts' adjoints it forms from the fast
+// path's own terms (finish_adjoint in float32, d_num rounded to bf16 as the kernel reads it: the run's
+// c_hat), padded as the forward: zero columns of q, k, dO add nothing, and the gradients' columns past
+// d, dv are dropped.
 BackwardRun fast_backward_run(const OperatorSpec& spec, const Sequence<double>& s,
                               const Matrix<double>& d_out) {
   const Index n = s.length(), d = s.key_dim(), dv = s.value_dim();
   const std::vector<Sequence<float>> heads{
       {pad_to_fast_width(s.q), pad_to_fast_width(s.k), pad_to_fast_width(s.v)}};
-  const Gradients<float> g = fast::gpu::fast_gradients(spec, heads, {pad_to_fast_width(d_out)}).front();
-  const Matrix<double> output = g.output.topLeftCorner(n, dv).cast<double>();
+  const Terms<float> terms = fast::gpu::fast_terms(spec, heads).front();
+  Terms<float> adjoints = reference::finish_adjoint(spec, terms, pad_to_fast_width(d_out));
+  adjoints.num =
+      adjoints.num.unaryExpr([](float x) { return fast::gpu::to_float(fast::gpu::to_bfloat16(x)); });
+  const Gradients<float> g = fast::gpu::fast_readout_gradients(spec, heads, {adjoints}).front();
   return {{g.dq.topLeftCorner(n, d).cast<double>(),
            g.dk.topLeftCorner(n, d).cast<double>(),
            g.dv.topLeftCorner(n, dv).cast<double>(),
-           output,
-           {output, Vector<double>::Zero(n)}},
-          {d_out, Vector<double>::Zero(n)}};
+           g.output.topLeftCorner(n, dv).cast<double>(),
+           {terms.num.topLeftCorner(n, dv).cast<double>(), terms.den.cast<double>()}},
+          {adjoints.num.topLeftCorner(n, dv).cast<double>(), adjoints.den.cast<double>()}};
 }
 
 // gpu::fast_backward_roundings as one depth at u = 2^-8, as fast_depth does for the forward.
@@ -270,8 +274,9 @@ void add_fast_row(std::vector<Candidate>& out) {
       },
       [](const OperatorSpec& spec, Index n, Index, Index dv, Index) { return fast_depth(spec, n, dv); },
       fast_width};
-  // The backward where the catalogue has it: the gradients of the masked unnormalized operators are
-  // sums of monomials with positive coefficients too, so the CPU streaming backward's gauge is theirs.
+  // The backward where the catalogue has it: the gradients of <c_num, num> + <c_den, den> of the masked
+  // operators are sums of monomials with positive coefficients too, so the CPU streaming backward's
+  // gauge is theirs.
   c.covers_backward = [](const OperatorSpec& spec) {
     return !fast::backward_unavailable(spec, Implementation::gpu_fast, fast::Form::published);
   };

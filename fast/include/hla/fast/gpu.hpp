@@ -150,7 +150,7 @@ void finish(const OperatorSpec& spec, const Problem& problem, const T* num, cons
 // and the denominators [..] to `den`; the output is then num * (1 / (den + float(eps))) in float32
 // arithmetic, bit for bit what the kernel writes without `den`.
 // With `checkpoints` set (the operators fast_backward covers), it also gets each chunk's state
-// operands for the backward: fast_checkpoint_bytes(problem) of device memory.
+// operands for the backward: fast_checkpoint_bytes(spec, problem) of device memory.
 struct FastOutput {
   void* out = nullptr;
   bool bf16 = false;
@@ -167,28 +167,42 @@ void fast_forward(const OperatorSpec& spec, const Problem& problem, const BFloat
                   const BFloat16* v, const FastOutput& out, CUstream_st* stream = nullptr,
                   std::span<const double> head_decays = {});
 // The forward's checkpoints for the backward: the two bf16 state tiles (64 x 64) its products read
-// at each chunk boundary (hla2 S, F; ahla P, E), 16 KiB per chunk of 64 tokens and sequence-head (256 bytes
-// per token and head: 2 GiB at batch 8, 16 heads, n = 65536).
-std::int64_t fast_checkpoint_bytes(const Problem& problem);
+// at each chunk boundary (hla2 S, F; ahla P, E) and, normalized, their vectors (hla2 f; ahla n, m: 256
+// bytes), 16 KiB per chunk of 64 tokens and sequence-head (256 bytes per token and head: 2 GiB at batch
+// 8, 16 heads, n = 65536; normalized 1.6% more).
+std::int64_t fast_checkpoint_bytes(const OperatorSpec& spec, const Problem& problem);
 
 // The backward on the matrix units (what backward_unavailable(spec, gpu_fast, ...) allows: masked
-// hla2 and ahla, unnormalized, decayed or not, no ridge; d = dv = 64, any n): the gradients of
-// <dO, O> into dq, dk, dv ([.., 64], float32) from the bf16 q, k, v and dO and the checkpoints that a
-// fast_forward of the same spec, inputs and head_decays wrote (fast_checkpoint_bytes(problem) of them). It
-// recomputes each chunk's products from its checkpoint, walking the chunks of a sequence-head from the last,
-// one block per sequence-head or, when the sequence-heads leave SMs idle, per segment of one (stream-ordered
-// scratch for the segments' summaries and carry-ins). Device pointers; runs in `stream` without synchronizing
-// it; throws hla::Error for anything else. Its error bound is fast_backward_roundings on the gradients' gauge
+// hla2 and ahla, normalized or not, decayed or not, no ridge; d = dv = 64, any n): the gradients of
+// <d_num, num> + <d_den, den> (the readouts' adjoints: reference::finish_adjoint; unnormalized, d_num = dO
+// and no d_den) into dq, dk, dv ([.., 64], float32) from the bf16 q, k, v, the bf16 d_num [.., 64], the
+// float32 d_den [..] (normalized only, else null) and the checkpoints that a fast_forward of the same
+// spec, inputs and head_decays wrote (fast_checkpoint_bytes(spec, problem) of them). It recomputes each
+// chunk's products from its checkpoint, walking the chunks of a sequence-head from the last, one block per
+// sequence-head or, when the sequence-heads leave SMs idle, per segment of one (stream-ordered scratch for
+// the segments' summaries and carry-ins). Device pointers; runs in `stream` without synchronizing it;
+// throws hla::Error for anything else. Its error bound is fast_backward_roundings on the gradients' gauge
 // (docs/gpu.md).
 void fast_backward(const OperatorSpec& spec, const Problem& problem, const BFloat16* q, const BFloat16* k,
-                   const BFloat16* v, const BFloat16* d_out, const void* checkpoints, float* dq, float* dk,
-                   float* dv, CUstream_st* stream = nullptr, std::span<const double> head_decays = {});
-// Host convenience: each head's q, k, v and dO rounded to bf16 (batch 1, one head per sequence),
-// the forward with checkpoints and the backward; .output and .terms.num hold the forward's outputs.
+                   const BFloat16* v, const BFloat16* d_num, const float* d_den, const void* checkpoints,
+                   float* dq, float* dk, float* dv, CUstream_st* stream = nullptr,
+                   std::span<const double> head_decays = {});
+// Host conveniences, each head's q, k, v rounded to bf16 (batch 1, one head per sequence), the forward
+// with checkpoints and the backward; .output and .terms hold the forward's outputs and terms (num in
+// float32). fast_gradients: the gradients of <dO, O>, the readouts' adjoints computed on the host in
+// float32 (reference::finish_adjoint) from the forward's terms and dO (dO rounded to bf16 first), d_num
+// then rounded to bf16. fast_readout_gradients: those of <d_num, num> + <d_den, den> for given adjoints
+// (d_num rounded to bf16, d_den as it is; unnormalized operators take d_den zero), the sequence-heads
+// taken as `batch` x heads (head_decays: one per head, shared by the batch).
 std::vector<Gradients<float>> fast_gradients(const OperatorSpec& spec,
                                              const std::vector<Sequence<float>>& heads,
                                              const std::vector<Matrix<float>>& d_outs,
                                              std::span<const double> head_decays = {});
+std::vector<Gradients<float>> fast_readout_gradients(const OperatorSpec& spec,
+                                                     const std::vector<Sequence<float>>& heads,
+                                                     const std::vector<Terms<float>>& d_terms,
+                                                     std::span<const double> head_decays = {},
+                                                     std::int64_t batch = 1);
 
 // The fast path's error bound (docs/gpu.md, "The fast path's bound"): each monomial of an output's
 // numerator or denominator passes through at most `bf16` roundings to bf16 (u = 2^-8) and the
