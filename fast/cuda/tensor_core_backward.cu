@@ -175,21 +175,63 @@ struct StateAdjoints {
   float next = 0, mu = 0;
 };
 
-// Dot products of a swizzled bf16 tile with a vector, in float32 on the ordinary cores:
-// sum_t tile(t, j) w(t) (column j) and sum_c tile(r, c) w(c) (row r).
+// Dot products of a swizzled bf16 tile with a vector, in float32 on the ordinary cores, four partial
+// sums of 16 terms each: sum_t tile(t, j) w(t) (column j: a warp's threads read neighbouring entries
+// of one row) and sum_c tile(r, c) w(c) (row r: its eight 16-byte pieces, which the swizzle puts in
+// eight different bank groups for eight consecutive rows, so a warp's rows load without conflict).
 template <class Weight>
 __device__ float dot_column(const Bf* tile, int j, Weight w) {
-  float sum = 0;
-#pragma unroll 16
-  for (int t = 0; t < width; ++t) sum = fmaf(__bfloat162float(tile[wgmma::offset(t, j)]), w(t), sum);
-  return sum;
+  float sum[4] = {};
+#pragma unroll 8
+  for (int t = 0; t < width; ++t)
+    sum[t % 4] = fmaf(__bfloat162float(tile[wgmma::offset(t, j)]), w(t), sum[t % 4]);
+  return (sum[0] + sum[1]) + (sum[2] + sum[3]);
 }
-template <class Weight>
-__device__ float dot_row(const Bf* tile, int r, Weight w) {
-  float sum = 0;
-#pragma unroll 16
-  for (int c = 0; c < width; ++c) sum = fmaf(__bfloat162float(tile[wgmma::offset(r, c)]), w(c), sum);
-  return sum;
+// Row r's weights, eight at a time (columns 8 piece .. 8 piece + 7): a float32 vector, a bf16 row, or ones.
+struct FloatWeights {
+  const float* w;
+  __device__ void operator()(int piece, float (&out)[8]) const {
+    const float4 low = reinterpret_cast<const float4*>(w)[2 * piece],
+                 high = reinterpret_cast<const float4*>(w)[2 * piece + 1];
+    out[0] = low.x, out[1] = low.y, out[2] = low.z, out[3] = low.w;
+    out[4] = high.x, out[5] = high.y, out[6] = high.z, out[7] = high.w;
+  }
+};
+struct Bf16Weights {
+  const Bf* w;
+  __device__ void operator()(int piece, float (&out)[8]) const {
+    const uint4 bits = reinterpret_cast<const uint4*>(w)[piece];
+    const auto* pairs = reinterpret_cast<const __nv_bfloat162*>(&bits);
+#pragma unroll
+    for (int p = 0; p < 4; ++p) {
+      const float2 x = __bfloat1622float2(pairs[p]);
+      out[2 * p] = x.x, out[2 * p + 1] = x.y;
+    }
+  }
+};
+struct Ones {
+  __device__ void operator()(int, float (&out)[8]) const {
+#pragma unroll
+    for (float& x : out) x = 1.0f;
+  }
+};
+template <class Weights>
+__device__ float dot_row(const Bf* tile, int r, Weights weights) {
+  float sum[4] = {};
+  const uint4* row = reinterpret_cast<const uint4*>(tile + r * width);
+#pragma unroll
+  for (int piece = 0; piece < 8; ++piece) {
+    const uint4 bits = row[piece ^ (r % 8)];  // columns 8 piece .. 8 piece + 7
+    const auto* pairs = reinterpret_cast<const __nv_bfloat162*>(&bits);
+    float w[8];
+    weights(piece, w);
+#pragma unroll
+    for (int p = 0; p < 4; ++p) {
+      const float2 x = __bfloat1622float2(pairs[p]);
+      sum[p] = fmaf(x.y, w[2 * p + 1], fmaf(x.x, w[2 * p], sum[p]));
+    }
+  }
+  return (sum[0] + sum[1]) + (sum[2] + sum[3]);
 }
 
 // d(r, c) += a(r) b(c) on the thread's entries of d.
@@ -407,13 +449,11 @@ __device__ const Bf* ahla_dx_round(const Tiles& s, const Chunk& now, const Scale
   if constexpr (Normalized) {
     if (threadIdx.x >= width) {
       const int j = threadIdx.x - width;
-      s.dx[j] = fmaf(s.power(width - 1 - j), dot_row(now.k, j, [&](int c) { return s.d_vector2[c]; }),
+      s.dx[j] = fmaf(s.power(width - 1 - j), dot_row(now.k, j, FloatWeights{s.d_vector2}),
                      dot_column(s.a, j, [&](int t) { return s.dd[t]; }));
     } else if (x) {
       const int t = threadIdx.x;
-      s.x[t] =
-          fmaf(s.power(t + 1), dot_row(now.q, t, [&](int c) { return __bfloat162float(now.vector1[c]); }),
-               dot_row(s.a, t, [](int) { return 1.0f; }));
+      s.x[t] = fmaf(s.power(t + 1), dot_row(now.q, t, Bf16Weights{now.vector1}), dot_row(s.a, t, Ones{}));
     }
   }
   wgmma::wait<1>();
