@@ -85,8 +85,8 @@ constexpr std::int64_t checkpoint_bytes(bool normalized) {
 void launch_fast(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
                  const BFloat16* k, const BFloat16* v, CUstream_st* stream);
 
-// The fast path's backward (masked hla2 or ahla, normalized or not, any decay): dq, dk, dv [heads,
-// length, 64] in float32 from q, k, v, the adjoint of num d_num [heads, length, 64] in bf16 (dO,
+// The fast path's backward (masked hla2 or ahla, normalized or not, any decay or hla2's ridge): dq, dk, dv
+// [heads, length, 64] in float32 from q, k, v, the adjoint of num d_num [heads, length, 64] in bf16 (dO,
 // unnormalized), normalized the adjoint of den d_den [heads, length] in float32, and the forward's
 // checkpoints.
 struct FastBackwardLaunch {
@@ -94,6 +94,7 @@ struct FastBackwardLaunch {
   bool normalize = false;
   const float* d_den = nullptr;         // normalized only
   double decay = 1;                     // every head's gamma, unless head_decays
+  float ridge = 0;                      // hla2 without decay
   const double* head_decays = nullptr;  // device: gamma of each head of a batch (heads_per_batch)
   std::int64_t heads_per_batch = 1;
   const void* checkpoints = nullptr;

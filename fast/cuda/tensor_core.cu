@@ -13,7 +13,7 @@
 // age at the chunk's end) and L_g the causal mask with entries g^(t - j) (Hla2MaskedChunks and
 // AhlaChunks, fast/include/hla/fast/chunked/, are the CPU forms):
 // hla2, with S the key moment and F = sum_j g^(2 (end - j)) u_j v_j^T before the chunk (with a
-// ridge and gamma = 1, u_j + ridge q_j in place of u_j: add_ridge),
+// ridge and gamma = 1, u_j + ridge q_j in place of u_j),
 //   A = (Q K^T) . L_g,  U = diag(g^tau) Q S + A K  (rows u_j = S_j q_j),  W = (Q U^T) . L_g . L_g,
 //   O = diag(g^(2 tau)) Q F + W V,  S = g^64 S + K^T (D K),  F = g^128 F + (D^2 U)^T V;
 // ahla, with P = sum g^(end - i) k v^T and E = sum_i g^(end - i) k_i (q_i^T P_i) before the chunk,
@@ -185,16 +185,7 @@ struct Sums {
 
 // hla2's ridge without decay: the weights of the masked form, (Q U^T) . L + ridge (Q Q^T) . L, and
 // its state, F + ridge C with C = sum q v^T, are those of U + ridge Q in place of U (the rows
-// u_j + ridge q_j of the streaming form, Alg. 1): u += ridge q, q read from its swizzled tile.
-__device__ void add_ridge(Accumulator& u, const Bf* q, float ridge) {
-#pragma unroll
-  for (int i = 0; i < 32; i += 2) {
-    const float2 pair = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(
-        q + wgmma::offset(Accumulator::row(i), Accumulator::column(i))));
-    u.x[i] = fmaf(ridge, pair.x, u.x[i]);
-    u.x[i + 1] = fmaf(ridge, pair.y, u.x[i + 1]);
-  }
-}
+// u_j + ridge q_j of the streaming form, Alg. 1): wgmma::add_tile(u, q, ridge).
 
 // The outputs of a chunk's accumulators: normalized, O times 1 / (den + eps) row by row (IEEE
 // float32 operations, so that the terms give the same outputs on the host), then into the staging
@@ -419,7 +410,7 @@ __global__ void __launch_bounds__(threads, 1)
     wgmma::wait<0>();
     wgmma::fence_operand(u);
     wgmma::fence_operand(sum1);
-    if constexpr (Ridge) add_ridge(u, now.q, args.ridge);
+    if constexpr (Ridge) wgmma::add_tile(u, now.q, args.ridge);  // U + ridge Q
     wgmma::round_to_tile(u, s.u);
     // hla2: D^2 U (for F);  ahla: D X (for E)
     const Bf* u_input = s.u;

@@ -1,7 +1,7 @@
-// The fast path's backward: masked hla2 and ahla, normalized or not, decay gamma in (0, 1] per head,
-// on the matrix units (bf16 operands, float32 sums), d = dv = 64, chunks of 64 tokens (the last one
-// may be short). One block (one warpgroup) per sequence-head walks its chunks from the last to the
-// first, carrying the adjoints of the two states in accumulator registers; each chunk's forward
+// The fast path's backward: masked hla2 and ahla, normalized or not, decay gamma in (0, 1] per head
+// or hla2's ridge (gamma = 1), on the matrix units (bf16 operands, float32 sums), d = dv = 64, chunks of 64
+// tokens (the last one may be short). One block (one warpgroup) per sequence-head walks its chunks from the
+// last to the first, carrying the adjoints of the two states in accumulator registers; each chunk's forward
 // states come from the checkpoints the forward wrote at chunk boundaries (tensor_core.cu,
 // Arguments::checkpoints: the bf16 tiles its products read), and the chunk's products are
 // recomputed from them.
@@ -18,7 +18,8 @@
 //   dK = A^T dU + dA^T Q + D K (dS' + dS'^T),
 //   dS = g^64 dS' + Q^T diag(g^tau) dU,  dF = g^128 dF' + Q^T diag(g^(2 tau)) dO
 // (Hla2MaskedChunks::outputs_adjoint, fast/include/hla/fast/chunked/hla2.hpp, with the carry written
-// as the running states);
+// as the running states); with the ridge (g = 1), U + ridge Q in place of U, as in the forward, and
+// dQ += ridge dU;
 // ahla, forward A = (Q K^T) . L_g, X = diag(g^tau) Q P + A V, O = diag(g^tau) Q E + A X,
 // P' = g^64 P + K^T (D V), E' = g^64 E + K^T (D X); backward
 //   dX = A^T dO + D K dE',  dA = (dO X^T + dX V^T) . L_g,  dV = D K dP' + A^T dX,
@@ -342,7 +343,7 @@ __device__ const Bf* finish_hla2_du(Accumulator& d_u, const Tiles& s, const Deca
 
 template <bool Decayed, bool Normalized>
 __device__ void hla2_chunk(const Tiles<Decayed, Normalized>& s, const Chunk& now, const Decay& decay,
-                           StateAdjoints& d, const Gradient& g) {
+                           StateAdjoints& d, const Gradient& g, float ridge) {
   const Scaled in = scaled_inputs(s, now, 2, true, true);  // D K, D^2 V, diag(g^(2 tau)) dO
   // A, U = diag(g^tau) Q S + A K (the forward's operations), dW = (dO V^T) . L_g . L_g.
   Accumulator a, u, d_w;
@@ -363,6 +364,7 @@ __device__ void hla2_chunk(const Tiles<Decayed, Normalized>& s, const Chunk& now
   wgmma::wait<1>();
   wgmma::fence_operand(masked_a);
   wgmma::fence_operand(u);
+  if (!Decayed && ridge != 0) wgmma::add_tile(u, now.q, ridge);  // U + ridge Q
   const Bf* u_aged = round_with_scaled_copy(s, u, s.u, s.decayed_u, decay.age2);
   wgmma::wait<0>();
   finish_hla2_dw<Normalized>(d_w, s);
@@ -405,8 +407,8 @@ __device__ void hla2_chunk(const Tiles<Decayed, Normalized>& s, const Chunk& now
   }
   publish_shared();
 
-  // dQ = diag(g^(2 tau)) dO F^T + dW U + diag(g^tau) dU S^T + dA K (normalized, + diag(g^(2 tau)) dd f^T),
-  // dK = A^T dU + dA^T Q + D K dS' + D K dS'^T.
+  // dQ = diag(g^(2 tau)) dO F^T + dW U + diag(g^tau) dU S^T + dA K (normalized, + diag(g^(2 tau)) dd f^T;
+  // with the ridge, + ridge dU), dK = A^T dU + dA^T Q + D K dS' + D K dS'^T.
   Accumulator d_q, d_k;
   wgmma::fence();
   wgmma::multiply<Major::k, Major::k>(d_q, in.d_out, now.state2, false);
@@ -425,6 +427,7 @@ __device__ void hla2_chunk(const Tiles<Decayed, Normalized>& s, const Chunk& now
     add_outer(
         d_q, [&](int r) { return s.power(2 * r + 2) * s.dd[r]; },
         [&](int c) { return __bfloat162float(now.vector2[c]); });
+  if (!Decayed && ridge != 0) wgmma::add_tile(d_q, s.du, ridge);
   wgmma::store_rows(g.dq + g.first_row, d_q, g.rows);
   wgmma::wait<0>();
   wgmma::fence_operand(d_k);
@@ -668,6 +671,7 @@ struct Arguments {
   const double* head_decays;  // or null: `decay` for every head
   std::int64_t heads_per_batch;
   double decay;
+  float ridge;           // hla2 without decay
   const float* carries;  // the gradient pass of a split sequence: the adjoints after each segment
   float* summaries;      // the summary pass: (dS0, dF0, M and the vectors) of each segment but the first
 };
@@ -779,7 +783,7 @@ __global__ void __launch_bounds__(threads, 1)
       if constexpr (Ahla) {
         ahla_chunk(s, s.chunk(i), decay, d, g);
       } else {
-        hla2_chunk(s, s.chunk(i), decay, d, g);
+        hla2_chunk(s, s.chunk(i), decay, d, g, args.ridge);
       }
     }
     wgmma::fence_operand(d.state1);
@@ -904,6 +908,7 @@ void launch(const FastBackwardLaunch& how, std::int64_t heads, std::int64_t leng
                  .head_decays = how.head_decays,
                  .heads_per_batch = how.heads_per_batch,
                  .decay = how.decay,
+                 .ridge = how.ridge,
                  .carries = nullptr,
                  .summaries = nullptr};
   if (segments == 1) {

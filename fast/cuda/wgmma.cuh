@@ -279,6 +279,17 @@ __device__ inline void load_rows(Accumulator& d, const float* from) {
   }
 }
 
+// d += factor tile, tile a swizzled bf16 tile (each product in float32, one fmaf per entry).
+__device__ inline void add_tile(Accumulator& d, const __nv_bfloat16* tile, float factor) {
+#pragma unroll
+  for (int i = 0; i < 32; i += 2) {
+    const float2 pair = __bfloat1622float2(
+        *reinterpret_cast<const __nv_bfloat162*>(tile + offset(Accumulator::row(i), Accumulator::column(i))));
+    d.x[i] = fmaf(factor, pair.x, d.x[i]);
+    d.x[i + 1] = fmaf(factor, pair.y, d.x[i + 1]);
+  }
+}
+
 // to = diag(factor) from.
 template <class D>
 __device__ void scale_rows(D& to, const D& from, const RowPair& factor) {

@@ -11,9 +11,6 @@ using enum Implementation;
 constexpr std::string_view gpu_fast_coverage =
     "masked hla2 and ahla, normalized or not, with --decay or hla2's --ridge (not both)";
 
-constexpr std::string_view gpu_fast_backward_coverage =
-    "masked hla2 and ahla, normalized or not, with or without decay, no ridge";
-
 bool affects(const Finding& f, Implementation impl) {
   return std::find(f.implementations.begin(), f.implementations.end(), cpu_twin(impl)) !=
          f.implementations.end();
@@ -247,12 +244,7 @@ std::optional<std::string> backward_unavailable(const OperatorSpec& spec, Implem
              std::string(f->id) + "); the corrected form's runs";
     return std::nullopt;
   }
-  if (impl == gpu_fast) {
-    if ((spec.variant == Variant::hla2 || spec.variant == Variant::ahla) && spec.masked && spec.ridge == 0)
-      return std::nullopt;
-    return "--impl gpu-fast: its backward covers only " + std::string(gpu_fast_backward_coverage) +
-           " (docs/gpu.md)";
-  }
+  if (impl == gpu_fast) return std::nullopt;  // its backward covers what its forward does
   return "the backward of " + describe(spec) + " by " + std::string(implementation_name(impl)) +
          " is not built yet (docs/gradients.md)";
 }
@@ -313,8 +305,7 @@ std::string implementation_summary(Implementation impl) {
     case gpu_fast:
       return "the fast path on Hopper's matrix units: " + std::string(gpu_fast_coverage) +
              ", d = dv = 64, any n (the last chunk of 64 may be short); inputs rounded to bf16, sums in "
-             "float32 (--scalar f32); --grad for " +
-             std::string(gpu_fast_backward_coverage);
+             "float32 (--scalar f32); --grad too";
   }
   return "?";
 }

@@ -257,8 +257,8 @@ TEST_CASE("backward/what has no backward yet is refused with a reason", "[backwa
   CHECK(fast::backward_unavailable(third, Implementation::gpu_scan, Form::corrected) == std::nullopt);
   third.masked = false;  // the unmasked stream holds S^Q too (fast/cuda/algebra/hla3.cuh)
   CHECK(fast::backward_unavailable(third, Implementation::gpu_scan, Form::published) == std::nullopt);
-  // The tensor-core backward: hla2 and ahla masked, normalized or not, decayed or not, without ridge;
-  // the forward covers more (the ridge).
+  // The tensor-core backward covers what its forward does: hla2 and ahla masked, normalized or not,
+  // with a decay or hla2's ridge.
   OperatorSpec plain;
   const Form fast_form = fast::default_form(plain, Implementation::gpu_fast);
   for (const auto& change : {+[](OperatorSpec&) {}, +[](OperatorSpec& s) { s.variant = Variant::ahla; },
@@ -270,20 +270,23 @@ TEST_CASE("backward/what has no backward yet is refused with a reason", "[backwa
                              +[](OperatorSpec& s) {
                                s.variant = Variant::ahla;
                                s.normalize = true;
-                             }}) {
+                             },
+                             +[](OperatorSpec& s) { s.ridge = Rational(1, 2); }}) {
     OperatorSpec covered;
     change(covered);
     CHECK(fast::backward_unavailable(covered, Implementation::gpu_fast, fast_form) == std::nullopt);
   }
-  OperatorSpec ridge;
-  ridge.ridge = Rational(1, 2);
-  CHECK_FALSE(fast::unavailable(ridge, Implementation::gpu_fast, fast_form).has_value());
-  const auto why = fast::backward_unavailable(ridge, Implementation::gpu_fast, fast_form);
-  REQUIRE(why.has_value());
-  CHECK_THAT(*why, Catch::Contains("its backward covers only masked hla2 and ahla, normalized or not"));
-  OperatorSpec third_fast;
-  third_fast.variant = Variant::hla3;
-  CHECK(fast::backward_unavailable(third_fast, Implementation::gpu_fast, fast_form).has_value());
+  for (const auto& change : {+[](OperatorSpec& s) { s.variant = Variant::hla3; },
+                             +[](OperatorSpec& s) {
+                               s.ridge = Rational(1, 2);
+                               s.decay = Rational(1, 2);
+                             }}) {
+    OperatorSpec other;
+    change(other);
+    const auto why = fast::backward_unavailable(other, Implementation::gpu_fast, fast_form);
+    REQUIRE(why.has_value());
+    CHECK(why == fast::unavailable(other, Implementation::gpu_fast, fast_form));
+  }
   spec.variant = Variant::linear;  // linear attention has one form
   CHECK(fast::backward_unavailable(spec, Implementation::streaming, Form::corrected).has_value());
 }
@@ -357,6 +360,7 @@ Gradients<ModP> fast_chunk_algebra(const OperatorSpec& spec, const Sequence<ModP
   };
   const MP q = padded(s.q), k = padded(s.k), v = padded(s.v), d_o = padded(adjoints.num),
            d_den = padded(MP(adjoints.den));
+  const ModP ridge = to_mod_prime(spec.ridge);  // hla2 with gamma = 1: U + ridge Q in place of U
   const auto pw = [&](Index e) { return power(g, static_cast<long>(e)); };
   const auto rows = [&](Index first, Index step) {  // diag(g^(first + step r)), r = 0..C-1
     MP m = MP::Zero(C, C);
@@ -388,7 +392,7 @@ Gradients<ModP> fast_chunk_algebra(const OperatorSpec& spec, const Sequence<ModP
       s2 = rho * s2 + kc.transpose() * age * x;
       v2 = rho * v2 + kc.transpose() * age * x1;
     } else {
-      const MP u = offset * qc * s1 + a * kc;
+      const MP u = offset * qc * s1 + a * kc + ridge * qc;
       const MP w = MP(qc * u.transpose()).cwiseProduct(mask2);
       num.middleRows(c * C, C) = offset2 * qc * s2 + w * vc;
       den.middleRows(c * C, C) = offset2 * qc * v2 + w * ones;
@@ -432,14 +436,14 @@ Gradients<ModP> fast_chunk_algebra(const OperatorSpec& spec, const Sequence<ModP
         z.d2 = rho * z.d2 + qc.transpose() * offset * doc;
         z.dv2 = rho * z.dv2 + qc.transpose() * offset * dd;
       } else {
-        const MP u = offset * qc * state1[c] + a * kc;
+        const MP u = offset * qc * state1[c] + a * kc + ridge * qc;
         const MP w = MP(qc * u.transpose()).cwiseProduct(mask2);
         const MP dw = MP(doc * vc.transpose() + dd * ones.transpose()).cwiseProduct(mask2);
         const MP du = dw.transpose() * qc + age2 * vc * z.d2.transpose() + age2 * ones * z.dv2.transpose();
         const MP da = MP(du * kc.transpose()).cwiseProduct(mask);
         dvv = w.transpose() * doc + age2 * u * z.d2;
         dq = offset2 * (doc * state2[c].transpose() + dd * vector2[c].transpose()) + dw * u +
-             offset * du * state1[c].transpose() + da * kc;
+             offset * du * state1[c].transpose() + da * kc + ridge * du;
         dk = a.transpose() * du + da.transpose() * qc + age * kc * MP(z.d1 + z.d1.transpose());
         if (m) {
           *m = rho * *m + pw(2 * C * i) * qc.transpose() * rows(2 * C - 1, -1) * vc;
@@ -490,7 +494,8 @@ Gradients<ModP> fast_chunk_algebra(const OperatorSpec& spec, const Sequence<ModP
 // The algebra the fast backward's kernels compute (their formulas, not their code: the kernels run on
 // Hopper's matrix units only), chunks of 1 to 5 tokens, split into 1 to 4 segments: its terms and
 // gradients are the definition's, exactly, for masked hla2 and ahla, normalized or not (the gradients
-// of <d_num, num> + <d_den, den> from the readouts' adjoints; d_den zero unnormalized), with any decay.
+// of <d_num, num> + <d_den, den> from the readouts' adjoints; d_den zero unnormalized), with any decay
+// or hla2's ridge.
 TEST_CASE(
     "backward/the fast path's chunk algebra and its segment split give the definition's gradients - ModP",
     "[backward][exact]") {
@@ -500,7 +505,7 @@ TEST_CASE(
         [variant] {
           OperatorSpec spec = *testing::gen_spec(variant).as("spec");
           spec.masked = true;
-          spec.ridge = 0;
+          if (spec.decayed()) spec.ridge = 0;  // the fast path's ridge takes gamma = 1
           const Sequence<Rational> s = *testing::gen_any_sequence(24, 3, 1).as("sequence");
           const Matrix<Rational> d_num = *testing::gen_matrix(s.length(), s.value_dim(), false).as("d_num");
           const Matrix<Rational> d_den = spec.normalize

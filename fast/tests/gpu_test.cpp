@@ -1072,8 +1072,7 @@ void compare_fast_gradients(const OperatorSpec& spec, const Sequence<float>& inp
                             const Gradients<ReferenceDepth>& depth, double& worst, double& normwise) {
   using D = ReferenceDepth;
   const Form form = fast::default_form(spec, Implementation::streaming);
-  const fast::gpu::FastRoundings roundings =
-      fast::gpu::fast_backward_roundings(spec.decayed(), input.length());
+  const fast::gpu::FastRoundings roundings = fast::gpu::fast_backward_roundings(spec, input.length());
   const double fast_factor = (1 + gamma_of(roundings.bf16, 0x1p-8)) *
                                  (1 + gamma_of(static_cast<double>(roundings.float32), 0x1p-22)) -
                              1;
@@ -1113,10 +1112,13 @@ bool same_bits(const Matrix<float>& a, const Matrix<float>& b) {
 }
 
 void check_fast_backward(Variant variant, Index n, Index heads, std::uint64_t seed, Rational decay = 1,
-                         bool normalize = false) {
+                         bool normalize = false, Rational ridge = 0) {
   const Index d = 64;
-  const OperatorSpec spec{
-      .variant = variant, .normalize = normalize, .eps = Rational(normalize ? 1 : 0, 4), .decay = decay};
+  const OperatorSpec spec{.variant = variant,
+                          .normalize = normalize,
+                          .eps = Rational(normalize ? 1 : 0, 4),
+                          .ridge = ridge,
+                          .decay = decay};
   Rng rng(seed);
   std::vector<Sequence<float>> inputs;
   std::vector<Terms<float>> adjoints;
@@ -1134,11 +1136,13 @@ void check_fast_backward(Variant variant, Index n, Index heads, std::uint64_t se
     // The forward that writes the checkpoints gives the outputs of the one that does not, bit for bit.
     if (!same_bits(got[h].output, forward[h])) ++forward_mismatches;
   }
-  INFO("fast backward, " << variant_name(variant) << (normalize ? " normalized" : "") << ", gamma = " << decay
-                         << ", n = " << n << ", " << heads << " heads, d = dv = 64, seed " << seed
-                         << ": worst error / bound " << worst << ", normwise relative error " << normwise);
-  std::cout << "  fast backward " << variant_name(variant) << (normalize ? " normalized" : "")
-            << " gamma = " << decay << " n = " << n << ", " << heads
+  std::ostringstream label;  // the operator
+  label << variant_name(variant) << (normalize ? " normalized" : "");
+  if (ridge != 0) label << " ridge " << ridge;
+  INFO("fast backward, " << label.str() << ", gamma = " << decay << ", n = " << n << ", " << heads
+                         << " heads, d = dv = 64, seed " << seed << ": worst error / bound " << worst
+                         << ", normwise relative error " << normwise);
+  std::cout << "  fast backward " << label.str() << " gamma = " << decay << " n = " << n << ", " << heads
             << " heads: worst error / bound = " << worst << ", normwise relative error = " << normwise
             << "\n";
   CHECK(worst <= 1.0);
@@ -1146,6 +1150,20 @@ void check_fast_backward(Variant variant, Index n, Index heads, std::uint64_t se
 }
 
 }  // namespace
+
+// hla2's ridge (gamma = 1: the forward's U + ridge Q, and dQ += ridge dU), unnormalized and normalized:
+// one short chunk, 65 chunks and 17 tokens, as many heads as SMs, one head in four segments.
+TEST_CASE("gpu/fast/the backward with hla2's ridge stays within the bf16 bound", "[gpu][fast][backward]") {
+  int device = 0, sms = 0;
+  REQUIRE(cudaGetDevice(&device) == cudaSuccess);
+  REQUIRE(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) == cudaSuccess);
+  for (const bool normalize : {false, true}) {
+    check_fast_backward(Variant::hla2, 37, 3, 20261226, 1, normalize, Rational(1, 2));
+    check_fast_backward(Variant::hla2, 65 * 64 + 17, 2, 20261227, 1, normalize, Rational(1, 2));
+    check_fast_backward(Variant::hla2, 100, sms, 20261228, 1, normalize, Rational(1, 2));
+    check_fast_backward(Variant::hla2, 130 * 64 + 5, 1, 20261229, 1, normalize, Rational(1, 2));
+  }
+}
 
 // One short chunk; 10 chunks (the input buffers go round several times); two heads of 65 chunks and
 // 17 tokens (a short last chunk, first in the reverse walk); as many heads as SMs. Without decay,
@@ -1274,14 +1292,11 @@ TEST_CASE("gpu/large/the normalized fast backward at n = 65536 stays within the 
 TEST_CASE("gpu/fast/the fast backward refuses what it does not cover", "[gpu][fast][backward]") {
   const fast::gpu::Problem fine{1, 1, 64, 64, 64}, wrong_d{1, 1, 64, 32, 32};
   const OperatorSpec hla2{.variant = Variant::hla2}, normalized{.variant = Variant::hla2, .normalize = true},
-      ridge{.variant = Variant::hla2, .ridge = Rational(1, 2)};
+      ridge{.variant = Variant::hla2, .ridge = Rational(1, 2)}, hla3{.variant = Variant::hla3};
   float somewhere[1];  // never written: the calls are refused before any device work
-  CHECK_THROWS_WITH(fast::gpu::fast_backward(ridge, fine, nullptr, nullptr, nullptr, nullptr, nullptr,
-                                             nullptr, somewhere, somewhere, somewhere),
-                    Catch::Contains("its backward covers only masked hla2 and ahla, normalized or not"));
-  CHECK_THROWS_WITH(
-      fast::gpu::fast_forward(ridge, fine, nullptr, nullptr, nullptr, {nullptr, false, nullptr, somewhere}),
-      Catch::Contains("checkpoints are written for the fast backward only"));
+  CHECK_THROWS_WITH(fast::gpu::fast_backward(hla3, fine, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                             somewhere, somewhere, somewhere),
+                    Catch::Contains("--impl gpu-fast: covers only masked hla2 and ahla"));
   CHECK_THROWS_WITH(fast::gpu::fast_backward(hla2, wrong_d, nullptr, nullptr, nullptr, nullptr, nullptr,
                                              nullptr, somewhere, somewhere, somewhere),
                     Catch::Contains("d = dv = 64"));
@@ -1295,6 +1310,10 @@ TEST_CASE("gpu/fast/the fast backward refuses what it does not cover", "[gpu][fa
                                              nullptr, somewhere, somewhere, somewhere, nullptr, decays),
                     Catch::Contains("gamma must be in (0, 1]"));
   const auto* aligned = reinterpret_cast<const fast::gpu::BFloat16*>(std::uintptr_t{256});
+  const double fine_decays[] = {0.5, 1.0};
+  CHECK_THROWS_WITH(fast::gpu::fast_backward(ridge, two_heads, aligned, aligned, aligned, aligned, nullptr,
+                                             aligned, somewhere, somewhere, somewhere, nullptr, fine_decays),
+                    Catch::Contains("--ridge with decays per head is not covered"));
   CHECK_THROWS_WITH(fast::gpu::fast_backward(hla2, fine, aligned, aligned, aligned, aligned, nullptr, nullptr,
                                              somewhere, somewhere, somewhere),
                     Catch::Contains("must be given"));

@@ -255,7 +255,7 @@ BackwardRun fast_backward_run(const OperatorSpec& spec, const Sequence<double>& 
 
 // gpu::fast_backward_roundings as one depth at u = 2^-8, as fast_depth does for the forward.
 Gradients<std::int64_t> fast_backward_depth(const OperatorSpec& spec, Index n, Index d, Index dv) {
-  const std::int64_t k = one_depth(fast::gpu::fast_backward_roundings(spec.decayed(), n));
+  const std::int64_t k = one_depth(fast::gpu::fast_backward_roundings(spec, n));
   return {Matrix<std::int64_t>::Constant(n, d, k),
           Matrix<std::int64_t>::Constant(n, d, k),
           Matrix<std::int64_t>::Constant(n, dv, k),

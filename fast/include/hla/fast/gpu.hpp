@@ -172,8 +172,8 @@ void fast_forward(const OperatorSpec& spec, const Problem& problem, const BFloat
 // 8, 16 heads, n = 65536; normalized 1.6% more).
 std::int64_t fast_checkpoint_bytes(const OperatorSpec& spec, const Problem& problem);
 
-// The backward on the matrix units (what backward_unavailable(spec, gpu_fast, ...) allows: masked
-// hla2 and ahla, normalized or not, decayed or not, no ridge; d = dv = 64, any n): the gradients of
+// The backward on the matrix units (every operator fast_forward covers: masked hla2 and ahla,
+// normalized or not, with a decay or hla2's ridge; d = dv = 64, any n): the gradients of
 // <d_num, num> + <d_den, den> (the readouts' adjoints: reference::finish_adjoint; unnormalized, d_num = dO
 // and no d_den) into dq, dk, dv ([.., 64], float32) from the bf16 q, k, v, the bf16 d_num [.., 64], the
 // float32 d_den [..] (normalized only, else null) and the checkpoints that a fast_forward of the same
@@ -214,10 +214,11 @@ struct FastRoundings {
   std::int64_t float32;
 };
 FastRoundings fast_roundings(bool decayed, std::int64_t n);
-// The same counts for the backward's gradients (docs/gpu.md, "The fast backward and its bound"):
-// the forward's without decay; with decay six bf16 roundings (the scaled copies of K, V, dO and of
-// the adjoints add theirs) and the forward's float32 count.
-FastRoundings fast_backward_roundings(bool decayed, std::int64_t n);
+// The same counts for the backward's gradients of spec (docs/gpu.md, "The fast backward and its
+// bound"): the forward's without decay (plus one float32 rounding when normalized or with the ridge);
+// with decay six bf16 roundings (the scaled copies of K, V, dO and of the adjoints add theirs) and the
+// forward's float32 count.
+FastRoundings fast_backward_roundings(const OperatorSpec& spec, std::int64_t n);
 
 // Host conveniences, each head's inputs rounded to bf16 (batch 1, one head per sequence):
 // the terms of each head (den zero for an unnormalized operator), and the outputs as the kernel
