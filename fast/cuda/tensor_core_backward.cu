@@ -745,7 +745,7 @@ __global__ void __launch_bounds__(threads, 1)
   if constexpr (Normalized) {
     if (threadIdx.x < width) {
       const int j = threadIdx.x;
-      s.d_vector1[j] = carried_in ? carry[2 * matrix_floats + j] : 0.0f;
+      s.d_vector1[j] = carried_in && Ahla ? carry[2 * matrix_floats + j] : 0.0f;  // hla2's slot is unused
       s.d_vector2[j] = carried_in ? carry[2 * matrix_floats + width + j] : 0.0f;
       s.dd[j] = fetch_dd(0);
     }
@@ -940,6 +940,9 @@ void launch_fast_backward(const FastBackwardLaunch& how, std::int64_t heads, std
                           const BFloat16* q, const BFloat16* k, const BFloat16* v, const BFloat16* d_num,
                           CUstream_st* stream) {
   if (heads == 0 || length == 0) return;
+  // The catalogue refuses a ridge with decay, and ahla has none (as launch_fast).
+  if (how.ridge != 0 && (how.ahla || how.head_decays || how.decay != 1))
+    throw Error("fast backward: the ridge is hla2's, without decay");
   tma::require_hopper();
   int device = 0, sms = 0;
   check(cudaGetDevice(&device), "cudaGetDevice");

@@ -582,6 +582,8 @@ void fast_backward(const OperatorSpec& spec, const Problem& problem, const BFloa
   validate_head_decays(problem, head_decays, "fast backward");
   if (!q || !k || !v || !d_num || !checkpoints)
     throw Error("fast backward: q, k, v, d_num and the checkpoints must be given");
+  if (reinterpret_cast<std::uintptr_t>(d_den) % alignof(float) != 0)
+    throw Error("fast backward: d_den must start at a 4-byte aligned address");
   if (spec.normalize && !d_den)
     throw Error("fast backward: a normalized operator needs d_den, the adjoint of den");
   if (!spec.normalize && d_den) throw Error("fast backward: d_den is for a normalized operator only");
@@ -608,8 +610,9 @@ void fast_backward(const OperatorSpec& spec, const Problem& problem, const BFloa
 namespace {
 
 // The forward with checkpoints and the backward over host sequence-heads (bf16 inputs); adjoints(i,
-// terms) gives head i's readouts' adjoints from the forward's terms (num float32; den zero
-// unnormalized), d_num then rounded to bf16.
+// terms) gives head i's readouts' adjoints (the readouts' shapes; the callers check what they are
+// given before any device work) from the forward's terms (num float32; den zero unnormalized), d_num
+// then rounded to bf16.
 template <class Adjoints>
 std::vector<Gradients<float>> fast_round_trip_gradients(const OperatorSpec& spec,
                                                         const std::vector<Sequence<float>>& heads,
@@ -643,10 +646,6 @@ std::vector<Gradients<float>> fast_round_trip_gradients(const OperatorSpec& spec
     num.download(g.terms.num.data(), i * values, values);
     if (spec.normalize) den.download(g.terms.den.data(), i * n, n);
     const Terms<float> adjoint = adjoints(i, g.terms);
-    if (adjoint.num.rows() != n || adjoint.num.cols() != dv || adjoint.den.size() != n)
-      throw Error("fast backward: the readouts' adjoints must have the readouts' shapes");
-    if (!spec.normalize && (adjoint.den.array() != 0).any())
-      throw Error("fast backward: an unnormalized operator has no den, so its adjoint must be zero");
     for (std::size_t j = 0; j < values; ++j) staging[j] = round(adjoint.num.data()[j]);
     d_num.upload(staging.data(), i * values, values);
     if (spec.normalize) d_den.upload(adjoint.den.data(), i * n, n);
@@ -678,12 +677,13 @@ std::vector<Gradients<float>> fast_gradients(const OperatorSpec& spec,
                                              const std::vector<Matrix<float>>& d_outs,
                                              std::span<const double> head_decays) {
   if (d_outs.size() != heads.size()) throw Error("fast backward: one dO per sequence-head");
-  return fast_round_trip_gradients(
-      spec, heads, head_decays, 1, [&](std::size_t i, const Terms<float>& terms) {
-        if (d_outs[i].rows() != terms.num.rows() || d_outs[i].cols() != terms.num.cols())
-          throw Error("fast backward: dO must have the output's shape");
-        return reference::finish_adjoint(spec, terms, d_outs[i]);
-      });
+  for (std::size_t i = 0; i < heads.size(); ++i)
+    if (d_outs[i].rows() != heads[i].length() || d_outs[i].cols() != heads[i].value_dim())
+      throw Error("fast backward: dO must have the output's shape");
+  return fast_round_trip_gradients(spec, heads, head_decays, 1,
+                                   [&](std::size_t i, const Terms<float>& terms) {
+                                     return reference::finish_adjoint(spec, terms, d_outs[i]);
+                                   });
 }
 
 std::vector<Gradients<float>> fast_readout_gradients(const OperatorSpec& spec,
@@ -693,6 +693,14 @@ std::vector<Gradients<float>> fast_readout_gradients(const OperatorSpec& spec,
                                                      std::int64_t batch) {
   if (d_terms.size() != heads.size())
     throw Error("fast backward: one pair of readouts' adjoints per sequence-head");
+  for (std::size_t i = 0; i < heads.size(); ++i) {
+    const Terms<float>& t = d_terms[i];
+    if (t.num.rows() != heads[i].length() || t.num.cols() != heads[i].value_dim() ||
+        t.den.size() != heads[i].length())
+      throw Error("fast backward: the readouts' adjoints must have the readouts' shapes");
+    if (!spec.normalize && (t.den.array() != 0).any())
+      throw Error("fast backward: an unnormalized operator has no den, so its adjoint must be zero");
+  }
   return fast_round_trip_gradients(spec, heads, head_decays, batch,
                                    [&](std::size_t i, const Terms<float>&) { return d_terms[i]; });
 }
@@ -702,12 +710,14 @@ FastRoundings fast_roundings(bool decayed, std::int64_t n) {
   return decayed ? FastRoundings{4, 10 * (padded / 8 + 24)} : FastRoundings{3, 9 * (padded / 8 + 24)};
 }
 
-FastRoundings fast_backward_roundings(const OperatorSpec& spec, std::int64_t n) {
-  FastRoundings counts = fast_roundings(spec.decayed(), n);
-  if (spec.decayed()) counts.bf16 = 6;
+FastRoundings fast_backward_roundings(const OperatorSpec& spec, std::int64_t n, bool head_decays) {
+  const bool decayed = spec.decayed() || head_decays;  // the kernels' decaying path
+  FastRoundings counts = fast_roundings(decayed, n);
+  if (decayed) counts.bf16 = 6;
   // The rank-one terms of a normalized operator and the ridge's add at most four float32 roundings at
-  // 2^-24 to a chain (docs/gpu.md): one unit of 2^-22, for which only the count without decay lacks room.
-  if ((spec.normalize || spec.ridge != 0) && !spec.decayed()) counts.float32 += 1;
+  // 2^-24 to a chain (docs/gpu.md): one unit of 2^-22, for which only hla2's count without decay lacks
+  // room.
+  if ((spec.normalize || spec.ridge != 0) && spec.variant == Variant::hla2 && !decayed) counts.float32 += 1;
   return counts;
 }
 

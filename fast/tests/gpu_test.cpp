@@ -1323,10 +1323,25 @@ TEST_CASE("gpu/fast/the fast backward refuses what it does not cover", "[gpu][fa
   CHECK_THROWS_WITH(fast::gpu::fast_backward(hla2, fine, aligned, aligned, aligned, aligned, somewhere,
                                              aligned, somewhere, somewhere, somewhere),
                     Catch::Contains("d_den is for a normalized operator only"));
+  const auto* odd_float = reinterpret_cast<const float*>(std::uintptr_t{258});
+  CHECK_THROWS_WITH(fast::gpu::fast_backward(normalized, fine, aligned, aligned, aligned, aligned, odd_float,
+                                             aligned, somewhere, somewhere, somewhere),
+                    Catch::Contains("d_den must start at a 4-byte aligned address"));
   float* odd_floats = reinterpret_cast<float*>(std::uintptr_t{260});
   CHECK_THROWS_WITH(fast::gpu::fast_backward(hla2, fine, aligned, aligned, aligned, aligned, nullptr, aligned,
                                              odd_floats, somewhere, somewhere),
                     Catch::Contains("8-byte aligned"));
+  // The counts: the forward's, one more float32 rounding for hla2 normalized or with the ridge without
+  // decay, the decayed ones for decays per head whatever spec.decay says.
+  const auto forward = fast::gpu::fast_roundings(false, 1000),
+             forward_decayed = fast::gpu::fast_roundings(true, 1000);
+  CHECK(fast::gpu::fast_backward_roundings(hla2, 1000).float32 == forward.float32);
+  CHECK(fast::gpu::fast_backward_roundings(normalized, 1000).float32 == forward.float32 + 1);
+  CHECK(fast::gpu::fast_backward_roundings(ridge, 1000).float32 == forward.float32 + 1);
+  const OperatorSpec ahla_normalized{.variant = Variant::ahla, .normalize = true};
+  CHECK(fast::gpu::fast_backward_roundings(ahla_normalized, 1000).float32 == forward.float32);
+  CHECK(fast::gpu::fast_backward_roundings(normalized, 1000, true).bf16 == 6);
+  CHECK(fast::gpu::fast_backward_roundings(normalized, 1000, true).float32 == forward_decayed.float32);
   const fast::gpu::Problem shape{8, 16, 65536, 64, 64};
   CHECK(fast::gpu::fast_checkpoint_bytes(hla2, shape) == std::int64_t{8} * 16 * 1024 * 16384);
   CHECK(fast::gpu::fast_checkpoint_bytes(normalized, shape) == std::int64_t{8} * 16 * 1024 * (16384 + 256));

@@ -190,10 +190,10 @@ void fast_backward(const OperatorSpec& spec, const Problem& problem, const BFloa
 // Host conveniences, each head's q, k, v rounded to bf16 (batch 1, one head per sequence), the forward
 // with checkpoints and the backward; .output and .terms hold the forward's outputs and terms (num in
 // float32). fast_gradients: the gradients of <dO, O>, the readouts' adjoints computed on the host in
-// float32 (reference::finish_adjoint) from the forward's terms and dO (dO rounded to bf16 first), d_num
-// then rounded to bf16. fast_readout_gradients: those of <d_num, num> + <d_den, den> for given adjoints
-// (d_num rounded to bf16, d_den as it is; unnormalized operators take d_den zero), the sequence-heads
-// taken as `batch` x heads (head_decays: one per head, shared by the batch).
+// float32 (reference::finish_adjoint) from the forward's terms and dO as given, d_num then rounded to
+// bf16 (unnormalized: d_num = dO rounded to bf16). fast_readout_gradients: those of <d_num, num> + <d_den,
+// den> for given adjoints (d_num rounded to bf16, d_den as it is; unnormalized operators take d_den zero),
+// the sequence-heads taken as `batch` x heads (head_decays: one per head, shared by the batch).
 std::vector<Gradients<float>> fast_gradients(const OperatorSpec& spec,
                                              const std::vector<Sequence<float>>& heads,
                                              const std::vector<Matrix<float>>& d_outs,
@@ -215,10 +215,11 @@ struct FastRoundings {
 };
 FastRoundings fast_roundings(bool decayed, std::int64_t n);
 // The same counts for the backward's gradients of spec (docs/gpu.md, "The fast backward and its
-// bound"): the forward's without decay (plus one float32 rounding when normalized or with the ridge);
-// with decay six bf16 roundings (the scaled copies of K, V, dO and of the adjoints add theirs) and the
-// forward's float32 count.
-FastRoundings fast_backward_roundings(const OperatorSpec& spec, std::int64_t n);
+// bound"): the forward's without decay (plus one float32 rounding for hla2 normalized or with the
+// ridge); with decay, spec's or one gamma per head (`head_decays`, whatever their values: the kernels'
+// decaying path), six bf16 roundings (the scaled copies of K, V, dO and of the adjoints add theirs) and
+// the forward's float32 count.
+FastRoundings fast_backward_roundings(const OperatorSpec& spec, std::int64_t n, bool head_decays = false);
 
 // Host conveniences, each head's inputs rounded to bf16 (batch 1, one head per sequence):
 // the terms of each head (den zero for an unnormalized operator), and the outputs as the kernel
