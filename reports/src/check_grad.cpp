@@ -146,9 +146,10 @@ Gradients<double> entry_bounds(const CheckOptions& options, const Plan& plan,
   return {bound(0), bound(1), bound(2), {}, {}};
 }
 
-// One value head's backward runs: the reference, the toolkit's own streaming backward of the
-// precision, and every entry's sound bound before the output format's rounding (.bound: the
-// bounded run's a-priori bound plus the reference's own, backward_bound.hpp's terms).
+// One value head's backward runs: the reference, the toolkit's own backward of the bounded algorithm
+// (--algorithm's, else the streaming one) in the precision, and every entry's sound bound before the output
+// format's rounding (.bound: the bounded run's a-priori bound plus the reference's own, backward_bound.hpp's
+// terms).
 struct Runs {
   Gradients<double> ref, own, bound;
 };
@@ -164,10 +165,10 @@ Runs runs_of(const CheckOptions& options, const Plan& plan, const Sequence<doubl
   };
   const Run ref = f64 ? run_in<Mpfr>(options, Implementation::streaming, s, d_out)
                       : run_in<double>(options, Implementation::streaming, s, d_out);
-  const Run own = in_precision(Implementation::streaming);
-  // The bounded run's readouts' adjoints c_hat: dO and 0 unnormalized, whatever the run.
-  const Run bounded = spec.normalize && b > 0 ? in_precision(plan.runs[b]) : Run{};
-  const Run& c_b = b == 0 || !spec.normalize ? own : bounded;
+  // The own run is the bounded one: the tight criterion compares with the algorithm the candidate is
+  // said to compute, and the bound takes its readouts' adjoints c_hat (dO and 0 unnormalized).
+  const Run own = in_precision(plan.runs[b]);
+  const Run& c_b = own;
   const auto gauge = [&](std::size_t i, const Terms<double>& adjoints) {
     Gradients<double> g = backward_gauge(s, adjoints, [&](const auto& seq, const auto& upstream) {
       return backward(options, plan.runs[i], seq, upstream);
@@ -538,8 +539,9 @@ GradientCheckResult check_gradients(const CheckOptions& options, const std::vect
   r.reference_name = options.precision == Format::f64 ? "261-bit MPFR streaming backward (CPU)"
                      : gpu                            ? "float64 gpu-streaming backward (GPU)"
                                                       : "float64 streaming backward (CPU)";
-  r.own_name = std::string(options.precision == Format::f64 ? "float64" : "float32") +
-               (gpu ? " gpu-streaming backward" : " streaming backward");
+  r.own_name = std::string(options.precision == Format::f64 ? "float64" : "float32") + " " +
+               std::string(fast::implementation_name(gpu ? Implementation::gpu_streaming : bounded)) +
+               " backward";
   r.bound_name =
       std::string(fast::implementation_name(gpu ? Implementation::gpu_streaming : bounded)) + " backward";
   if (bounded == Implementation::scan) r.bound_name += " (chunks of " + std::to_string(options.chunk) + ")";
