@@ -22,6 +22,20 @@ inline std::int64_t segments_for(std::int64_t heads, std::int64_t chunks, int sm
   return (chunks + segment_chunks - 1) / segment_chunks;
 }
 
+// How a launch splits its sequences: `segments` per sequence-head, each `segment_chunks` chunks long
+// (the last one shorter), from the current device's SM count.
+struct Split {
+  int segments;
+  std::int64_t segment_chunks;
+};
+inline Split split_sequences(std::int64_t heads, std::int64_t chunks) {
+  int device = 0, sms = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+  const int segments = static_cast<int>(segments_for(heads, chunks, sms));
+  return {segments, (chunks + segments - 1) / segments};
+}
+
 // Device scratch for the summaries and carry-ins, freed in stream order.
 class StreamScratch {
  public:
@@ -38,5 +52,27 @@ class StreamScratch {
   float* data_ = nullptr;
   CUstream_st* stream_;
 };
+
+// The launches of a split computation, in stream order. One segment: `results(blocks, nullptr)`
+// with one block per sequence-head. Several: `summaries(blocks, summaries)` for every segment but
+// the last of each sequence-head (summary_floats each, from a zero state), `carries(summaries,
+// carries)` combining them into every segment's carry-in (carry_floats each), then
+// `results(blocks, carries)` with one block per segment. Each callable launches its kernel and
+// checks the launch.
+template <class Results, class Summaries, class Carries>
+void launch_split(std::int64_t heads, const Split& split, std::size_t summary_floats,
+                  std::size_t carry_floats, CUstream_st* stream, const Results& results,
+                  const Summaries& summaries, const Carries& carries) {
+  const auto blocks = [](std::int64_t count) { return static_cast<unsigned>(count); };
+  if (split.segments == 1) {
+    results(blocks(heads), nullptr);
+    return;
+  }
+  const StreamScratch summary_scratch(heads * (split.segments - 1) * summary_floats, stream);
+  const StreamScratch carry_scratch(heads * split.segments * carry_floats, stream);
+  summaries(blocks(heads * (split.segments - 1)), summary_scratch.get());
+  carries(static_cast<const float*>(summary_scratch.get()), carry_scratch.get());
+  results(blocks(heads * split.segments), static_cast<const float*>(carry_scratch.get()));
+}
 
 }  // namespace hla::fast::gpu::detail

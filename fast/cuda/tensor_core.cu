@@ -651,9 +651,6 @@ template <bool Ahla, bool Normalized, bool Decayed, bool Ridge>
 void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
             const BFloat16* k, const BFloat16* v, CUstream_st* stream) {
   tma::require_hopper();
-  int device = 0, sms = 0;
-  check(cudaGetDevice(&device), "cudaGetDevice");
-  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
   constexpr int shared = shared_bytes(Normalized, Decayed);
   const auto outputs = fast_kernel<Ahla, Pass::outputs, Normalized, Decayed, Ridge>;
   const auto summary = fast_kernel<Ahla, Pass::summary, Normalized, Decayed, Ridge>;
@@ -662,43 +659,43 @@ void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, cons
           "cudaFuncSetAttribute");
   }
   const std::int64_t chunks = (length + width - 1) / width;  // the last one may be short
-  const int segments = static_cast<int>(segments_for(heads, chunks, sms));
-  const std::int64_t segment_chunks = (chunks + segments - 1) / segments;
+  const Split split = split_sequences(heads, chunks);
   const CUtensorMap q_map = tma::tile_map(q, heads, length), k_map = tma::tile_map(k, heads, length),
                     v_map = tma::tile_map(v, heads, length);
-  Arguments args{.length = length,
-                 .segment_chunks = segment_chunks,
-                 .segments = segments,
-                 .heads_per_batch = how.heads_per_batch,
-                 .head_decays = how.head_decays,
-                 .decay = how.decay,
-                 .ridge = how.ridge,
-                 .eps = how.eps,
-                 .out = how.out,
-                 .bf16_out = how.bf16_out,
-                 .den = how.den,
-                 .carries = nullptr,
-                 .summaries = nullptr,
-                 .checkpoints = static_cast<unsigned char*>(how.checkpoints)};
-  if (segments == 1) {
-    outputs<<<static_cast<unsigned>(heads), threads, shared, stream>>>(q_map, k_map, v_map, args);
-    check_launch("fast kernel");
-    return;
-  }
-  const StreamScratch summaries(heads * (segments - 1) * summary_floats, stream);
-  const StreamScratch carries(heads * segments * carry_floats, stream);
-  args.summaries = summaries.get();
-  summary<<<static_cast<unsigned>(heads * (segments - 1)), threads, shared, stream>>>(q_map, k_map, v_map,
-                                                                                      args);
-  check_launch("fast kernel (segment summaries)");
-  carry_kernel<Ahla, Normalized><<<static_cast<unsigned>(heads), 256, 0, stream>>>(
-      summaries.get(), carries.get(), segments, segment_chunks * width, how.heads_per_batch, how.head_decays,
-      how.decay);
-  check_launch("fast kernel (carry-ins)");
-  args.summaries = nullptr;
-  args.carries = carries.get();
-  outputs<<<static_cast<unsigned>(heads * segments), threads, shared, stream>>>(q_map, k_map, v_map, args);
-  check_launch("fast kernel");
+  const Arguments args{.length = length,
+                       .segment_chunks = split.segment_chunks,
+                       .segments = split.segments,
+                       .heads_per_batch = how.heads_per_batch,
+                       .head_decays = how.head_decays,
+                       .decay = how.decay,
+                       .ridge = how.ridge,
+                       .eps = how.eps,
+                       .out = how.out,
+                       .bf16_out = how.bf16_out,
+                       .den = how.den,
+                       .carries = nullptr,
+                       .summaries = nullptr,
+                       .checkpoints = static_cast<unsigned char*>(how.checkpoints)};
+  launch_split(
+      heads, split, summary_floats, carry_floats, stream,
+      [&](unsigned blocks, const float* carries) {
+        Arguments with = args;
+        with.carries = carries;
+        outputs<<<blocks, threads, shared, stream>>>(q_map, k_map, v_map, with);
+        check_launch("fast kernel");
+      },
+      [&](unsigned blocks, float* summaries) {
+        Arguments with = args;
+        with.summaries = summaries;
+        summary<<<blocks, threads, shared, stream>>>(q_map, k_map, v_map, with);
+        check_launch("fast kernel (segment summaries)");
+      },
+      [&](const float* summaries, float* carries) {
+        carry_kernel<Ahla, Normalized><<<static_cast<unsigned>(heads), 256, 0, stream>>>(
+            summaries, carries, split.segments, split.segment_chunks * width, how.heads_per_batch,
+            how.head_decays, how.decay);
+        check_launch("fast kernel (carry-ins)");
+      });
 }
 
 }  // namespace

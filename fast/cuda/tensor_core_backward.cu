@@ -885,7 +885,7 @@ __global__ void __launch_bounds__(256)
 
 template <bool Ahla, bool Decayed, bool Normalized>
 void launch(const FastBackwardLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
-            const BFloat16* k, const BFloat16* v, const BFloat16* d_num, int sms, CUstream_st* stream) {
+            const BFloat16* k, const BFloat16* v, const BFloat16* d_num, CUstream_st* stream) {
   const auto gradients = fast_backward_kernel<Ahla, Decayed, Normalized, Pass::gradients>;
   const auto summary = fast_backward_kernel<Ahla, Decayed, Normalized, Pass::summary>;
   constexpr int shared = shared_bytes(Decayed, Normalized);
@@ -893,45 +893,43 @@ void launch(const FastBackwardLaunch& how, std::int64_t heads, std::int64_t leng
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared),
           "cudaFuncSetAttribute");
   const std::int64_t chunks = (length + width - 1) / width;
-  const int segments = static_cast<int>(segments_for(heads, chunks, sms));
-  const std::int64_t segment_chunks = (chunks + segments - 1) / segments;
+  const Split split = split_sequences(heads, chunks);
   const CUtensorMap q_map = tma::tile_map(q, heads, length), k_map = tma::tile_map(k, heads, length),
                     v_map = tma::tile_map(v, heads, length), d_num_map = tma::tile_map(d_num, heads, length);
-  Arguments args{.length = length,
-                 .segment_chunks = segment_chunks,
-                 .segments = segments,
-                 .checkpoints = static_cast<const unsigned char*>(how.checkpoints),
-                 .d_den = how.d_den,
-                 .dq = how.dq,
-                 .dk = how.dk,
-                 .dv = how.dv,
-                 .head_decays = how.head_decays,
-                 .heads_per_batch = how.heads_per_batch,
-                 .decay = how.decay,
-                 .ridge = how.ridge,
-                 .carries = nullptr,
-                 .summaries = nullptr};
-  if (segments == 1) {
-    gradients<<<static_cast<unsigned>(heads), threads, shared, stream>>>(q_map, k_map, v_map, d_num_map,
-                                                                         args);
-    check_launch("fast backward kernel");
-    return;
-  }
-  const StreamScratch summaries(heads * (segments - 1) * summary_floats, stream);
-  const StreamScratch carries(heads * segments * carry_floats, stream);
-  args.summaries = summaries.get();
-  summary<<<static_cast<unsigned>(heads * (segments - 1)), threads, shared, stream>>>(q_map, k_map, v_map,
-                                                                                      d_num_map, args);
-  check_launch("fast backward kernel (segment summaries)");
-  backward_carry_kernel<Ahla, Normalized><<<static_cast<unsigned>(heads), 256, 0, stream>>>(
-      summaries.get(), carries.get(), segments, segment_chunks, chunks, how.head_decays, how.heads_per_batch,
-      how.decay);
-  check_launch("fast backward kernel (carry-ins)");
-  args.summaries = nullptr;
-  args.carries = carries.get();
-  gradients<<<static_cast<unsigned>(heads * segments), threads, shared, stream>>>(q_map, k_map, v_map,
-                                                                                  d_num_map, args);
-  check_launch("fast backward kernel");
+  const Arguments args{.length = length,
+                       .segment_chunks = split.segment_chunks,
+                       .segments = split.segments,
+                       .checkpoints = static_cast<const unsigned char*>(how.checkpoints),
+                       .d_den = how.d_den,
+                       .dq = how.dq,
+                       .dk = how.dk,
+                       .dv = how.dv,
+                       .head_decays = how.head_decays,
+                       .heads_per_batch = how.heads_per_batch,
+                       .decay = how.decay,
+                       .ridge = how.ridge,
+                       .carries = nullptr,
+                       .summaries = nullptr};
+  launch_split(
+      heads, split, summary_floats, carry_floats, stream,
+      [&](unsigned blocks, const float* carries) {
+        Arguments with = args;
+        with.carries = carries;
+        gradients<<<blocks, threads, shared, stream>>>(q_map, k_map, v_map, d_num_map, with);
+        check_launch("fast backward kernel");
+      },
+      [&](unsigned blocks, float* summaries) {
+        Arguments with = args;
+        with.summaries = summaries;
+        summary<<<blocks, threads, shared, stream>>>(q_map, k_map, v_map, d_num_map, with);
+        check_launch("fast backward kernel (segment summaries)");
+      },
+      [&](const float* summaries, float* carries) {
+        backward_carry_kernel<Ahla, Normalized><<<static_cast<unsigned>(heads), 256, 0, stream>>>(
+            summaries, carries, split.segments, split.segment_chunks, chunks, how.head_decays,
+            how.heads_per_batch, how.decay);
+        check_launch("fast backward kernel (carry-ins)");
+      });
 }
 
 }  // namespace
@@ -944,15 +942,12 @@ void launch_fast_backward(const FastBackwardLaunch& how, std::int64_t heads, std
   if (how.ridge != 0 && (how.ahla || how.head_decays || how.decay != 1))
     throw Error("fast backward: the ridge is hla2's, without decay");
   tma::require_hopper();
-  int device = 0, sms = 0;
-  check(cudaGetDevice(&device), "cudaGetDevice");
-  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
   const bool decayed = how.head_decays || how.decay != 1;
   const auto run = [&]<bool Ahla, bool Normalized>() {
     if (decayed) {
-      launch<Ahla, true, Normalized>(how, heads, length, q, k, v, d_num, sms, stream);
+      launch<Ahla, true, Normalized>(how, heads, length, q, k, v, d_num, stream);
     } else {
-      launch<Ahla, false, Normalized>(how, heads, length, q, k, v, d_num, sms, stream);
+      launch<Ahla, false, Normalized>(how, heads, length, q, k, v, d_num, stream);
     }
   };
   if (how.ahla) {
