@@ -1,13 +1,16 @@
 // The fast path: masked hla2 and ahla on the matrix units, corrected forms (docs/findings.md F1 for
 // decayed hla2), normalized or not, decay gamma in (0, 1] per head; bf16 inputs, float32
 // accumulation and state, d = dv = 64, chunks of 64 tokens (the last one may be short: rows past n
-// load as zeros and are not stored), outputs in float32 or bf16. One block (one warpgroup) per
-// sequence-head walks its chunks in order, so the scan over chunk summaries is the running state
-// itself and never touches device memory; every step of a chunk is a 64 x 64 x 64 product issued
-// asynchronously on Hopper's warpgroup matrix units (wgmma.cuh), and the state sums stay in the
-// accumulator registers for the whole sequence. The inputs arrive by the tensor memory
-// accelerator (TMA), three chunks ahead, and each chunk's outputs leave by one bulk copy, so the
-// warpgroup's own instructions are the products and the conversions between them.
+// load as zeros and are not stored), outputs in float32 or bf16. One block per sequence-head walks
+// its chunks in order, so the scan over chunk summaries is the running state itself and never
+// touches device memory; every step of a chunk is a 64 x 64 x 64 product issued asynchronously on
+// Hopper's warpgroup matrix units (wgmma.cuh), and the state sums stay in the accumulator
+// registers for the whole sequence. The block's two warpgroups split each chunk's dependent chain
+// in two: the key side (A, U or X, the key-side state) hands U (X) to the value side (W, the
+// outputs, the value-side state) through shared memory and goes on to the next chunk, so that one
+// side's products run while the other converts. The inputs arrive by the tensor memory accelerator
+// (TMA), chunks ahead, and each chunk's outputs leave by one bulk copy, so the warpgroups' own
+// instructions are the products and the conversions between them.
 //
 // With g the decay, tau = 1..64 a token's place in its chunk, D = diag(g^(64 - tau)) (each token's
 // age at the chunk's end) and L_g the causal mask with entries g^(t - j) (Hla2MaskedChunks and
@@ -50,25 +53,28 @@ using wgmma::Major;
 using wgmma::store_rows;
 
 constexpr int width = wgmma::width;  // C = d = dv
-constexpr int threads = 128;         // one warpgroup
-constexpr int stages = 4;            // chunks of input in shared memory: one computing, three loading
-constexpr int input_tiles = 3 * stages;
+constexpr int group_threads = 128;   // a warpgroup
+constexpr int threads = 2 * group_threads;  // the key side and the value side
+// Chunks of input in shared memory: a chunk's buffers stay taken from the key side's start of it to
+// the value side's end of it (about two chunks' time), the others loading.
+constexpr int stages_for(bool decayed) {
+  return decayed ? 5 : 6;
+}
 constexpr int vector_tiles = 8;  // 8 rows of a tile each: ones, ages, and the normalized sums' vectors
 constexpr int vector_tile_bytes = 8 * width * 2;
 constexpr int matrix_floats = width * width;
 constexpr int powers_count = decay::powers_count;
 constexpr int output_bytes = matrix_floats * 4;  // one chunk's float32 outputs
-constexpr int factor_bytes = 32 * threads * 4;   // one masked operand's factors, per thread
 
 // Shared memory, in the order of Tiles: what every kernel uses, then the vectors of the normalized
-// ones, then the decayed copies, the masks' factors and the powers of the decaying ones (which keep
+// ones, then the decayed copies and the powers of the decaying ones (which keep
 // the vectors' place, used or not).
 constexpr int shared_bytes(bool normalized, bool decayed) {
-  return wgmma::tile_alignment + (input_tiles + 3) * wgmma::tile_bytes + 2 * output_bytes +
+  return wgmma::tile_alignment + (3 * stages_for(decayed) + 4) * wgmma::tile_bytes + 2 * output_bytes +
          (normalized || decayed ? vector_tiles * vector_tile_bytes : 0) +
-         (decayed ? 3 * wgmma::tile_bytes + 2 * factor_bytes + powers_count * 4 : 0);
+         (decayed ? 4 * wgmma::tile_bytes + powers_count * 4 : 0);
 }
-static_assert(shared_bytes(true, true) <= 227 * 1024,
+static_assert(shared_bytes(true, true) <= 227 * 1024 && shared_bytes(true, false) <= 227 * 1024,
               "the fast path's shared memory exceeds Hopper's 227 KB");
 
 // One chunk's inputs in shared memory.
@@ -76,45 +82,72 @@ struct Chunk {
   Bf *q, *k, *v;
 };
 
+// The key side writes U (ahla X) of chunk c, and its copies, into the buffers of c % 2, which the
+// value side reads.
 struct Tiles {
+  int stages;
   Bf* inputs;               // stages x (Q, K, V)
-  Bf *state1, *state2, *u;  // hla2: S, F, U; ahla: P, E, X
+  Bf *state1, *state2;      // hla2: S, F; ahla: P, E (the key side's and the value side's)
+  Bf* u_tiles;              // two: hla2 U, ahla X
   unsigned char* outputs;   // two chunks' outputs, row-major, on their way to device memory
   // Normalized: row 0 of each: ones, ages (g^(64 - tau)); hla2: f (with F); ahla: n (with E), m
-  // (with P), x, D x.
-  Bf *ones, *ages, *vector2, *vector1, *x, *decayed_x;
-  // Decayed: hla2 D K, D^2 U, D V (summaries); ahla D V, D X; the masked operands' factors for
-  // each thread's entries of A (g^(r - c)) and W (g^(2 (r - c))), zero above the diagonal; the
-  // powers g^0 .. g^128, float32 roundings of float64 powers.
-  Bf *decayed_in, *decayed_u, *decayed_extra;
-  float *a_factors, *w_factors, *powers;
-  __device__ explicit Tiles(unsigned char* shared)
-      : inputs(reinterpret_cast<Bf*>(
+  // (with P), two of x, two of D x.
+  Bf *ones, *ages, *vector2, *vector1, *x_rows, *decayed_x_rows;
+  // Decayed: the key side's D K (ahla: D V), two of D^2 U (ahla: D X), the value side's D V (hla2's
+  // summaries); the powers g^0 .. g^128, float32 roundings of float64 powers.
+  Bf *decayed_in, *decayed_u_tiles, *decayed_extra;
+  float* powers;
+  __device__ Tiles(unsigned char* shared, int stages_)
+      : stages(stages_),
+        inputs(reinterpret_cast<Bf*>(
             shared + (wgmma::tile_alignment - shared_address(shared) % wgmma::tile_alignment) %
                          wgmma::tile_alignment)) {
     constexpr int elements = wgmma::tile_bytes / 2, vector_elements = vector_tile_bytes / 2;
-    state1 = inputs + input_tiles * elements;
+    state1 = inputs + 3 * stages * elements;
     state2 = state1 + elements;
-    u = state2 + elements;
-    outputs = reinterpret_cast<unsigned char*>(u + elements);
+    u_tiles = state2 + elements;
+    outputs = reinterpret_cast<unsigned char*>(u_tiles + 2 * elements);
     ones = reinterpret_cast<Bf*>(outputs + 2 * output_bytes);
     ages = ones + vector_elements;
     vector2 = ages + vector_elements;
     vector1 = vector2 + vector_elements;
-    x = vector1 + vector_elements;
-    decayed_x = x + vector_elements;
+    x_rows = vector1 + vector_elements;
+    decayed_x_rows = x_rows + 2 * vector_elements;
     decayed_in = ones + vector_tiles * vector_elements;  // after the vectors, used or not
-    decayed_u = decayed_in + elements;
-    decayed_extra = decayed_u + elements;
-    a_factors = reinterpret_cast<float*>(decayed_extra + elements);
-    w_factors = a_factors + factor_bytes / 4;
-    powers = w_factors + factor_bytes / 4;
+    decayed_u_tiles = decayed_in + elements;
+    decayed_extra = decayed_u_tiles + 2 * elements;
+    powers = reinterpret_cast<float*>(decayed_extra + elements);
   }
   __device__ Chunk chunk(std::int64_t c) const {
     Bf* first = inputs + 3 * (c % stages) * (wgmma::tile_bytes / 2);
     return {first, first + wgmma::tile_bytes / 2, first + wgmma::tile_bytes};
   }
+  __device__ Bf* u(std::int64_t c) const { return u_tiles + (c % 2) * (wgmma::tile_bytes / 2); }
+  __device__ Bf* decayed_u(std::int64_t c) const {
+    return decayed_u_tiles + (c % 2) * (wgmma::tile_bytes / 2);
+  }
+  __device__ Bf* x(std::int64_t c) const { return x_rows + (c % 2) * (vector_tile_bytes / 2); }
+  __device__ Bf* decayed_x(std::int64_t c) const {
+    return decayed_x_rows + (c % 2) * (vector_tile_bytes / 2);
+  }
   __device__ unsigned char* output(std::int64_t c) const { return outputs + (c % 2) * output_bytes; }
+};
+
+// With decay, a thread's factors of a masked operand, in registers: its accumulator entry i at
+// (r, c) gets g^(power (r - c)) (A: power 1, hla2's W: 2), zero above the diagonal.
+struct MaskFactors {
+  float f[32];
+  MaskFactors() = default;
+  __device__ MaskFactors(const float* powers, int power) {
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      const int r = Accumulator::row(i), c = Accumulator::column(i);
+      f[i] = c <= r ? powers[power * (r - c)] : 0.0f;
+    }
+  }
+  __device__ float operator()(int i, int, int) const {
+    return f[i];
+  }
 };
 
 // Every thread's shared-memory writes (its copies and stores) visible to every thread and to the
@@ -122,6 +155,16 @@ struct Tiles {
 __device__ void publish_shared() {
   wgmma::fence_shared();
   __syncthreads();
+}
+// The same within the calling thread's warpgroup (named barrier 1 + its index; 0 is __syncthreads).
+__device__ void sync_group() {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(1 + static_cast<int>(threadIdx.x) / group_threads),
+               "n"(group_threads)
+               : "memory");
+}
+__device__ void publish_group() {
+  wgmma::fence_shared();
+  sync_group();
 }
 
 // A 64 x 64 matrix, row-major (shared or device memory), from an accumulator (float32:
@@ -177,12 +220,6 @@ struct Arguments {
   unsigned char* checkpoints;
 };
 
-// The block's registers: the float32 sums that run through the whole segment.
-struct Sums {
-  Accumulator sum1, sum2, sum3;  // hla2: S, F, C (summaries); ahla: P, E, D (summaries)
-  Column vector2, vector1;       // normalized: hla2 f (F's), m (C's, summaries); ahla n (E's), m (P's)
-};
-
 // hla2's ridge without decay: the weights of the masked form, (Q U^T) . L + ridge (Q Q^T) . L, and
 // its state, F + ridge C with C = sum q v^T, are those of U + ridge Q in place of U (the rows
 // u_j + ridge q_j of the streaming form, Alg. 1): wgmma::add_tile(u, q, ridge).
@@ -216,152 +253,88 @@ __device__ void stage_outputs(const Arguments& args, Accumulator& o, const Colum
   }
 }
 
-// q, k, v: tensor maps of the [heads, length, 64] inputs with 64 x 64 boxes (a short last chunk
-// read with zeros past the end).
-// Decayed: some head's gamma is not 1 (the kernel takes any gamma, 1 included; without Decayed it
-// skips the decay's work). Ridge: hla2's ridge, gamma = 1.
+// What the two warpgroups of a block share: its sequence-head and segment, the shared tiles and the
+// barriers between them. The value side loads the inputs (it is the last to finish with a chunk's
+// buffers); the key side hands U (X) of chunk c over through u_ready[c % 2] and gets its buffers
+// back through u_free[c % 2].
+struct Block {
+  const Arguments& args;
+  Tiles s;
+  Arrival *loaded, *u_ready, *u_free;
+  std::int64_t head, segment, first, chunks, total_chunks;
+  int segments;
+  __device__ void wait_loaded(std::int64_t c) const { loaded[c % s.stages].wait(c / s.stages % 2); }
+  // Chunk c's checkpoint in device memory (the outputs pass, when asked for).
+  template <bool Normalized>
+  __device__ unsigned char* checkpoint(std::int64_t c) const {
+    return args.checkpoints + (head * total_chunks + first + c) * checkpoint_bytes(Normalized);
+  }
+  // This segment's carry-in or summary.
+  __device__ const float* carry() const { return args.carries + (head * segments + segment) * carry_floats; }
+  __device__ float* summary() const {
+    return args.summaries + (head * (segments - 1) + segment) * summary_floats;
+  }
+};
+
+// The key side (the first warpgroup) of chunk c, with S the state before it (ahla P; normalized
+// ahla, m):
+//   hla2: A = Q K^T, U = diag(g^tau) Q S + (A . L_g) K (+ ridge Q), S = g^64 S + K^T (D K);
+//   ahla: A, X = diag(g^tau) Q P + (A . L_g) V, P = g^64 P + K^T (D V) (x = diag(g^tau) Q m + A 1,
+//   m = g^64 m + K^T (D 1)).
+// It rounds U (X) and its decayed copy D^2 U (D X) into the buffers of c % 2 for the value side.
 template <bool Ahla, Pass pass, bool Normalized, bool Decayed, bool Ridge>
-__global__ void __launch_bounds__(threads, 1)
-    fast_kernel(const __grid_constant__ CUtensorMap q, const __grid_constant__ CUtensorMap k,
-                const __grid_constant__ CUtensorMap v, const Arguments args) {
-  extern __shared__ __align__(128) unsigned char shared[];
-  __shared__ Arrival loaded[stages];
-  const Tiles s(shared);
-  const int segments = args.segments;
-  const std::int64_t length = args.length;
-  const int per_head = pass == Pass::outputs ? segments : segments - 1;
-  const std::int64_t head = blockIdx.x / per_head, segment = blockIdx.x % per_head;
-  const std::int64_t first = segment * args.segment_chunks;  // this segment's first chunk
-  const std::int64_t total_chunks = (length + width - 1) / width;
-  const std::int64_t chunks = std::min(args.segment_chunks, total_chunks - first);
-  const int element_bytes = args.bf16_out ? 2 : 4;
-  const auto start_chunk = [&](std::int64_t c) {  // by thread 0
-    if (c >= chunks) return;
-    const Chunk to = s.chunk(c);
-    Arrival& arrival = loaded[c % stages];
-    arrival.expect(3 * wgmma::tile_bytes);  // a short last chunk too: its missing rows arrive as zeros
-    start_loading(q, (first + c) * width, head, to.q, arrival);
-    start_loading(k, (first + c) * width, head, to.k, arrival);
-    start_loading(v, (first + c) * width, head, to.v, arrival);
-  };
-  const auto output_rows = [&](std::int64_t c) {
-    return static_cast<unsigned char*>(args.out) +
-           (head * length + (first + c) * width) * width * element_bytes;
-  };
-  // The rows of chunk c that exist: those of a short last chunk only. Zero rows of q, k, v add
-  // nothing to any sum or product, so the existing rows are those of the whole chunk.
-  const auto rows_of = [&](std::int64_t c) {
-    return static_cast<int>(std::min<std::int64_t>(width, length - (first + c) * width));
-  };
-
-  if constexpr (Decayed) {  // the powers of gamma, then each thread's factors of the masked operands
-    decay::fill_powers(s.powers, decay::gamma_of(args.head_decays, args.heads_per_batch, args.decay, head));
-    __syncthreads();
-#pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      const int r = Accumulator::row(i), c = Accumulator::column(i);
-      s.a_factors[i * threads + threadIdx.x] = c <= r ? s.powers[r - c] : 0.0f;
-      s.w_factors[i * threads + threadIdx.x] = c <= r ? s.powers[2 * (r - c)] : 0.0f;
-    }
-  }
-  if constexpr (Normalized) {  // the ones and ages vectors; the vector tiles' rows 1..7 stay zero
-    for (int i = threadIdx.x; i < vector_tiles * vector_tile_bytes / 2; i += threads) s.ones[i] = Bf(0.0f);
-    __syncthreads();
-    for (int i = threadIdx.x; i < width; i += threads) {
-      s.ones[i] = Bf(1.0f);
-      s.ages[i] = Decayed ? __float2bfloat16_rn(s.powers[width - 1 - i]) : Bf(1.0f);
-    }
-  }
-
-  Sums sums;
-  wgmma::zero(sums.sum3);
-  wgmma::zero(sums.vector1);
-  wgmma::zero(sums.vector2);
-  if (pass == Pass::outputs && segment > 0) {
-    const float* carry = args.carries + (head * segments + segment) * carry_floats;
-    load_rows(sums.sum1, carry);
-    load_rows(sums.sum2, carry + matrix_floats);
-    if constexpr (Normalized) {
-      load_vector(sums.vector2, carry + 2 * matrix_floats);
-      if constexpr (Ahla)
-        load_vector(sums.vector1, carry + 2 * matrix_floats + width);  // hla2's m: summaries
-    }
+__device__ void key_side(const Block& b) {
+  const Arguments& args = b.args;
+  const Tiles& s = b.s;
+  const bool leader = threadIdx.x == 0;  // issues the checkpoints' stores
+  const bool checkpointing = pass == Pass::outputs && args.checkpoints;
+  Accumulator sum1;  // hla2 S, ahla P
+  Column vector1;    // normalized ahla: m
+  wgmma::zero(vector1);
+  if (pass == Pass::outputs && b.segment > 0) {
+    load_rows(sum1, b.carry());
+    if constexpr (Ahla && Normalized) load_vector(vector1, b.carry() + 2 * matrix_floats + width);
   } else {
-    wgmma::zero(sums.sum1);
-    wgmma::zero(sums.sum2);
+    wgmma::zero(sum1);
   }
-  wgmma::round_to_tile(sums.sum1, s.state1);
-  wgmma::round_to_tile(sums.sum2, s.state2);
-  if constexpr (Normalized) {
-    wgmma::round_to_tile_row(sums.vector2, s.vector2);
-    wgmma::round_to_tile_row(sums.vector1, s.vector1);
-  }
-  if (threadIdx.x == 0) {
-    for (Arrival& arrival : loaded) arrival.init();
-    Arrival::fence_init();
-  }
-  publish_shared();
-  if (threadIdx.x == 0)
-    for (int c = 0; c < stages - 1; ++c) start_chunk(c);
+  wgmma::round_to_tile(sum1, s.state1);
+  if constexpr (Ahla && Normalized) wgmma::round_to_tile_row(vector1, s.vector1);
+
   // With decay: the sums' decay over one chunk, applied once their bf16 copies are taken and before
   // the chunk's products add to them, so that no product is in flight (registers changed between
-  // an accumulator's products stall the matrix units' pipeline): S, P, C, m by g^64; hla2's F, f
-  // by g^128, ahla's E, n by g^64; ahla's D does not decay.
+  // an accumulator's products stall the matrix units' pipeline).
   const Decay decay = Decayed ? Decay(s.powers) : Decay{};
+  MaskFactors a_factors;
+  if constexpr (Decayed) a_factors = MaskFactors(s.powers, 1);
   const auto decay_sums = [&] {
     if constexpr (Decayed) {
-      wgmma::scale(sums.sum1, decay.rho);
-      wgmma::scale(sums.sum2, Ahla ? decay.rho : decay.rho2);
-      if (!Ahla && pass == Pass::summary) wgmma::scale(sums.sum3, decay.rho);  // hla2's C
-      if constexpr (Normalized) {
-        if (Ahla || pass == Pass::summary) wgmma::scale(sums.vector1, decay.rho);  // m
-        wgmma::scale(sums.vector2, Ahla ? decay.rho : decay.rho2);
-      }
+      wgmma::scale(sum1, decay.rho);
+      if constexpr (Ahla && Normalized) wgmma::scale(vector1, decay.rho);
     }
   };
   const auto age = [&](int r) { return s.powers[width - 1 - r]; };  // a tile's row r
-  // With decay: chunk c's decayed copies D K (ahla: D V) and, for hla2's summaries, D V, made at the
-  // end of the chunk before (its products done with them), once chunk c is in: off the chain
-  // between a chunk's first products and its state's update.
+  // With decay: chunk c's copy D K (ahla: D V), made at the end of the chunk before, once chunk c is
+  // in: off the chain between a chunk's first products and its state's update.
   const auto decay_inputs = [&](std::int64_t c) {
     if constexpr (Decayed) {
-      loaded[c % stages].wait(c / stages % 2);
+      b.wait_loaded(c);
       const Chunk in = s.chunk(c);
       wgmma::scale_tile_rows(s.decayed_in, Ahla ? in.v : in.k, age);
-      if (pass == Pass::summary && !Ahla) wgmma::scale_tile_rows(s.decayed_extra, in.v, age);
     }
   };
   decay_sums();
   decay_inputs(0);
-  for (std::int64_t c = 0; c < chunks; ++c) {
-    loaded[c % stages].wait(c / stages % 2);   // chunk c is in; c + 1 .. c + stages - 2 may still load
-    if (threadIdx.x == 0) wait_stores_read();  // chunk c - 2's outputs have left s.output(c)
-    publish_shared();  // the state copies, U of the last chunk, its outputs; its products are done
-    if (threadIdx.x == 0) {
-      start_chunk(c + stages - 1);  // into the last chunk's buffers
-      if (pass == Pass::outputs && c > 0)
-        start_storing(output_rows(c - 1), s.output(c - 1), rows_of(c - 1) * width * element_bytes);
-      if (pass == Pass::outputs && args.checkpoints) {
-        unsigned char* to =
-            args.checkpoints + (head * total_chunks + first + c) * checkpoint_bytes(Normalized);
-        start_storing(to, s.state1, wgmma::tile_bytes);
-        start_storing(to + wgmma::tile_bytes, s.state2, wgmma::tile_bytes);
-        if constexpr (Normalized) {  // row 0 of each vector tile (hla2's m is zero outside the summaries)
-          start_storing(to + 2 * wgmma::tile_bytes, s.vector2, checkpoint_vector_bytes / 2);
-          start_storing(to + 2 * wgmma::tile_bytes + checkpoint_vector_bytes / 2, s.vector1,
-                        checkpoint_vector_bytes / 2);
-        }
-      }
+  for (std::int64_t c = 0; c < b.chunks; ++c) {
+    b.wait_loaded(c);
+    publish_group();  // S (m) and D K of this chunk
+    if (checkpointing && leader) {
+      unsigned char* to = b.checkpoint<Normalized>(c);
+      start_storing(to, s.state1, wgmma::tile_bytes);
+      if constexpr (Normalized)  // row 0 (hla2's m is zero outside the summaries)
+        start_storing(to + 2 * wgmma::tile_bytes + checkpoint_vector_bytes / 2, s.vector1,
+                      checkpoint_vector_bytes / 2);
     }
     const Chunk now = s.chunk(c);
-    Accumulator& sum1 = sums.sum1;
-    Accumulator& sum2 = sums.sum2;
-    Accumulator& sum3 = sums.sum3;
-    Column& vector1 = sums.vector1;  // ahla m
-    Column& vector2 = sums.vector2;  // hla2 f, ahla n
-
-    // hla2: A = Q K^T, U = Q S, S = g^64 S + K^T (D K);  ahla: A, X = Q P, P = g^64 P + K^T (D V)
-    // (normalized, ahla: x = Q m, m = g^64 m + K^T (D 1)).
     // With decay, Q S (Q P) and Q m go to `carried` first and are row-scaled into u and x between
     // the products: an accumulator changed between two of its own products would stall the
     // matrix units' pipeline.
@@ -396,8 +369,7 @@ __global__ void __launch_bounds__(threads, 1)
         wgmma::scale_rows(x, x_carried, decay.offset);
       }
       wgmma::fence_operand(a);
-      masked = wgmma::round_to_masked_operand(
-          a, [&](int i, int, int) { return s.a_factors[i * threads + threadIdx.x]; });
+      masked = wgmma::round_to_masked_operand(a, a_factors);
     } else {
       wgmma::wait<2>();
       wgmma::fence_operand(a);
@@ -411,35 +383,129 @@ __global__ void __launch_bounds__(threads, 1)
     wgmma::fence_operand(u);
     wgmma::fence_operand(sum1);
     if constexpr (Ridge) wgmma::add_tile(u, now.q, args.ridge);  // U + ridge Q
-    wgmma::round_to_tile(u, s.u);
+    // The value side's products of chunk c - 2 have read the buffers of c % 2.
+    if (c >= 2) b.u_free[c % 2].wait((c / 2 - 1) % 2);
+    wgmma::round_to_tile(u, s.u(c));
     // hla2: D^2 U (for F);  ahla: D X (for E)
-    const Bf* u_input = s.u;
-    if constexpr (Decayed) {
-      wgmma::round_to_tile(u, s.decayed_u, Ahla ? decay.age : decay.age2);
-      u_input = s.decayed_u;
-    }
-    // Every warp's product that read S is done (a warp's wait covers its own products only), and the
-    // copy engine has read the chunk's checkpoint (S and, normalized, the vectors rewritten below and at
-    // the chunk's end).
-    if (pass == Pass::outputs && args.checkpoints && threadIdx.x == 0) wait_stores_read();
-    __syncthreads();
-    wgmma::round_to_tile(sum1, s.state1);  // read again by the next chunk only
-    const Bf* x_input = s.x;
+    if constexpr (Decayed) wgmma::round_to_tile(u, s.decayed_u(c), Ahla ? decay.age : decay.age2);
     if constexpr (Ahla && Normalized) {
       wgmma::fence_operand(x);
       wgmma::fence_operand(vector1);
-      wgmma::round_to_tile_row(x, s.x);
-      if constexpr (Decayed) {
-        wgmma::round_to_tile_row(x, s.decayed_x, decay.age);
-        x_input = s.decayed_x;
-      }
-      wgmma::round_to_tile_row(vector1, s.vector1);
+      wgmma::round_to_tile_row(x, s.x(c));
+      if constexpr (Decayed) wgmma::round_to_tile_row(x, s.decayed_x(c), decay.age);
     }
-    publish_shared();
+    wgmma::fence_shared();
+    b.u_ready[c % 2].arrive();  // this side is done with chunk c's inputs too
+    // Every warp's product that read S is done (a warp's wait covers its own products only), and the
+    // copy engine has read the chunk's checkpoint.
+    if (checkpointing && leader) wait_stores_read();
+    sync_group();
+    wgmma::round_to_tile(sum1, s.state1);  // read again by the next chunk only
+    if constexpr (Ahla && Normalized) wgmma::round_to_tile_row(vector1, s.vector1);
+    if (c + 1 < b.chunks) {
+      decay_sums();
+      decay_inputs(c + 1);
+    }
+  }
+  if constexpr (pass == Pass::summary) {
+    store_rows(b.summary(), sum1);
+    if constexpr (Ahla && Normalized) store_vector(b.summary() + 3 * matrix_floats + width, vector1);
+  }
+  if (checkpointing && leader) wait_stores_done();
+}
 
+// The value side (the second warpgroup) of chunk c, from U (X) of the key side and F the state
+// before the chunk (ahla E; normalized, hla2 f, ahla n):
+//   hla2: W = (Q U^T) . L_g . L_g, O = diag(g^(2 tau)) Q F + W V, F = g^128 F + (D^2 U)^T V
+//   (den = diag(g^(2 tau)) Q f + W 1, f = g^128 f + (D^2 U)^T 1);
+//   ahla: A = Q K^T again, O = diag(g^tau) Q E + (A . L_g) X, E = g^64 E + K^T (D X)
+//   (den = diag(g^tau) Q n + A x, n = g^64 n + K^T (D x));
+// the summary pass: hla2 F, C += Q^T (D V) (f, m += Q^T (D 1)); ahla E, D += K^T Q (n).
+// It loads the inputs, stages the outputs and stores them.
+template <bool Ahla, Pass pass, bool Normalized, bool Decayed>
+__device__ void value_side(const Block& b, const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& v) {
+  const Arguments& args = b.args;
+  const Tiles& s = b.s;
+  const bool leader = threadIdx.x == group_threads;  // issues the loads and the stores
+  const bool checkpointing = pass == Pass::outputs && args.checkpoints;
+  const int element_bytes = args.bf16_out ? 2 : 4;
+  const std::int64_t length = args.length;
+  const auto start_chunk = [&](std::int64_t c) {  // by the leader
+    if (c >= b.chunks) return;
+    const Chunk to = s.chunk(c);
+    Arrival& arrival = b.loaded[c % s.stages];
+    arrival.expect(3 * wgmma::tile_bytes);  // a short last chunk too: its missing rows arrive as zeros
+    start_loading(q, (b.first + c) * width, b.head, to.q, arrival);
+    start_loading(k, (b.first + c) * width, b.head, to.k, arrival);
+    start_loading(v, (b.first + c) * width, b.head, to.v, arrival);
+  };
+  const auto output_rows = [&](std::int64_t c) {
+    return static_cast<unsigned char*>(args.out) +
+           (b.head * length + (b.first + c) * width) * width * element_bytes;
+  };
+  // The rows of chunk c that exist: those of a short last chunk only. Zero rows of q, k, v add
+  // nothing to any sum or product, so the existing rows are those of the whole chunk.
+  const auto rows_of = [&](std::int64_t c) {
+    return static_cast<int>(std::min<std::int64_t>(width, length - (b.first + c) * width));
+  };
+  if (leader)
+    for (int c = 0; c < s.stages; ++c) start_chunk(c);
+
+  Accumulator sum2, sum3;   // hla2 F, C (summaries); ahla E, D (summaries)
+  Column vector2, vector1;  // normalized: hla2 f, m (summaries); ahla n
+  wgmma::zero(sum3);
+  wgmma::zero(vector1);
+  wgmma::zero(vector2);
+  if (pass == Pass::outputs && b.segment > 0) {
+    load_rows(sum2, b.carry() + matrix_floats);
+    if constexpr (Normalized) load_vector(vector2, b.carry() + 2 * matrix_floats);
+  } else {
+    wgmma::zero(sum2);
+  }
+  wgmma::round_to_tile(sum2, s.state2);
+  if constexpr (Normalized) wgmma::round_to_tile_row(vector2, s.vector2);
+
+  // With decay, as the key side's: F, f by g^128 (ahla E, n by g^64); hla2's C, m by g^64.
+  const Decay decay = Decayed ? Decay(s.powers) : Decay{};
+  MaskFactors mask_factors;  // ahla's A, hla2's W
+  if constexpr (Decayed && pass == Pass::outputs) mask_factors = MaskFactors(s.powers, Ahla ? 1 : 2);
+  const auto decay_sums = [&] {
+    if constexpr (Decayed) {
+      wgmma::scale(sum2, Ahla ? decay.rho : decay.rho2);
+      if (!Ahla && pass == Pass::summary) wgmma::scale(sum3, decay.rho);
+      if constexpr (Normalized) {
+        if (!Ahla && pass == Pass::summary) wgmma::scale(vector1, decay.rho);
+        wgmma::scale(vector2, Ahla ? decay.rho : decay.rho2);
+      }
+    }
+  };
+  const auto age = [&](int r) { return s.powers[width - 1 - r]; };
+  const auto decay_inputs = [&](std::int64_t c) {  // hla2's summaries: D V
+    if constexpr (Decayed && !Ahla && pass == Pass::summary) {
+      b.wait_loaded(c);
+      wgmma::scale_tile_rows(s.decayed_extra, s.chunk(c).v, age);
+    }
+  };
+  decay_sums();
+  decay_inputs(0);
+  for (std::int64_t c = 0; c < b.chunks; ++c) {
+    b.wait_loaded(c);
+    b.u_ready[c % 2].wait(c / 2 % 2);
+    if (leader) wait_stores_read();  // chunk c - 2's outputs have left s.output(c)
+    publish_group();                 // F (f), D V, the outputs of the chunk before
+    if (leader && pass == Pass::outputs) {
+      if (c > 0) start_storing(output_rows(c - 1), s.output(c - 1), rows_of(c - 1) * width * element_bytes);
+      if (checkpointing) {
+        unsigned char* to = b.checkpoint<Normalized>(c);
+        start_storing(to + wgmma::tile_bytes, s.state2, wgmma::tile_bytes);
+        if constexpr (Normalized)
+          start_storing(to + 2 * wgmma::tile_bytes, s.vector2, checkpoint_vector_bytes / 2);
+      }
+    }
+    const Chunk now = s.chunk(c);
+    const Bf* u_input = Decayed ? s.decayed_u(c) : s.u(c);
+    const Bf* x_input = Decayed ? s.decayed_x(c) : s.x(c);
     if constexpr (pass == Pass::summary) {
-      // hla2: F += (D^2 U)^T V, C += Q^T (D V) (f += (D^2 U)^T 1, m += Q^T (D 1));
-      // ahla: E += K^T (D X), D += K^T Q (n += K^T (D x)).
       wgmma::fence_operand(sum2);
       wgmma::fence_operand(sum3);
       if constexpr (Normalized) {
@@ -461,27 +527,29 @@ __global__ void __launch_bounds__(threads, 1)
       }
       wgmma::commit();
       wgmma::wait<0>();
-      wgmma::fence_operand(sum1);
       wgmma::fence_operand(sum2);
       wgmma::fence_operand(sum3);
       if constexpr (Normalized) {
         wgmma::fence_operand(vector1);
         wgmma::fence_operand(vector2);
       }
-      if (c + 1 < chunks) {
-        if constexpr (Decayed) __syncthreads();  // every warp's product that read D V is done
+      b.u_free[c % 2].arrive();
+      sync_group();  // every warp's products that read chunk c's inputs and D V are done
+      if (leader) start_chunk(c + s.stages);
+      if (c + 1 < b.chunks) {
         decay_sums();
         decay_inputs(c + 1);
       }
       continue;
     }
-    Accumulator o;
-    Column den;
+    Accumulator o, carried;
+    Column den, x_carried;
     wgmma::fence_operand(sum2);
     if constexpr (Normalized) wgmma::fence_operand(vector2);
     wgmma::fence();
     if constexpr (Ahla) {
-      // O = diag(g^tau) Q E + A X, E += K^T (D X); den = diag(g^tau) Q n + A x, n += K^T (D x).
+      Accumulator a;
+      wgmma::multiply<Major::k, Major::k>(a, now.q, now.k, false);
       if constexpr (Decayed) {
         wgmma::multiply<Major::k, Major::mn>(carried, now.q, s.state2, false);
         if constexpr (Normalized) wgmma::multiply<Major::k, Major::k>(x_carried, now.q, s.vector2, false);
@@ -496,25 +564,32 @@ __global__ void __launch_bounds__(threads, 1)
           wgmma::fence_operand(x_carried);
           wgmma::scale_rows(den, x_carried, decay.offset);
         }
-        wgmma::fence();
-        wgmma::multiply<Major::mn>(o, masked, s.u, true);
-        if constexpr (Normalized) wgmma::multiply<Major::k>(den, masked, s.x, true);
       } else {
+        wgmma::commit();
         wgmma::multiply<Major::k, Major::mn>(o, now.q, s.state2, false);
-        wgmma::multiply<Major::mn>(o, masked, s.u, true);
         wgmma::multiply<Major::mn, Major::mn>(sum2, now.k, u_input, true);
         if constexpr (Normalized) {
           wgmma::multiply<Major::k, Major::k>(den, now.q, s.vector2, false);
-          wgmma::multiply<Major::k>(den, masked, s.x, true);
           wgmma::multiply<Major::mn, Major::k>(vector2, now.k, x_input, true);
         }
+        wgmma::commit();
+        wgmma::wait<1>();
       }
+      wgmma::fence_operand(a);
+      wgmma::RowOperand masked;
+      if constexpr (Decayed) {
+        masked = wgmma::round_to_masked_operand(a, mask_factors);
+      } else {
+        masked = wgmma::round_to_masked_operand(a);
+      }
+      wgmma::fence();
+      wgmma::multiply<Major::mn>(o, masked, s.u(c), true);
+      if constexpr (Normalized) wgmma::multiply<Major::k>(den, masked, s.x(c), true);
       wgmma::commit();
+      wgmma::wait<0>();
     } else {
-      // W = (Q U^T) . L_g . L_g, O = diag(g^(2 tau)) Q F + W V, F += (D^2 U)^T V;
-      // den = diag(g^(2 tau)) Q f + W 1, f += (D^2 U)^T 1.
       Accumulator w;
-      wgmma::multiply<Major::k, Major::k>(w, now.q, s.u, false);
+      wgmma::multiply<Major::k, Major::k>(w, now.q, s.u(c), false);
       wgmma::commit();
       wgmma::RowOperand masked_w;
       if constexpr (Decayed) {
@@ -532,8 +607,7 @@ __global__ void __launch_bounds__(threads, 1)
           wgmma::scale_rows(den, x_carried, decay.offset2);
         }
         wgmma::fence_operand(w);
-        masked_w = wgmma::round_to_masked_operand(
-            w, [&](int i, int, int) { return s.w_factors[i * threads + threadIdx.x]; });
+        masked_w = wgmma::round_to_masked_operand(w, mask_factors);
       } else {
         wgmma::multiply<Major::k, Major::mn>(o, now.q, s.state2, false);
         wgmma::multiply<Major::mn, Major::mn>(sum2, u_input, now.v, true);
@@ -550,39 +624,95 @@ __global__ void __launch_bounds__(threads, 1)
       wgmma::multiply<Major::mn>(o, masked_w, now.v, true);
       if constexpr (Normalized) wgmma::multiply<Major::k>(den, masked_w, s.ones, true);
       wgmma::commit();
+      wgmma::wait<0>();
     }
-    wgmma::wait<0>();
     wgmma::fence_operand(o);
     wgmma::fence_operand(sum2);
     if constexpr (Normalized) {
       wgmma::fence_operand(den);
       wgmma::fence_operand(vector2);
     }
-    stage_outputs<Normalized>(args, o, den, s.output(c), head * length + (first + c) * width, rows_of(c));
-    __syncthreads();                       // every warp's products that read F (f) are done
+    b.u_free[c % 2].arrive();  // this warp's products that read the buffers of c % 2 are done
+    stage_outputs<Normalized>(args, o, den, s.output(c), b.head * length + (b.first + c) * width, rows_of(c));
+    if (checkpointing && leader) wait_stores_read();  // the copy engine has read F's checkpoint
+    sync_group();  // every warp's products that read F (f) and chunk c's inputs are done
     wgmma::round_to_tile(sum2, s.state2);  // published at the top of the next chunk
     if constexpr (Normalized) wgmma::round_to_tile_row(vector2, s.vector2);
-    if (c + 1 < chunks) {
-      decay_sums();
-      decay_inputs(c + 1);
-    }
+    if (leader) start_chunk(c + s.stages);  // into chunk c's buffers, which the key side is done with
+    if (c + 1 < b.chunks) decay_sums();
   }
   if constexpr (pass == Pass::summary) {
-    float* to = args.summaries + (head * (segments - 1) + segment) * summary_floats;
-    store_rows(to, sums.sum1);
-    store_rows(to + matrix_floats, sums.sum2);
-    store_rows(to + 2 * matrix_floats, sums.sum3);
+    float* to = b.summary();
+    store_rows(to + matrix_floats, sum2);
+    store_rows(to + 2 * matrix_floats, sum3);
     if constexpr (Normalized) {
-      store_vector(to + 3 * matrix_floats, sums.vector2);
-      store_vector(to + 3 * matrix_floats + width, sums.vector1);
+      store_vector(to + 3 * matrix_floats, vector2);
+      if constexpr (!Ahla) store_vector(to + 3 * matrix_floats + width, vector1);  // m
     }
   } else {
-    publish_shared();
-    if (threadIdx.x == 0) {
-      start_storing(output_rows(chunks - 1), s.output(chunks - 1),
-                    rows_of(chunks - 1) * width * element_bytes);
+    publish_group();
+    if (leader) {
+      start_storing(output_rows(b.chunks - 1), s.output(b.chunks - 1),
+                    rows_of(b.chunks - 1) * width * element_bytes);
       wait_stores_done();
     }
+  }
+}
+
+// q, k, v: tensor maps of the [heads, length, 64] inputs with 64 x 64 boxes (a short last chunk
+// read with zeros past the end).
+// Decayed: some head's gamma is not 1 (the kernel takes any gamma, 1 included; without Decayed it
+// skips the decay's work). Ridge: hla2's ridge, gamma = 1.
+template <bool Ahla, Pass pass, bool Normalized, bool Decayed, bool Ridge>
+__global__ void __launch_bounds__(threads, 1)
+    fast_kernel(const __grid_constant__ CUtensorMap q, const __grid_constant__ CUtensorMap k,
+                const __grid_constant__ CUtensorMap v, const __grid_constant__ Arguments args) {
+  extern __shared__ __align__(128) unsigned char shared[];
+  constexpr int stages = stages_for(Decayed);
+  __shared__ Arrival loaded[stages], u_ready[2], u_free[2];
+  const int segments = args.segments;
+  const int per_head = pass == Pass::outputs ? segments : segments - 1;
+  const std::int64_t head = blockIdx.x / per_head, segment = blockIdx.x % per_head;
+  const std::int64_t first = segment * args.segment_chunks;  // this segment's first chunk
+  const std::int64_t total_chunks = (args.length + width - 1) / width;
+  const Block b{.args = args,
+                .s = Tiles(shared, stages),
+                .loaded = loaded,
+                .u_ready = u_ready,
+                .u_free = u_free,
+                .head = head,
+                .segment = segment,
+                .first = first,
+                .chunks = std::min(args.segment_chunks, total_chunks - first),
+                .total_chunks = total_chunks,
+                .segments = segments};
+  const Tiles& s = b.s;
+
+  if constexpr (Decayed) {  // the powers of gamma
+    decay::fill_powers(s.powers, decay::gamma_of(args.head_decays, args.heads_per_batch, args.decay, head));
+    __syncthreads();
+  }
+  if constexpr (Normalized) {  // the ones and ages vectors; the vector tiles' rows 1..7 stay zero
+    for (int i = threadIdx.x; i < vector_tiles * vector_tile_bytes / 2; i += threads) s.ones[i] = Bf(0.0f);
+    __syncthreads();
+    for (int i = threadIdx.x; i < width; i += threads) {
+      s.ones[i] = Bf(1.0f);
+      s.ages[i] = Decayed ? __float2bfloat16_rn(s.powers[width - 1 - i]) : Bf(1.0f);
+    }
+  }
+  if (threadIdx.x == 0) {
+    for (Arrival& arrival : loaded) arrival.init();
+    for (int i = 0; i < 2; ++i) {
+      u_ready[i].init(group_threads);
+      u_free[i].init(group_threads);
+    }
+    Arrival::fence_init();
+  }
+  publish_shared();
+  if (threadIdx.x < group_threads) {
+    key_side<Ahla, pass, Normalized, Decayed, Ridge>(b);
+  } else {
+    value_side<Ahla, pass, Normalized, Decayed>(b, q, k, v);
   }
 }
 

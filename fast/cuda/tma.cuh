@@ -22,11 +22,17 @@ __device__ inline std::uint32_t shared_address(const void* p) {
   return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// A shared-memory barrier that completes when the bytes announced to it have arrived.
+// A shared-memory barrier that completes when the bytes announced to it have arrived (count 1: the
+// thread that announces them) or when `count` threads have arrived (arrive()).
 struct Arrival {
   std::uint64_t word;
-  __device__ void init() {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(shared_address(&word)) : "memory");
+  __device__ void init(int count = 1) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(shared_address(&word)), "r"(count)
+                 : "memory");
+  }
+  // This thread's arrival, releasing its earlier writes to the threads that wait for the phase.
+  __device__ void arrive() {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(shared_address(&word)) : "memory");
   }
   __device__ void expect(int bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_address(&word)),
