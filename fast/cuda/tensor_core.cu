@@ -56,7 +56,7 @@ constexpr int width = wgmma::width;  // C = d = dv
 constexpr int group_threads = 128;   // a warpgroup
 constexpr int threads = 2 * group_threads;  // the key side and the value side
 // Chunks of input in shared memory: a chunk's buffers stay taken from the key side's start of it to
-// the value side's end of it (about two chunks' time), the others loading.
+// the value side's end of it (the key side runs up to two chunks ahead), the others loading.
 constexpr int stages_for(bool decayed) {
   return decayed ? 5 : 6;
 }
@@ -67,14 +67,18 @@ constexpr int powers_count = decay::powers_count;
 constexpr int output_bytes = matrix_floats * 4;  // one chunk's float32 outputs
 
 // Shared memory, in the order of Tiles: what every kernel uses, then the vectors of the normalized
-// ones, then the decayed copies and the powers of the decaying ones (which keep
-// the vectors' place, used or not).
+// ones, then the decayed copies and the powers of the decaying ones (which keep the vectors' place,
+// used or not).
 constexpr int shared_bytes(bool normalized, bool decayed) {
   return wgmma::tile_alignment + (3 * stages_for(decayed) + 4) * wgmma::tile_bytes + 2 * output_bytes +
          (normalized || decayed ? vector_tiles * vector_tile_bytes : 0) +
          (decayed ? 4 * wgmma::tile_bytes + powers_count * 4 : 0);
 }
-static_assert(shared_bytes(true, true) <= 227 * 1024 && shared_bytes(true, false) <= 227 * 1024,
+// With the kernel's static barriers (loaded, u_ready, u_free: 8 bytes each), within Hopper's 227 KB.
+constexpr bool fits(bool normalized, bool decayed) {
+  return shared_bytes(normalized, decayed) + (stages_for(decayed) + 4) * 8 <= 227 * 1024;
+}
+static_assert(fits(false, false) && fits(true, false) && fits(false, true) && fits(true, true),
               "the fast path's shared memory exceeds Hopper's 227 KB");
 
 // One chunk's inputs in shared memory.
