@@ -243,7 +243,8 @@ TEST_CASE("cli/eval writes the operator's output", "[cli]") {
   OperatorSpec spec = hla3_spec();
   const Sequence<Rational> input{w.exact("q.npy"), w.exact("k.npy"), w.exact("v.npy")};
   const Matrix<Rational> expected = reference::output(spec, input);
-  for (const char* impl : {"reference", "streaming", "scan --chunk 2 --threads 2"}) {
+  for (const char* impl :
+       {"reference", "streaming", "scan --chunk 2 --threads 2", "chunked --chunk 2 --threads 2"}) {
     const Run r = w.eval(std::string(hla3_flags) + " --impl " + impl);
     INFO(r.err);
     REQUIRE(r.status == 0);
@@ -290,7 +291,7 @@ TEST_CASE("cli/eval --grad writes the gradients of <dO, O>", "[cli][gradient]") 
         CHECK(got.values[std::size_t(i)] == to_double(want->data()[i]));
     }
   };
-  for (const char* impl : {"reference", "streaming", "scan --chunk 2 --threads 2"})
+  for (const char* impl : {"reference", "streaming", "scan --chunk 2 --threads 2", "chunked --chunk 2"})
     writes_exact(hla3_flags, hla3_spec(), impl);
   OperatorSpec hla2 = hla3_spec();  // the chunk-parallel form has hla2, normalized and decayed too
   hla2.variant = Variant::hla2;
@@ -300,8 +301,8 @@ TEST_CASE("cli/eval --grad writes the gradients of <dO, O>", "[cli][gradient]") 
   check_rejected(w, w.eval("--grad " + w.path("do.npy") + " --out-dq " + w.path("dq.npy")), "--grad",
                  "needs --out-dk");
   check_rejected(w, w.eval("--out-dv " + w.path("dv.npy")), "--out-dv", "needs --grad");
-  check_rejected(w, w.eval(std::string(hla3_flags) + " --impl chunked" + outputs), "--impl chunked",
-                 "no chunk-parallel matrix form for hla3");
+  check_rejected(w, w.eval(std::string(hla3_flags) + " --unmasked --impl chunked" + outputs),
+                 "--impl chunked", "the masked operator's");
   w.matrix("do2.npy", 2, 1, {1, 1});
   check_rejected(w, w.eval("--grad " + w.path("do2.npy") + " --out-dq " + w.path("dq.npy") + " --out-dk " +
                            w.path("dk.npy") + " --out-dv " + w.path("dv.npy")),
@@ -327,8 +328,8 @@ TEST_CASE("cli/eval with the scan and chunked implementations", "[cli]") {
     const io::NpyMatrix out = io::read_npy_matrix(w.path("out.npy"));
     for (Index t = 0; t < 3; ++t) CHECK(out(t, 0) == to_double(expected(t, 0)));
   }
-  check_rejected(w, w.eval("--variant hla3 --impl chunked"), "--impl chunked",
-                 "no chunk-parallel matrix form");
+  check_rejected(w, w.eval("--variant hla3 --impl chunked --form published"), "--form published",
+                 "no chunk-parallel matrix form for hla3");
   check_rejected(w, w.eval("--variant hla2 --impl chunked --form published --decay 1/2"), "--form published",
                  "Figure 1(C)");
 }

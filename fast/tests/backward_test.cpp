@@ -29,7 +29,7 @@ using testing::projected;
 constexpr Implementation cpu_backwards[] = {Implementation::streaming, Implementation::scan,
                                             Implementation::chunked};
 
-// Whether `impl` has a backward for some spec of `variant` (the chunk-parallel form has none for hla3).
+// Whether `impl` has a backward for some spec of `variant`.
 bool has_backward(Implementation impl, Variant variant) {
   OperatorSpec spec;
   spec.variant = variant;
@@ -57,6 +57,7 @@ void equals_reference(Implementation impl, Variant variant, int max_n, int max_d
   const Sequence<T> st = convert<T>(s);
   RC_PRE(testing::denominators_nonzero(spec, reference::terms(spec, st)));
   const Form form = fast::default_form(spec, impl);
+  RC_PRE(!fast::backward_unavailable(spec, impl, form));  // hla3's chunk form is the masked operator's
   const Gradients<T> fast = backward(impl, spec, form, st, convert<T>(d_out), every);
   const Gradients<T> exact = reference::gradients(spec, st, convert<T>(d_out));
   RC_ASSERT(fast.dq == exact.dq);
@@ -253,9 +254,10 @@ TEST_CASE("backward/what has no backward yet is refused with a reason", "[backwa
   third.variant = Variant::hla3;
   CHECK(fast::backward_unavailable(third, Implementation::scan, Form::published).has_value());
   CHECK(fast::backward_unavailable(third, Implementation::scan, Form::corrected) == std::nullopt);
-  CHECK(fast::backward_unavailable(third, Implementation::chunked, Form::corrected).has_value());
+  CHECK(fast::backward_unavailable(third, Implementation::chunked, Form::corrected) == std::nullopt);
   CHECK(fast::backward_unavailable(third, Implementation::gpu_scan, Form::corrected) == std::nullopt);
   third.masked = false;  // the unmasked stream holds S^Q too (fast/cuda/algebra/hla3.cuh)
+  CHECK(fast::backward_unavailable(third, Implementation::chunked, Form::corrected).has_value());
   CHECK(fast::backward_unavailable(third, Implementation::gpu_scan, Form::published) == std::nullopt);
   // The tensor-core backward covers what its forward does: hla2 and ahla masked, normalized or not,
   // with a decay or hla2's ridge.
@@ -325,6 +327,7 @@ TEST_CASE("backward/token j's gradients do not read dO before j, bit for bit in 
                  changed.topRows(j) = convert<double>(*testing::gen_matrix(j, dv, false).as("new rows before j"));
                  const Index every = *testing::gen_position(1, n + 2).as("checkpoint or chunk");
                  const Form form = fast::default_form(spec, impl);
+                 RC_PRE(impl == Implementation::reference || !fast::backward_unavailable(spec, impl, form));
                  const auto run = [&](const Matrix<double>& d) {
                    return impl == Implementation::reference ? reference::gradients(spec, s, d)
                                                             : backward(impl, spec, form, s, d, every);

@@ -19,6 +19,7 @@
 
 #include "hla/fast/chunked/ahla.hpp"
 #include "hla/fast/chunked/hla2.hpp"
+#include "hla/fast/chunked/hla3.hpp"
 #include "hla/fast/chunked/linear.hpp"
 #include "hla/fast/scan.hpp"
 
@@ -102,8 +103,8 @@ Terms<T> chunked_terms_with(Chunks form, const Sequence<T>& s, const ScanOptions
 template <class T, class F>
 decltype(auto) with_chunks(const OperatorSpec& spec, Form form, Index d, Index dv, F&& f) {
   const auto params = algebra_params<T>(spec, Implementation::chunked, form, d, dv);
-  return with_algebra<LinearChunks<T>, Hla2Chunks<T>, Hla2MaskedChunks<T>, AhlaChunks<T>>(params,
-                                                                                          std::forward<F>(f));
+  return with_algebra<LinearChunks<T>, Hla2Chunks<T>, Hla2MaskedChunks<T>, AhlaChunks<T>,
+                      Hla3MaskedChunks<T>>(params, std::forward<F>(f));
 }
 
 template <class T>
