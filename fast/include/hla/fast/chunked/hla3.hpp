@@ -36,7 +36,7 @@ class Hla3MaskedChunks {
   const T& gamma() const { return gamma_; }
 
   Summary summary(const chunked_detail::Chunk<T>& ch) const {
-    const Local local = local_terms(ch);
+    const Local local = local_terms(ch, scores(ch));
     const Vector<T> age = ch.age.transpose();
     const Vector<T> age2 = age.cwiseProduct(age), age3 = age2.cwiseProduct(age);
     const Matrix<T> kd = age.asDiagonal() * ch.k;  // D K
@@ -56,11 +56,7 @@ class Hla3MaskedChunks {
 
   Terms<T> outputs(const chunked_detail::Chunk<T>& ch, const Summary& p) const {
     using chunked_detail::scale_rows;
-    const Local local = local_terms(ch);
-    // (S^K q_t)^T as rows: Q S^K^T, whatever the carry's symmetry.
-    const Matrix<T> z = scale_rows(ch.offset, Matrix<T>(ch.q * p.key_moment.transpose())) + local.z;
-    const Matrix<T> r = scale_rows(ch.offset, Matrix<T>(ch.q * p.key_value)) + local.r;
-    const Vector<T> x = ch.offset.cwiseProduct(ch.q * p.key_mass) + local.x;
+    const auto [z, r, x] = carried(ch, p, local_terms(ch, scores(ch)));
     const Vector<T> offset3 = ch.offset.cwiseProduct(ch.offset).cwiseProduct(ch.offset);
     const Matrix<T> weights =
         Matrix<T>(ch.q * z.transpose()).cwiseProduct(ch.decay).cwiseProduct(ch.decay).cwiseProduct(ch.decay);
@@ -77,10 +73,8 @@ class Hla3MaskedChunks {
                           const chunked_detail::ReadoutAdjoints<T>& d,
                           chunked_detail::ChunkGradients<T>& g) const {
     using chunked_detail::scale_rows;
-    const Matrix<T> w = Matrix<T>(ch.q * ch.k.transpose()).cwiseProduct(ch.decay);
-    const Matrix<T> z = scale_rows(ch.offset, Matrix<T>(ch.q * p.key_moment.transpose())) + w * ch.k;
-    const Matrix<T> r = scale_rows(ch.offset, Matrix<T>(ch.q * p.key_value)) + w * ch.v;
-    const Vector<T> x = ch.offset.cwiseProduct(ch.q * p.key_mass) + w.rowwise().sum();
+    const Matrix<T> w = scores(ch);
+    const auto [z, r, x] = carried(ch, p, local_terms(ch, w));
     const Vector<T> offset3 = ch.offset.cwiseProduct(ch.offset).cwiseProduct(ch.offset);
     const Matrix<T> decay3 = ch.decay.cwiseProduct(ch.decay).cwiseProduct(ch.decay);
     const Matrix<T> weights = Matrix<T>(ch.q * z.transpose()).cwiseProduct(decay3);
@@ -116,8 +110,8 @@ class Hla3MaskedChunks {
   //   dR0 = D^3 Z0 dF + D^2 Q dX, dx0 = D^3 Z0 deta + D^2 Q dx, dW = dZ0 K^T + dR0 V^T + dx0 1^T.
   void summary_adjoint(const chunked_detail::Chunk<T>& ch, const Summary& d,
                        chunked_detail::ChunkGradients<T>& g) const {
-    const Matrix<T> w = Matrix<T>(ch.q * ch.k.transpose()).cwiseProduct(ch.decay);
-    const Local local{w * ch.k, w * ch.v, w.rowwise().sum()};
+    const Matrix<T> w = scores(ch);
+    const Local local = local_terms(ch, w);
     const Vector<T> age = ch.age.transpose();
     const Vector<T> age2 = age.cwiseProduct(age), age3 = age2.cwiseProduct(age);
     const Matrix<T> kd = age.asDiagonal() * ch.k;
@@ -143,14 +137,26 @@ class Hla3MaskedChunks {
   }
 
  private:
-  // The chunk's own shares, from a zero carry: Z0 = (A . L_g) K, R0 = (A . L_g) V, x0 = (A . L_g) 1.
+  // Rows z_t, r_t, x_t of a chunk; local_terms gives its own shares, from a zero carry:
+  // Z0 = (A . L_g) K, R0 = (A . L_g) V, x0 = (A . L_g) 1.
   struct Local {
     Matrix<T> z, r;
     Vector<T> x;
   };
-  static Local local_terms(const chunked_detail::Chunk<T>& ch) {
-    const Matrix<T> w = Matrix<T>(ch.q * ch.k.transpose()).cwiseProduct(ch.decay);
+  // W = A . L_g, the chunk's decayed scores.
+  static Matrix<T> scores(const chunked_detail::Chunk<T>& ch) {
+    return Matrix<T>(ch.q * ch.k.transpose()).cwiseProduct(ch.decay);
+  }
+  static Local local_terms(const chunked_detail::Chunk<T>& ch, const Matrix<T>& w) {
     return {w * ch.k, w * ch.v, w.rowwise().sum()};
+  }
+  // Z, R, x with the carry: the local rows plus diag(g^tau) Q S^K^T (as rows, whatever the carry's
+  // symmetry), diag(g^tau) Q P and diag(g^tau) Q m.
+  static Local carried(const chunked_detail::Chunk<T>& ch, const Summary& p, const Local& local) {
+    using chunked_detail::scale_rows;
+    return {scale_rows(ch.offset, Matrix<T>(ch.q * p.key_moment.transpose())) + local.z,
+            scale_rows(ch.offset, Matrix<T>(ch.q * p.key_value)) + local.r,
+            ch.offset.cwiseProduct(ch.q * p.key_mass) + local.x};
   }
 
   T gamma_;
