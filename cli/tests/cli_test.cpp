@@ -361,8 +361,8 @@ TEST_CASE("cli/eval on the GPU or a one-line reason why not", "[cli]") {
   // narrower than its d = dv = 64.
   check_rejected(w, w.eval("--variant hla2 --ridge 1/2 --decay 1/2 --impl gpu-fast --scalar f32"),
                  "--impl gpu-fast", "(not both)");
-  check_rejected(w, w.eval("--variant hla3 --impl gpu-fast --scalar f32"), "--impl gpu-fast",
-                 "hla2 and ahla");
+  check_rejected(w, w.eval("--variant hla3 --unmasked --impl gpu-fast --scalar f32"), "--impl gpu-fast",
+                 "masked hla2, ahla and hla3");
   check_rejected(w, w.eval("--variant ahla --impl gpu-fast --scalar f64"), "--impl gpu-fast", "--scalar f32");
   const Run r = w.eval("--variant ahla --impl gpu-fast --scalar f32");
   if (unavailable) {

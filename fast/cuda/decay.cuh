@@ -10,7 +10,7 @@
 
 namespace hla::fast::gpu::detail::decay {
 
-constexpr int powers_count = 2 * wgmma::width + 1;  // g^0 .. g^128
+constexpr int powers_count = 3 * wgmma::width + 1;  // g^0 .. g^192
 
 // The head's gamma: one per head of a batch, or one for all.
 __device__ inline double gamma_of(const double* head_decays, std::int64_t heads_per_batch, double decay,
@@ -18,7 +18,7 @@ __device__ inline double gamma_of(const double* head_decays, std::int64_t heads_
   return head_decays ? head_decays[head % heads_per_batch] : decay;
 }
 
-// powers[i] = g^i, i = 0..128, by the block's threads (the caller synchronizes before reading).
+// powers[i] = g^i, i = 0..192, by the block's threads (the caller synchronizes before reading).
 __device__ inline void fill_powers(float* powers, double gamma) {
   for (int i = threadIdx.x; i < powers_count; i += blockDim.x)
     powers[i] = static_cast<float>(pow(gamma, static_cast<double>(i)));
@@ -26,8 +26,9 @@ __device__ inline void fill_powers(float* powers, double gamma) {
 
 // A thread's factors for its two accumulator rows (RowPair) and per chunk.
 struct Decay {
-  wgmma::RowPair offset{}, offset2{}, age{}, age2{};  // g^tau, g^(2 tau), g^(64 - tau), g^(2 (64 - tau))
-  float rho = 1, rho2 = 1;                            // g^64, g^128
+  // g^tau, g^(2 tau), g^(3 tau), g^(64 - tau), g^(2 (64 - tau)), g^(3 (64 - tau))
+  wgmma::RowPair offset{}, offset2{}, offset3{}, age{}, age2{}, age3{};
+  float rho = 1, rho2 = 1, rho3 = 1;                  // g^64, g^128, g^192
   Decay() = default;                                  // without decay: unused
   __device__ explicit Decay(const float* powers) {
     constexpr int width = wgmma::width;
@@ -35,11 +36,14 @@ struct Decay {
       const int r = wgmma::Accumulator::row(2 * half);
       offset.f[half] = powers[r + 1];
       offset2.f[half] = powers[2 * r + 2];
+      offset3.f[half] = powers[3 * r + 3];
       age.f[half] = powers[width - 1 - r];
       age2.f[half] = powers[2 * (width - 1 - r)];
+      age3.f[half] = powers[3 * (width - 1 - r)];
     }
     rho = powers[width];
     rho2 = powers[2 * width];
+    rho3 = powers[3 * width];
   }
 };
 

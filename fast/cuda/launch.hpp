@@ -10,6 +10,7 @@
 #include "hla/fast/gpu_types.hpp"
 #include "hla/reference/gauge.hpp"
 #include "hla/reference/mod_prime.hpp"
+#include "hla/reference/variant.hpp"
 
 namespace hla::fast::gpu::detail {
 
@@ -57,10 +58,10 @@ void launch_round_to_float(const double* from, float* to, std::int64_t count, CU
 template <class In>
 void launch_fill_gaussian(In* data, std::int64_t count, std::uint64_t seed, float scale, CUstream_st* stream);
 
-// The tensor-core path (tensor_core.cu): masked hla2 or ahla, d = dv = 64, any n, over `heads`
+// The tensor-core path (tensor_core.cu): masked hla2, ahla or hla3, d = dv = 64, any n, over `heads`
 // sequence-heads of `length` tokens (the batch's heads one after another).
 struct FastLaunch {
-  bool ahla = false;
+  Variant variant = Variant::hla2;
   bool normalize = false;
   double decay = 1;                     // every head's gamma, unless head_decays
   float ridge = 0;                      // hla2 without decay

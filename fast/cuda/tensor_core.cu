@@ -57,8 +57,9 @@ constexpr int group_threads = 128;   // a warpgroup
 constexpr int threads = 2 * group_threads;  // the key side and the value side
 // Chunks of input in shared memory: a chunk's buffers stay taken from the key side's start of it to
 // the value side's end of it (the key side runs up to two chunks ahead), the others loading.
-constexpr int stages_for(bool decayed) {
-  return decayed ? 5 : 6;
+// The third order's three more tiles (its second key-side state and two of R) take one stage's room.
+constexpr int stages_for(bool third, bool decayed) {
+  return third ? 4 : decayed ? 5 : 6;
 }
 constexpr int vector_tiles = 8;  // 8 rows of a tile each: ones, ages, and the normalized sums' vectors
 constexpr int vector_tile_bytes = 8 * width * 2;
@@ -66,42 +67,49 @@ constexpr int matrix_floats = width * width;
 constexpr int powers_count = decay::powers_count;
 constexpr int output_bytes = matrix_floats * 4;  // one chunk's float32 outputs
 
-// Shared memory, in the order of Tiles: what every kernel uses, then the vectors of the normalized
-// ones, then the decayed copies and the powers of the decaying ones (which keep the vectors' place,
-// used or not).
-constexpr int shared_bytes(bool normalized, bool decayed) {
-  return wgmma::tile_alignment + (3 * stages_for(decayed) + 4) * wgmma::tile_bytes + 2 * output_bytes +
-         (normalized || decayed ? vector_tiles * vector_tile_bytes : 0) +
+// Shared memory, in the order of Tiles: what every kernel uses (the third order three tiles more),
+// then the vectors of the normalized ones, then the decayed copies and the powers of the decaying
+// ones (which keep the vectors' place, used or not).
+constexpr int shared_bytes(bool third, bool normalized, bool decayed) {
+  return wgmma::tile_alignment + (3 * stages_for(third, decayed) + 4 + (third ? 3 : 0)) * wgmma::tile_bytes +
+         2 * output_bytes + (normalized || decayed ? vector_tiles * vector_tile_bytes : 0) +
          (decayed ? 4 * wgmma::tile_bytes + powers_count * 4 : 0);
 }
 // With the kernel's static barriers (loaded, u_ready, u_free: 8 bytes each), within Hopper's 227 KB.
-constexpr bool fits(bool normalized, bool decayed) {
-  return shared_bytes(normalized, decayed) + (stages_for(decayed) + 4) * 8 <= 227 * 1024;
+constexpr bool fits(bool third, bool normalized, bool decayed) {
+  return shared_bytes(third, normalized, decayed) + (stages_for(third, decayed) + 4) * 8 <= 227 * 1024;
 }
-static_assert(fits(false, false) && fits(true, false) && fits(false, true) && fits(true, true),
-              "the fast path's shared memory exceeds Hopper's 227 KB");
+constexpr bool all_fit() {
+  for (const bool third : {false, true})
+    for (const bool normalized : {false, true})
+      for (const bool decayed : {false, true})
+        if (!fits(third, normalized, decayed)) return false;
+  return true;
+}
+static_assert(all_fit(), "the fast path's shared memory exceeds Hopper's 227 KB");
 
 // One chunk's inputs in shared memory.
 struct Chunk {
   Bf *q, *k, *v;
 };
 
-// The key side writes U (ahla X) of chunk c, and its copies, into the buffers of c % 2, which the
-// value side reads.
+// The key side writes U (ahla X; hla3 Z and R) of chunk c, and its copies, into the buffers of c % 2,
+// which the value side reads.
 struct Tiles {
   int stages;
   Bf* inputs;               // stages x (Q, K, V)
-  Bf *state1, *state2;      // hla2: S, F; ahla: P, E (the key side's and the value side's)
-  Bf* u_tiles;              // two: hla2 U, ahla X
+  Bf *state1, *state2;      // hla2: S, F; ahla: P, E; hla3: S^K, F (the key side's and the value side's)
+  Bf* u_tiles;              // two: hla2 U, ahla X, hla3 Z
+  Bf *r_tiles, *state3;     // hla3: two of R, and P (the key side's second state)
   unsigned char* outputs;   // two chunks' outputs, row-major, on their way to device memory
   // Normalized: row 0 of each: ones, ages (g^(64 - tau)); hla2: f (with F); ahla: n (with E), m
   // (with P), two of x, two of D x.
   Bf *ones, *ages, *vector2, *vector1, *x_rows, *decayed_x_rows;
-  // Decayed: the key side's D K (ahla: D V), two of D^2 U (ahla: D X), the value side's D V (hla2's
-  // summaries); the powers g^0 .. g^128, float32 roundings of float64 powers.
+  // Decayed: the key side's D K (ahla: D V), two of D^2 U (ahla: D X; hla3: D^3 Z), the value side's
+  // D V (hla2's summaries); the powers g^0 .. g^192, float32 roundings of float64 powers.
   Bf *decayed_in, *decayed_u_tiles, *decayed_extra;
   float* powers;
-  __device__ Tiles(unsigned char* shared, int stages_)
+  __device__ Tiles(unsigned char* shared, int stages_, bool third)
       : stages(stages_),
         inputs(reinterpret_cast<Bf*>(
             shared + (wgmma::tile_alignment - shared_address(shared) % wgmma::tile_alignment) %
@@ -110,7 +118,9 @@ struct Tiles {
     state1 = inputs + 3 * stages * elements;
     state2 = state1 + elements;
     u_tiles = state2 + elements;
-    outputs = reinterpret_cast<unsigned char*>(u_tiles + 2 * elements);
+    r_tiles = u_tiles + 2 * elements;
+    state3 = r_tiles + 2 * elements;
+    outputs = reinterpret_cast<unsigned char*>(third ? state3 + elements : r_tiles);
     ones = reinterpret_cast<Bf*>(outputs + 2 * output_bytes);
     ages = ones + vector_elements;
     vector2 = ages + vector_elements;
@@ -127,6 +137,7 @@ struct Tiles {
     return {first, first + wgmma::tile_bytes / 2, first + wgmma::tile_bytes};
   }
   __device__ Bf* u(std::int64_t c) const { return u_tiles + (c % 2) * (wgmma::tile_bytes / 2); }
+  __device__ Bf* r(std::int64_t c) const { return r_tiles + (c % 2) * (wgmma::tile_bytes / 2); }
   __device__ Bf* decayed_u(std::int64_t c) const {
     return decayed_u_tiles + (c % 2) * (wgmma::tile_bytes / 2);
   }
@@ -138,7 +149,7 @@ struct Tiles {
 };
 
 // With decay, a thread's factors of a masked operand, in registers: its accumulator entry i at
-// (r, c) gets g^(power (r - c)) (A: power 1, hla2's W: 2), zero above the diagonal.
+// (r, c) gets g^(power (r - c)) (A: power 1, hla2's W: 2, hla3's W: 3), zero above the diagonal.
 struct MaskFactors {
   float f[32];
   MaskFactors() = default;
@@ -153,6 +164,18 @@ struct MaskFactors {
     return f[i];
   }
 };
+
+// bf16(a . L), a's products done, as a register operand: the causal mask, with the decay's factors
+// when Decayed.
+template <bool Decayed>
+__device__ wgmma::RowOperand round_masked(Accumulator& a, const MaskFactors& factors) {
+  wgmma::fence_operand(a);
+  if constexpr (Decayed) {
+    return wgmma::round_to_masked_operand(a, factors);
+  } else {
+    return wgmma::round_to_masked_operand(a);
+  }
+}
 
 // Every thread's shared-memory writes (its copies and stores) visible to every thread and to the
 // matrix units and the bulk copy engine.
@@ -268,6 +291,31 @@ struct Block {
   std::int64_t head, segment, first, chunks, total_chunks;
   int segments;
   __device__ void wait_loaded(std::int64_t c) const { loaded[c % s.stages].wait(c / s.stages % 2); }
+  // By the value side's leader: chunk c's inputs into its buffers (from q, k, v's tensor maps).
+  __device__ void start_chunk(const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& v,
+                              std::int64_t c) const {
+    if (c >= chunks) return;
+    const Chunk to = s.chunk(c);
+    Arrival& arrival = loaded[c % s.stages];
+    arrival.expect(3 * wgmma::tile_bytes);  // a short last chunk too: its missing rows arrive as zeros
+    start_loading(q, (first + c) * width, head, to.q, arrival);
+    start_loading(k, (first + c) * width, head, to.k, arrival);
+    start_loading(v, (first + c) * width, head, to.v, arrival);
+  }
+  __device__ int element_bytes() const { return args.bf16_out ? 2 : 4; }
+  __device__ unsigned char* output_rows(std::int64_t c) const {
+    return static_cast<unsigned char*>(args.out) +
+           (head * args.length + (first + c) * width) * width * element_bytes();
+  }
+  // The rows of chunk c that exist: those of a short last chunk only. Zero rows of q, k, v add
+  // nothing to any sum or product, so the existing rows are those of the whole chunk.
+  __device__ int rows_of(std::int64_t c) const {
+    return static_cast<int>(std::min<std::int64_t>(width, args.length - (first + c) * width));
+  }
+  // By the value side's leader: chunk c's staged outputs to device memory.
+  __device__ void store_outputs(std::int64_t c) const {
+    start_storing(output_rows(c), s.output(c), rows_of(c) * width * element_bytes());
+  }
   // Chunk c's checkpoint in device memory (the outputs pass, when asked for).
   template <bool Normalized>
   __device__ unsigned char* checkpoint(std::int64_t c) const {
@@ -363,7 +411,6 @@ __device__ void key_side(const Block& b) {
     }
     if constexpr (Ahla && Normalized) wgmma::multiply<Major::mn, Major::k>(vector1, now.k, s.ages, true);
     wgmma::commit();
-    wgmma::RowOperand masked;
     if constexpr (Decayed) {
       wgmma::wait<1>();
       wgmma::fence_operand(carried);
@@ -372,13 +419,10 @@ __device__ void key_side(const Block& b) {
         wgmma::fence_operand(x_carried);
         wgmma::scale_rows(x, x_carried, decay.offset);
       }
-      wgmma::fence_operand(a);
-      masked = wgmma::round_to_masked_operand(a, a_factors);
     } else {
       wgmma::wait<2>();
-      wgmma::fence_operand(a);
-      masked = wgmma::round_to_masked_operand(a);
     }
+    const wgmma::RowOperand masked = round_masked<Decayed>(a, a_factors);
     wgmma::fence();
     wgmma::multiply<Major::mn>(u, masked, Ahla ? now.v : now.k, true);  // hla2: U += A K;  ahla: X += A V
     if constexpr (Ahla && Normalized) wgmma::multiply<Major::k>(x, masked, s.ones, true);  // x += A 1
@@ -432,28 +476,9 @@ __device__ void value_side(const Block& b, const CUtensorMap& q, const CUtensorM
   const Tiles& s = b.s;
   const bool leader = threadIdx.x == group_threads;  // issues the loads and the stores
   const bool checkpointing = pass == Pass::outputs && args.checkpoints;
-  const int element_bytes = args.bf16_out ? 2 : 4;
   const std::int64_t length = args.length;
-  const auto start_chunk = [&](std::int64_t c) {  // by the leader
-    if (c >= b.chunks) return;
-    const Chunk to = s.chunk(c);
-    Arrival& arrival = b.loaded[c % s.stages];
-    arrival.expect(3 * wgmma::tile_bytes);  // a short last chunk too: its missing rows arrive as zeros
-    start_loading(q, (b.first + c) * width, b.head, to.q, arrival);
-    start_loading(k, (b.first + c) * width, b.head, to.k, arrival);
-    start_loading(v, (b.first + c) * width, b.head, to.v, arrival);
-  };
-  const auto output_rows = [&](std::int64_t c) {
-    return static_cast<unsigned char*>(args.out) +
-           (b.head * length + (b.first + c) * width) * width * element_bytes;
-  };
-  // The rows of chunk c that exist: those of a short last chunk only. Zero rows of q, k, v add
-  // nothing to any sum or product, so the existing rows are those of the whole chunk.
-  const auto rows_of = [&](std::int64_t c) {
-    return static_cast<int>(std::min<std::int64_t>(width, length - (b.first + c) * width));
-  };
   if (leader)
-    for (int c = 0; c < s.stages; ++c) start_chunk(c);
+    for (int c = 0; c < s.stages; ++c) b.start_chunk(q, k, v, c);
 
   Accumulator sum2, sum3;   // hla2 F, C (summaries); ahla E, D (summaries)
   Column vector2, vector1;  // normalized: hla2 f, m (summaries); ahla n
@@ -498,7 +523,7 @@ __device__ void value_side(const Block& b, const CUtensorMap& q, const CUtensorM
     if (leader) wait_stores_read();  // chunk c - 2's outputs have left s.output(c)
     publish_group();                 // F (f), D V, the outputs of the chunk before
     if (leader && pass == Pass::outputs) {
-      if (c > 0) start_storing(output_rows(c - 1), s.output(c - 1), rows_of(c - 1) * width * element_bytes);
+      if (c > 0) b.store_outputs(c - 1);
       if (checkpointing) {
         unsigned char* to = b.checkpoint<Normalized>(c);
         start_storing(to + wgmma::tile_bytes, s.state2, wgmma::tile_bytes);
@@ -539,7 +564,7 @@ __device__ void value_side(const Block& b, const CUtensorMap& q, const CUtensorM
       }
       b.u_free[c % 2].arrive();
       sync_group();  // every warp's products that read chunk c's inputs and D V are done
-      if (leader) start_chunk(c + s.stages);
+      if (leader) b.start_chunk(q, k, v, c + s.stages);
       if (c + 1 < b.chunks) {
         decay_sums();
         decay_inputs(c + 1);
@@ -579,13 +604,7 @@ __device__ void value_side(const Block& b, const CUtensorMap& q, const CUtensorM
         wgmma::commit();
         wgmma::wait<1>();
       }
-      wgmma::fence_operand(a);
-      wgmma::RowOperand masked;
-      if constexpr (Decayed) {
-        masked = wgmma::round_to_masked_operand(a, mask_factors);
-      } else {
-        masked = wgmma::round_to_masked_operand(a);
-      }
+      const wgmma::RowOperand masked = round_masked<Decayed>(a, mask_factors);
       wgmma::fence();
       wgmma::multiply<Major::mn>(o, masked, s.u(c), true);
       if constexpr (Normalized) wgmma::multiply<Major::k>(den, masked, s.x(c), true);
@@ -595,7 +614,6 @@ __device__ void value_side(const Block& b, const CUtensorMap& q, const CUtensorM
       Accumulator w;
       wgmma::multiply<Major::k, Major::k>(w, now.q, s.u(c), false);
       wgmma::commit();
-      wgmma::RowOperand masked_w;
       if constexpr (Decayed) {
         wgmma::multiply<Major::k, Major::mn>(carried, now.q, s.state2, false);
         if constexpr (Normalized) wgmma::multiply<Major::k, Major::k>(x_carried, now.q, s.vector2, false);
@@ -610,8 +628,6 @@ __device__ void value_side(const Block& b, const CUtensorMap& q, const CUtensorM
           wgmma::fence_operand(x_carried);
           wgmma::scale_rows(den, x_carried, decay.offset2);
         }
-        wgmma::fence_operand(w);
-        masked_w = wgmma::round_to_masked_operand(w, mask_factors);
       } else {
         wgmma::multiply<Major::k, Major::mn>(o, now.q, s.state2, false);
         wgmma::multiply<Major::mn, Major::mn>(sum2, u_input, now.v, true);
@@ -621,9 +637,8 @@ __device__ void value_side(const Block& b, const CUtensorMap& q, const CUtensorM
         }
         wgmma::commit();
         wgmma::wait<1>();
-        wgmma::fence_operand(w);
-        masked_w = wgmma::round_to_masked_operand(w);
       }
+      const wgmma::RowOperand masked_w = round_masked<Decayed>(w, mask_factors);
       wgmma::fence();
       wgmma::multiply<Major::mn>(o, masked_w, now.v, true);
       if constexpr (Normalized) wgmma::multiply<Major::k>(den, masked_w, s.ones, true);
@@ -637,12 +652,14 @@ __device__ void value_side(const Block& b, const CUtensorMap& q, const CUtensorM
       wgmma::fence_operand(vector2);
     }
     b.u_free[c % 2].arrive();  // this warp's products that read the buffers of c % 2 are done
-    stage_outputs<Normalized>(args, o, den, s.output(c), b.head * length + (b.first + c) * width, rows_of(c));
+    stage_outputs<Normalized>(args, o, den, s.output(c), b.head * length + (b.first + c) * width,
+                              b.rows_of(c));
     if (checkpointing && leader) wait_stores_read();  // the copy engine has read F's checkpoint
     sync_group();  // every warp's products that read F (f) and chunk c's inputs are done
     wgmma::round_to_tile(sum2, s.state2);  // published at the top of the next chunk
     if constexpr (Normalized) wgmma::round_to_tile_row(vector2, s.vector2);
-    if (leader) start_chunk(c + s.stages);  // into chunk c's buffers, which the key side is done with
+    if (leader)
+      b.start_chunk(q, k, v, c + s.stages);  // into chunk c's buffers, which the key side is done with
     if (c + 1 < b.chunks) decay_sums();
   }
   if constexpr (pass == Pass::summary) {
@@ -656,23 +673,222 @@ __device__ void value_side(const Block& b, const CUtensorMap& q, const CUtensorM
   } else {
     publish_group();
     if (leader) {
-      start_storing(output_rows(b.chunks - 1), s.output(b.chunks - 1),
-                    rows_of(b.chunks - 1) * width * element_bytes);
+      b.store_outputs(b.chunks - 1);
       wait_stores_done();
     }
   }
 }
 
+// hla3, masked (docs/findings.md F2's corrected summary; Hla3MaskedChunks is the CPU form), with the
+// key side's states S^K, P (normalized m) and the value side's F (eta) of the tokens before chunk c:
+//   key side: A = Q K^T, Z = diag(g^tau) Q S^K + (A . L_g) K, R = diag(g^tau) Q P + (A . L_g) V
+//     (x = diag(g^tau) Q m + (A . L_g) 1), S^K = g^64 S^K + K^T (D K), P = g^64 P + (D K)^T V
+//     (m = g^64 m + K^T (D 1));
+//   value side: W = (Q Z^T) . L_g^3, O = diag(g^(3 tau)) Q F + W R, F = g^192 F + (D^3 Z)^T R
+//     (den = diag(g^(3 tau)) Q eta + W x, eta = g^192 eta + (D^3 Z)^T x).
+// The key side rounds Z, R (x) and D^3 Z into the buffers of c % 2. The outputs pass only, one
+// segment per sequence-head (the launch does not split hla3's sequences).
+template <bool Normalized, bool Decayed>
+__device__ void hla3_key_side(const Block& b) {
+  const Tiles& s = b.s;
+  Accumulator key_moment, key_value;  // S^K, P
+  Column key_mass;                    // normalized: m
+  wgmma::zero(key_moment);
+  wgmma::zero(key_value);
+  wgmma::zero(key_mass);
+  wgmma::round_to_tile(key_moment, s.state1);
+  wgmma::round_to_tile(key_value, s.state3);
+  if constexpr (Normalized) wgmma::round_to_tile_row(key_mass, s.vector1);
+
+  const Decay decay = Decayed ? Decay(s.powers) : Decay{};
+  MaskFactors a_factors;
+  if constexpr (Decayed) a_factors = MaskFactors(s.powers, 1);
+  const auto decay_sums = [&] {
+    if constexpr (Decayed) {
+      wgmma::scale(key_moment, decay.rho);
+      wgmma::scale(key_value, decay.rho);
+      if constexpr (Normalized) wgmma::scale(key_mass, decay.rho);
+    }
+  };
+  const auto age = [&](int r) { return s.powers[width - 1 - r]; };
+  const auto decay_inputs = [&](std::int64_t c) {  // D K of chunk c, made the chunk before
+    if constexpr (Decayed) {
+      b.wait_loaded(c);
+      wgmma::scale_tile_rows(s.decayed_in, s.chunk(c).k, age);
+    }
+  };
+  decay_sums();
+  decay_inputs(0);
+  for (std::int64_t c = 0; c < b.chunks; ++c) {
+    b.wait_loaded(c);
+    publish_group();  // S^K, P (m) and D K of this chunk
+    const Chunk now = s.chunk(c);
+    const Bf* decayed_k = Decayed ? s.decayed_in : now.k;
+    Accumulator a, z, r, z_carried, r_carried;
+    Column x, x_carried;
+    wgmma::fence_operand(key_moment);
+    wgmma::fence_operand(key_value);
+    if constexpr (Normalized) wgmma::fence_operand(key_mass);
+    wgmma::fence();
+    wgmma::multiply<Major::k, Major::k>(a, now.q, now.k, false);
+    wgmma::commit();
+    // With decay, Q S^K, Q P (Q m) go to the `carried` accumulators and are row-scaled between the
+    // products, as the other algebras' are.
+    wgmma::multiply<Major::k, Major::mn>(Decayed ? z_carried : z, now.q, s.state1, false);
+    wgmma::multiply<Major::k, Major::mn>(Decayed ? r_carried : r, now.q, s.state3, false);
+    if constexpr (Normalized)
+      wgmma::multiply<Major::k, Major::k>(Decayed ? x_carried : x, now.q, s.vector1, false);
+    wgmma::commit();
+    wgmma::multiply<Major::mn, Major::mn>(key_moment, now.k, decayed_k, true);
+    wgmma::multiply<Major::mn, Major::mn>(key_value, decayed_k, now.v, true);
+    if constexpr (Normalized) wgmma::multiply<Major::mn, Major::k>(key_mass, now.k, s.ages, true);
+    wgmma::commit();
+    if constexpr (Decayed) {
+      wgmma::wait<1>();
+      wgmma::fence_operand(z_carried);
+      wgmma::fence_operand(r_carried);
+      wgmma::scale_rows(z, z_carried, decay.offset);
+      wgmma::scale_rows(r, r_carried, decay.offset);
+      if constexpr (Normalized) {
+        wgmma::fence_operand(x_carried);
+        wgmma::scale_rows(x, x_carried, decay.offset);
+      }
+    } else {
+      wgmma::wait<2>();
+    }
+    const wgmma::RowOperand masked = round_masked<Decayed>(a, a_factors);
+    wgmma::fence();
+    wgmma::multiply<Major::mn>(z, masked, now.k, true);                            // Z += A K
+    wgmma::multiply<Major::mn>(r, masked, now.v, true);                            // R += A V
+    if constexpr (Normalized) wgmma::multiply<Major::k>(x, masked, s.ones, true);  // x += A 1
+    wgmma::commit();
+    wgmma::wait<0>();
+    wgmma::fence_operand(z);
+    wgmma::fence_operand(r);
+    wgmma::fence_operand(key_moment);
+    wgmma::fence_operand(key_value);
+    if constexpr (Normalized) {
+      wgmma::fence_operand(x);
+      wgmma::fence_operand(key_mass);
+    }
+    // The value side's products of chunk c - 2 have read the buffers of c % 2.
+    if (c >= 2) b.u_free[c % 2].wait((c / 2 - 1) % 2);
+    wgmma::round_to_tile(z, s.u(c));
+    wgmma::round_to_tile(r, s.r(c));
+    if constexpr (Decayed) wgmma::round_to_tile(z, s.decayed_u(c), decay.age3);  // D^3 Z (for F)
+    if constexpr (Normalized) wgmma::round_to_tile_row(x, s.x(c));
+    wgmma::fence_shared();
+    b.u_ready[c % 2].arrive();  // this side is done with chunk c's inputs too
+    sync_group();               // every warp's products that read S^K, P (m) and D K are done
+    wgmma::round_to_tile(key_moment, s.state1);  // read again by the next chunk only
+    wgmma::round_to_tile(key_value, s.state3);
+    if constexpr (Normalized) wgmma::round_to_tile_row(key_mass, s.vector1);
+    if (c + 1 < b.chunks) {
+      decay_sums();
+      decay_inputs(c + 1);
+    }
+  }
+}
+
+template <bool Normalized, bool Decayed>
+__device__ void hla3_value_side(const Block& b, const CUtensorMap& q, const CUtensorMap& k,
+                                const CUtensorMap& v) {
+  const Arguments& args = b.args;
+  const Tiles& s = b.s;
+  const bool leader = threadIdx.x == group_threads;  // issues the loads and the stores
+  if (leader)
+    for (int c = 0; c < s.stages; ++c) b.start_chunk(q, k, v, c);
+
+  Accumulator corrected_value;  // F
+  Column corrected_mass;        // normalized: eta
+  wgmma::zero(corrected_value);
+  wgmma::zero(corrected_mass);
+  wgmma::round_to_tile(corrected_value, s.state2);
+  if constexpr (Normalized) wgmma::round_to_tile_row(corrected_mass, s.vector2);
+
+  const Decay decay = Decayed ? Decay(s.powers) : Decay{};
+  MaskFactors w_factors;
+  if constexpr (Decayed) w_factors = MaskFactors(s.powers, 3);
+  const auto decay_sums = [&] {
+    if constexpr (Decayed) {
+      wgmma::scale(corrected_value, decay.rho3);
+      if constexpr (Normalized) wgmma::scale(corrected_mass, decay.rho3);
+    }
+  };
+  decay_sums();
+  for (std::int64_t c = 0; c < b.chunks; ++c) {
+    b.wait_loaded(c);
+    b.u_ready[c % 2].wait(c / 2 % 2);
+    if (leader) wait_stores_read();  // chunk c - 2's outputs have left s.output(c)
+    publish_group();                 // F (eta), the outputs of the chunk before
+    if (leader && c > 0) b.store_outputs(c - 1);
+    const Chunk now = s.chunk(c);
+    const Bf* decayed_z = Decayed ? s.decayed_u(c) : s.u(c);
+    Accumulator o, w, carried;
+    Column den, den_carried;
+    wgmma::fence_operand(corrected_value);
+    if constexpr (Normalized) wgmma::fence_operand(corrected_mass);
+    wgmma::fence();
+    wgmma::multiply<Major::k, Major::k>(w, now.q, s.u(c), false);  // Q Z^T
+    wgmma::commit();
+    wgmma::multiply<Major::k, Major::mn>(Decayed ? carried : o, now.q, s.state2, false);
+    if constexpr (Normalized)
+      wgmma::multiply<Major::k, Major::k>(Decayed ? den_carried : den, now.q, s.vector2, false);
+    if constexpr (Decayed) wgmma::commit();
+    wgmma::multiply<Major::mn, Major::mn>(corrected_value, decayed_z, s.r(c), true);
+    if constexpr (Normalized) wgmma::multiply<Major::mn, Major::k>(corrected_mass, decayed_z, s.x(c), true);
+    wgmma::commit();
+    wgmma::wait<1>();
+    if constexpr (Decayed) {
+      wgmma::fence_operand(carried);
+      wgmma::scale_rows(o, carried, decay.offset3);
+      if constexpr (Normalized) {
+        wgmma::fence_operand(den_carried);
+        wgmma::scale_rows(den, den_carried, decay.offset3);
+      }
+    }
+    const wgmma::RowOperand masked_w = round_masked<Decayed>(w, w_factors);
+    wgmma::fence();
+    wgmma::multiply<Major::mn>(o, masked_w, s.r(c), true);  // O += W R
+    if constexpr (Normalized) wgmma::multiply<Major::k>(den, masked_w, s.x(c), true);
+    wgmma::commit();
+    wgmma::wait<0>();
+    wgmma::fence_operand(o);
+    wgmma::fence_operand(corrected_value);
+    if constexpr (Normalized) {
+      wgmma::fence_operand(den);
+      wgmma::fence_operand(corrected_mass);
+    }
+    b.u_free[c % 2].arrive();  // this warp's products that read the buffers of c % 2 are done
+    stage_outputs<Normalized>(args, o, den, s.output(c), b.head * args.length + (b.first + c) * width,
+                              b.rows_of(c));
+    sync_group();  // every warp's products that read F (eta) and chunk c's inputs are done
+    wgmma::round_to_tile(corrected_value, s.state2);  // published at the top of the next chunk
+    if constexpr (Normalized) wgmma::round_to_tile_row(corrected_mass, s.vector2);
+    if (leader)
+      b.start_chunk(q, k, v, c + s.stages);  // into chunk c's buffers, which the key side is done with
+    if (c + 1 < b.chunks) decay_sums();
+  }
+  publish_group();
+  if (leader) {
+    b.store_outputs(b.chunks - 1);
+    wait_stores_done();
+  }
+}
+
+enum class Algebra { hla2, ahla, hla3 };
+
 // q, k, v: tensor maps of the [heads, length, 64] inputs with 64 x 64 boxes (a short last chunk
 // read with zeros past the end).
 // Decayed: some head's gamma is not 1 (the kernel takes any gamma, 1 included; without Decayed it
 // skips the decay's work). Ridge: hla2's ridge, gamma = 1.
-template <bool Ahla, Pass pass, bool Normalized, bool Decayed, bool Ridge>
+template <Algebra algebra, Pass pass, bool Normalized, bool Decayed, bool Ridge>
 __global__ void __launch_bounds__(threads, 1)
     fast_kernel(const __grid_constant__ CUtensorMap q, const __grid_constant__ CUtensorMap k,
                 const __grid_constant__ CUtensorMap v, const __grid_constant__ Arguments args) {
   extern __shared__ __align__(128) unsigned char shared[];
-  constexpr int stages = stages_for(Decayed);
+  constexpr bool third = algebra == Algebra::hla3;
+  constexpr int stages = stages_for(third, Decayed);
   __shared__ Arrival loaded[stages], u_ready[2], u_free[2];
   const int segments = args.segments;
   const int per_head = pass == Pass::outputs ? segments : segments - 1;
@@ -680,7 +896,7 @@ __global__ void __launch_bounds__(threads, 1)
   const std::int64_t first = segment * args.segment_chunks;  // this segment's first chunk
   const std::int64_t total_chunks = (args.length + width - 1) / width;
   const Block b{.args = args,
-                .s = Tiles(shared, stages),
+                .s = Tiles(shared, stages, third),
                 .loaded = loaded,
                 .u_ready = u_ready,
                 .u_free = u_free,
@@ -713,10 +929,19 @@ __global__ void __launch_bounds__(threads, 1)
     Arrival::fence_init();
   }
   publish_shared();
+  constexpr bool ahla = algebra == Algebra::ahla;
   if (threadIdx.x < group_threads) {
-    key_side<Ahla, pass, Normalized, Decayed, Ridge>(b);
+    if constexpr (third) {
+      hla3_key_side<Normalized, Decayed>(b);
+    } else {
+      key_side<ahla, pass, Normalized, Decayed, Ridge>(b);
+    }
   } else {
-    value_side<Ahla, pass, Normalized, Decayed>(b, q, k, v);
+    if constexpr (third) {
+      hla3_value_side<Normalized, Decayed>(b, q, k, v);
+    } else {
+      value_side<ahla, pass, Normalized, Decayed>(b, q, k, v);
+    }
   }
 }
 
@@ -781,19 +1006,18 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-template <bool Ahla, bool Normalized, bool Decayed, bool Ridge>
+template <Algebra algebra, bool Normalized, bool Decayed, bool Ridge>
 void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
             const BFloat16* k, const BFloat16* v, CUstream_st* stream) {
   tma::require_hopper();
-  constexpr int shared = shared_bytes(Normalized, Decayed);
-  const auto outputs = fast_kernel<Ahla, Pass::outputs, Normalized, Decayed, Ridge>;
-  const auto summary = fast_kernel<Ahla, Pass::summary, Normalized, Decayed, Ridge>;
-  for (const auto kernel : {outputs, summary}) {
-    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared),
-          "cudaFuncSetAttribute");
-  }
+  constexpr bool third = algebra == Algebra::hla3;
+  constexpr int shared = shared_bytes(third, Normalized, Decayed);
+  const auto outputs = fast_kernel<algebra, Pass::outputs, Normalized, Decayed, Ridge>;
+  check(cudaFuncSetAttribute(outputs, cudaFuncAttributeMaxDynamicSharedMemorySize, shared),
+        "cudaFuncSetAttribute");
   const std::int64_t chunks = (length + width - 1) / width;  // the last one may be short
-  const Split split = split_sequences(heads, chunks);
+  // hla3's segment summaries (Hla3Segments' nine fields) are not built: one block per sequence-head.
+  const Split split = third ? Split{1, chunks} : split_sequences(heads, chunks);
   const CUtensorMap q_map = tma::tile_map(q, heads, length), k_map = tma::tile_map(k, heads, length),
                     v_map = tma::tile_map(v, heads, length);
   const Arguments args{.length = length,
@@ -810,26 +1034,36 @@ void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, cons
                        .carries = nullptr,
                        .summaries = nullptr,
                        .checkpoints = static_cast<unsigned char*>(how.checkpoints)};
-  launch_split(
-      heads, split, summary_floats, carry_floats, stream,
-      [&](unsigned blocks, const float* carries) {
-        Arguments with = args;
-        with.carries = carries;
-        outputs<<<blocks, threads, shared, stream>>>(q_map, k_map, v_map, with);
-        check_launch("fast kernel");
-      },
-      [&](unsigned blocks, float* summaries) {
-        Arguments with = args;
-        with.summaries = summaries;
-        summary<<<blocks, threads, shared, stream>>>(q_map, k_map, v_map, with);
-        check_launch("fast kernel (segment summaries)");
-      },
-      [&](const float* summaries, float* carries) {
-        carry_kernel<Ahla, Normalized><<<static_cast<unsigned>(heads), 256, 0, stream>>>(
-            summaries, carries, split.segments, split.segment_chunks * width, how.heads_per_batch,
-            how.head_decays, how.decay);
-        check_launch("fast kernel (carry-ins)");
-      });
+  if constexpr (third) {
+    outputs<<<static_cast<unsigned>(heads), threads, shared, stream>>>(q_map, k_map, v_map, args);
+    check_launch("fast kernel");
+    return;
+  } else {
+    const auto summary = fast_kernel<algebra, Pass::summary, Normalized, Decayed, Ridge>;
+    check(cudaFuncSetAttribute(summary, cudaFuncAttributeMaxDynamicSharedMemorySize, shared),
+          "cudaFuncSetAttribute");
+    launch_split(
+        heads, split, summary_floats, carry_floats, stream,
+        [&](unsigned blocks, const float* carries) {
+          Arguments with = args;
+          with.carries = carries;
+          outputs<<<blocks, threads, shared, stream>>>(q_map, k_map, v_map, with);
+          check_launch("fast kernel");
+        },
+        [&](unsigned blocks, float* summaries) {
+          Arguments with = args;
+          with.summaries = summaries;
+          summary<<<blocks, threads, shared, stream>>>(q_map, k_map, v_map, with);
+          check_launch("fast kernel (segment summaries)");
+        },
+        [&](const float* summaries, float* carries) {
+          carry_kernel<algebra == Algebra::ahla, Normalized>
+              <<<static_cast<unsigned>(heads), 256, 0, stream>>>(
+                  summaries, carries, split.segments, split.segment_chunks * width, how.heads_per_batch,
+                  how.head_decays, how.decay);
+          check_launch("fast kernel (carry-ins)");
+        });
+  }
 }
 
 }  // namespace
@@ -837,22 +1071,33 @@ void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, cons
 void launch_fast(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
                  const BFloat16* k, const BFloat16* v, CUstream_st* stream) {
   if (heads == 0 || length == 0) return;
-  // The catalogue refuses a ridge with decay, and ahla has none.
-  if (how.ridge != 0 && (how.ahla || how.head_decays || how.decay != 1))
+  // The catalogue refuses a ridge with decay, and ahla and hla3 have none; hla3 has no checkpoints
+  // (the fast backward is hla2's and ahla's).
+  if (how.ridge != 0 && (how.variant != Variant::hla2 || how.head_decays || how.decay != 1))
     throw Error("fast path: the ridge is hla2's, without decay");
-  const auto run = [&]<bool Ahla, bool Normalized>() {
+  if (how.variant == Variant::hla3 && how.checkpoints)
+    throw Error("fast path: hla3 writes no checkpoints (the fast backward covers hla2 and ahla)");
+  const auto run = [&]<Algebra algebra, bool Normalized>() {
     if (how.head_decays || how.decay != 1) {
-      launch<Ahla, Normalized, true, false>(how, heads, length, q, k, v, stream);
-    } else if (!Ahla && how.ridge != 0) {
-      launch<false, Normalized, false, true>(how, heads, length, q, k, v, stream);
+      launch<algebra, Normalized, true, false>(how, heads, length, q, k, v, stream);
+    } else if (algebra == Algebra::hla2 && how.ridge != 0) {
+      launch<Algebra::hla2, Normalized, false, true>(how, heads, length, q, k, v, stream);
     } else {
-      launch<Ahla, Normalized, false, false>(how, heads, length, q, k, v, stream);
+      launch<algebra, Normalized, false, false>(how, heads, length, q, k, v, stream);
     }
   };
-  if (how.ahla) {
-    how.normalize ? run.operator()<true, true>() : run.operator()<true, false>();
-  } else {
-    how.normalize ? run.operator()<false, true>() : run.operator()<false, false>();
+  const auto normalized = [&]<Algebra algebra>() {
+    how.normalize ? run.operator()<algebra, true>() : run.operator()<algebra, false>();
+  };
+  switch (how.variant) {
+    case Variant::hla2:
+      return normalized.operator()<Algebra::hla2>();
+    case Variant::ahla:
+      return normalized.operator()<Algebra::ahla>();
+    case Variant::hla3:
+      return normalized.operator()<Algebra::hla3>();
+    default:
+      throw Error("fast path: covers hla2, ahla and hla3");
   }
 }
 

@@ -107,7 +107,7 @@ struct Tiles {
   // (hla2 df' in d_vector2; ahla dm', dn'); ahla's x and dx.
   Bf* vectors = nullptr;
   float *dd = nullptr, *d_vector1 = nullptr, *d_vector2 = nullptr, *x = nullptr, *dx = nullptr;
-  float* powers = nullptr;  // decayed: g^0 .. g^128
+  float* powers = nullptr;  // decayed: g^0 .. g^192
   __device__ explicit Tiles(unsigned char* shared)
       : inputs(reinterpret_cast<Bf*>(
             shared + (wgmma::tile_alignment - shared_address(shared) % wgmma::tile_alignment) %

@@ -9,7 +9,8 @@ using enum Implementation;
 
 // What the fast path covers; its summary and its refusal say the same words.
 constexpr std::string_view gpu_fast_coverage =
-    "masked hla2 and ahla, normalized or not, with --decay or hla2's --ridge (not both)";
+    "masked hla2, ahla and hla3 (F2's corrected summary), normalized or not, with --decay or hla2's --ridge "
+    "(not both)";
 
 bool affects(const Finding& f, Implementation impl) {
   return std::find(f.implementations.begin(), f.implementations.end(), cpu_twin(impl)) !=
@@ -216,8 +217,7 @@ std::optional<std::string> unavailable(const OperatorSpec& spec, Implementation 
       }
       return std::nullopt;
     case gpu_fast:
-      if ((spec.variant != Variant::hla2 && spec.variant != Variant::ahla) || !spec.masked ||
-          (spec.ridge != 0 && spec.decayed())) {
+      if (spec.variant == Variant::linear || !spec.masked || (spec.ridge != 0 && spec.decayed())) {
         return "--impl gpu-fast: covers only " + std::string(gpu_fast_coverage);
       }
       return std::nullopt;
@@ -251,7 +251,11 @@ std::optional<std::string> backward_unavailable(const OperatorSpec& spec, Implem
              std::string(f->id) + "); the corrected form's runs";
     return std::nullopt;
   }
-  if (impl == gpu_fast) return std::nullopt;  // its backward covers what its forward does
+  if (impl == gpu_fast) {
+    if (spec.variant != Variant::hla3) return std::nullopt;
+    return "--impl gpu-fast: the fast backward covers hla2 and ahla; hla3's gradients run by --impl chunked, "
+           "streaming or the generic GPU kernels";
+  }
   return "the backward of " + describe(spec) + " by " + std::string(implementation_name(impl)) +
          " is not built yet (docs/gradients.md)";
 }
@@ -313,7 +317,7 @@ std::string implementation_summary(Implementation impl) {
     case gpu_fast:
       return "the fast path on Hopper's matrix units: " + std::string(gpu_fast_coverage) +
              ", d = dv = 64, any n (the last chunk of 64 may be short); inputs rounded to bf16, sums in "
-             "float32 (--scalar f32); --grad too";
+             "float32 (--scalar f32); --grad too (hla2 and ahla)";
   }
   return "?";
 }

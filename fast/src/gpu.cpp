@@ -538,9 +538,11 @@ void fast_forward(const OperatorSpec& spec, const Problem& problem, const BFloat
   if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(out.out)) {
     throw Error("fast path: q, k, v and the output must start at 16-byte aligned addresses");
   }
-  // The fast backward covers every operator the forward does, so any may write checkpoints.
+  // The fast backward covers every operator the forward does but hla3, whose checkpoints it refuses.
   if (out.checkpoints && !aligned16(out.checkpoints))
     throw Error("fast path: the checkpoints must start at a 16-byte aligned address");
+  if (out.checkpoints && spec.variant == Variant::hla3)
+    throw Error("fast path: hla3 writes no checkpoints (the fast backward covers hla2 and ahla)");
   if (out.den && !spec.normalize) throw Error("fast path: den is written for a normalized operator only");
   if (out.den && out.bf16) throw Error("fast path: with den, out gets num in float32 (bf16 = false)");
   if (spec.ridge != 0 && !head_decays.empty()) {
@@ -548,7 +550,7 @@ void fast_forward(const OperatorSpec& spec, const Problem& problem, const BFloat
   }
   validate_head_decays(problem, head_decays, "fast path");
   detail::FastLaunch how;
-  how.ahla = spec.variant == Variant::ahla;
+  how.variant = spec.variant;
   how.normalize = spec.normalize;
   how.decay = to_double(spec.decay);
   how.ridge = static_cast<float>(to_double(spec.ridge));
@@ -705,14 +707,16 @@ std::vector<Gradients<float>> fast_readout_gradients(const OperatorSpec& spec,
                                    [&](std::size_t i, const Terms<float>&) { return d_terms[i]; });
 }
 
-FastRoundings fast_roundings(bool decayed, std::int64_t n) {
-  const std::int64_t padded = (n + 63) / 64 * 64;  // a short last chunk runs as a whole one, zeros past n
-  return decayed ? FastRoundings{4, 10 * (padded / 8 + 24)} : FastRoundings{3, 9 * (padded / 8 + 24)};
+FastRoundings fast_roundings(Variant variant, bool decayed, std::int64_t n) {
+  const std::int64_t chunks = (n + 63) / 64;  // a short last chunk runs as a whole one, zeros past n
+  if (variant == Variant::hla3)
+    return decayed ? FastRoundings{7, 111 * chunks + 228} : FastRoundings{5, 108 * chunks + 216};
+  return decayed ? FastRoundings{4, 74 * chunks + 224} : FastRoundings{3, 72 * chunks + 216};
 }
 
 FastRoundings fast_backward_roundings(const OperatorSpec& spec, std::int64_t n, bool head_decays) {
   const bool decayed = spec.decayed() || head_decays;  // the kernels' decaying path
-  FastRoundings counts = fast_roundings(decayed, n);
+  FastRoundings counts = fast_roundings(spec.variant, decayed, n);
   if (decayed) counts.bf16 = 6;
   // The rank-one terms of a normalized operator and the ridge's add at most four float32 roundings at
   // 2^-24 to a chain (docs/gpu.md): one unit of 2^-22, for which only hla2's count without decay lacks

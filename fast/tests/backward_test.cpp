@@ -259,8 +259,8 @@ TEST_CASE("backward/what has no backward yet is refused with a reason", "[backwa
   third.masked = false;  // the unmasked stream holds S^Q too (fast/cuda/algebra/hla3.cuh)
   CHECK(fast::backward_unavailable(third, Implementation::chunked, Form::corrected).has_value());
   CHECK(fast::backward_unavailable(third, Implementation::gpu_scan, Form::published) == std::nullopt);
-  // The tensor-core backward covers what its forward does: hla2 and ahla masked, normalized or not,
-  // with a decay or hla2's ridge.
+  // The tensor-core backward covers what its forward does but hla3: hla2 and ahla masked, normalized
+  // or not, with a decay or hla2's ridge.
   OperatorSpec plain;
   const Form fast_form = fast::default_form(plain, Implementation::gpu_fast);
   for (const auto& change : {+[](OperatorSpec&) {}, +[](OperatorSpec& s) { s.variant = Variant::ahla; },
@@ -278,7 +278,10 @@ TEST_CASE("backward/what has no backward yet is refused with a reason", "[backwa
     change(covered);
     CHECK(fast::backward_unavailable(covered, Implementation::gpu_fast, fast_form) == std::nullopt);
   }
-  for (const auto& change : {+[](OperatorSpec& s) { s.variant = Variant::hla3; },
+  for (const auto& change : {+[](OperatorSpec& s) {
+                               s.variant = Variant::hla3;
+                               s.masked = false;
+                             },
                              +[](OperatorSpec& s) {
                                s.ridge = Rational(1, 2);
                                s.decay = Rational(1, 2);
@@ -289,6 +292,12 @@ TEST_CASE("backward/what has no backward yet is refused with a reason", "[backwa
     REQUIRE(why.has_value());
     CHECK(why == fast::unavailable(other, Implementation::gpu_fast, fast_form));
   }
+  // Masked hla3: its forward only.
+  const OperatorSpec masked_third{.variant = Variant::hla3, .decay = Rational(63, 64)};
+  CHECK(fast::unavailable(masked_third, Implementation::gpu_fast, fast_form) == std::nullopt);
+  const auto why_third = fast::backward_unavailable(masked_third, Implementation::gpu_fast, fast_form);
+  REQUIRE(why_third.has_value());
+  CHECK_THAT(*why_third, Catch::Contains("the fast backward covers hla2 and ahla"));
   spec.variant = Variant::linear;  // linear attention has one form
   CHECK(fast::backward_unavailable(spec, Implementation::streaming, Form::corrected).has_value());
 }

@@ -855,7 +855,7 @@ std::string describe_case(const FastCase& c) {
 void check_fast_path(Index n, Index heads, std::uint64_t seed, const FastCase& fast_case = {}) {
   const Index d = 64;
   const double u = 0x1p-24, u8 = 0x1p-8;
-  for (const Variant variant : {Variant::hla2, Variant::ahla}) {
+  for (const Variant variant : {Variant::hla2, Variant::ahla, Variant::hla3}) {
     if (fast_case.ridge != 0 && variant != Variant::hla2) continue;
     OperatorSpec spec;
     spec.variant = variant;
@@ -873,7 +873,7 @@ void check_fast_path(Index n, Index heads, std::uint64_t seed, const FastCase& f
     const std::vector<Terms<float>> generic = fast::gpu::terms_bf16(
         spec, fast::default_form(spec, fast::Implementation::scan), Implementation::gpu_scan, inputs, 64);
     const int r = order(variant);
-    const fast::gpu::FastRoundings roundings = fast::gpu::fast_roundings(spec.decayed(), n);
+    const fast::gpu::FastRoundings roundings = fast::gpu::fast_roundings(variant, spec.decayed(), n);
     const double fast_factor =
         (1 + gamma_of(roundings.bf16, u8)) * (1 + gamma_of(static_cast<double>(roundings.float32), 0x1p-22)) -
         1;
@@ -962,9 +962,10 @@ const FastCase fast_cases[] = {{false, 1},
 
 }  // namespace
 
-// Two heads of 65 chunks: each sequence runs as two segments (33 and 32 chunks), the second from
-// the carry-in that the first one's summary gives; every option.
-TEST_CASE("gpu/fast/hla2 and ahla on the matrix units stay within the bf16 bound", "[gpu][fast]") {
+// Two heads of 65 chunks: each sequence of hla2 and ahla runs as two segments (33 and 32 chunks),
+// the second from the carry-in that the first one's summary gives (hla3: one block per
+// sequence-head); every option.
+TEST_CASE("gpu/fast/hla2 ahla and hla3 on the matrix units stay within the bf16 bound", "[gpu][fast]") {
   for (const FastCase& c : fast_cases) check_fast_path(65 * 64, 2, 20261130, c);
 }
 
@@ -997,7 +998,7 @@ TEST_CASE("gpu/fast/a sequence whose length is not a multiple of 64 ends with a 
 // the denominators' sums are covered too; gamma = 1 runs the decaying kernel with unit powers.
 TEST_CASE("gpu/fast/one decay per head gives each head its own operator", "[gpu][fast]") {
   const double decays[] = {1, 63.0 / 64, 7.0 / 8, 0.5};
-  for (const Variant variant : {Variant::hla2, Variant::ahla}) {
+  for (const Variant variant : {Variant::hla2, Variant::ahla, Variant::hla3}) {
     OperatorSpec spec{.variant = variant, .normalize = true, .eps = Rational(1, 4)};
     std::vector<Sequence<float>> inputs;
     Rng rng(20261207);
@@ -1314,7 +1315,7 @@ TEST_CASE("gpu/fast/the fast backward refuses what it does not cover", "[gpu][fa
   float somewhere[1];  // never written: the calls are refused before any device work
   CHECK_THROWS_WITH(fast::gpu::fast_backward(hla3, fine, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
                                              somewhere, somewhere, somewhere),
-                    Catch::Contains("--impl gpu-fast: covers only masked hla2 and ahla"));
+                    Catch::Contains("--impl gpu-fast: the fast backward covers hla2 and ahla"));
   CHECK_THROWS_WITH(fast::gpu::fast_backward(hla2, wrong_d, nullptr, nullptr, nullptr, nullptr, nullptr,
                                              nullptr, somewhere, somewhere, somewhere),
                     Catch::Contains("d = dv = 64"));
@@ -1351,8 +1352,8 @@ TEST_CASE("gpu/fast/the fast backward refuses what it does not cover", "[gpu][fa
                     Catch::Contains("8-byte aligned"));
   // The counts: the forward's, one more float32 rounding for hla2 normalized or with the ridge without
   // decay, the decayed ones for decays per head whatever spec.decay says.
-  const auto forward = fast::gpu::fast_roundings(false, 1000),
-             forward_decayed = fast::gpu::fast_roundings(true, 1000);
+  const auto forward = fast::gpu::fast_roundings(Variant::hla2, false, 1000),
+             forward_decayed = fast::gpu::fast_roundings(Variant::hla2, true, 1000);
   CHECK(fast::gpu::fast_backward_roundings(hla2, 1000).float32 == forward.float32);
   CHECK(fast::gpu::fast_backward_roundings(normalized, 1000).float32 == forward.float32 + 1);
   CHECK(fast::gpu::fast_backward_roundings(ridge, 1000).float32 == forward.float32 + 1);
@@ -1376,16 +1377,23 @@ TEST_CASE("gpu/fast/the fast backward refuses what it does not cover", "[gpu][fa
 TEST_CASE("gpu/fast/the fast path refuses what it does not cover", "[gpu][fast]") {
   const fast::gpu::Problem wrong_d{1, 1, 64, 32, 64}, fine{1, 1, 64, 64, 64};
   const OperatorSpec hla2{.variant = Variant::hla2}, ahla{.variant = Variant::ahla},
-      hla3{.variant = Variant::hla3},
+      hla3{.variant = Variant::hla3}, hla3_unmasked{.variant = Variant::hla3, .masked = false},
+      linear{.variant = Variant::linear},
       ridge_and_decay{.variant = Variant::hla2, .ridge = Rational(1, 2), .decay = Rational(1, 2)},
       ridge{.variant = Variant::hla2, .ridge = Rational(1, 2)},
       normalized{.variant = Variant::hla2, .normalize = true};
   const fast::gpu::FastOutput nowhere;
-  for (const OperatorSpec& spec : {hla2, ahla})
+  for (const OperatorSpec& spec : {hla2, ahla, hla3})
     CHECK_THROWS_WITH(fast::gpu::fast_forward(spec, wrong_d, nullptr, nullptr, nullptr, nowhere),
                       Catch::Contains("d = dv = 64"));
-  CHECK_THROWS_WITH(fast::gpu::fast_forward(hla3, fine, nullptr, nullptr, nullptr, nowhere),
-                    Catch::Contains("masked hla2 and ahla"));
+  for (const OperatorSpec& spec : {hla3_unmasked, linear})
+    CHECK_THROWS_WITH(fast::gpu::fast_forward(spec, fine, nullptr, nullptr, nullptr, nowhere),
+                      Catch::Contains("--impl gpu-fast: covers only masked hla2, ahla and hla3"));
+  void* checkpoints = reinterpret_cast<void*>(std::uintptr_t{256});  // never written
+  CHECK_THROWS_WITH(
+      fast::gpu::fast_forward(hla3, fine, nullptr, nullptr, nullptr,
+                              {.out = nullptr, .bf16 = false, .den = nullptr, .checkpoints = checkpoints}),
+      Catch::Contains("hla3 writes no checkpoints"));
   CHECK_THROWS_WITH(fast::gpu::fast_forward(ridge_and_decay, fine, nullptr, nullptr, nullptr, nowhere),
                     Catch::Contains("--impl gpu-fast: covers"));
   const auto* odd = reinterpret_cast<const fast::gpu::BFloat16*>(std::uintptr_t{2});

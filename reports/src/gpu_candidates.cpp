@@ -189,7 +189,7 @@ void add_rows(std::vector<Candidate>& out, Implementation impl) {
   add_backward(out, impl);
 }
 
-// The fast path (matrix units, gpu::fast_terms): masked hla2 and ahla, normalized or not, decayed
+// The fast path (matrix units, gpu::fast_terms): masked hla2, ahla and hla3, normalized or not, decayed
 // or not, on bf16 inputs, for d = dv = 64 and any n (a short last chunk reads zeros past n). The
 // report's narrower heads run padded with zero columns: zeros add nothing to any sum or product,
 // so the outputs are those of the unpadded input, computed by the kernel at its own shape.
@@ -207,7 +207,7 @@ std::int64_t one_depth(const fast::gpu::FastRoundings& roundings) {
 }
 
 Depths fast_depth(const OperatorSpec& spec, Index n, Index dv) {
-  const std::int64_t k = one_depth(fast::gpu::fast_roundings(spec.decayed(), n));
+  const std::int64_t k = one_depth(fast::gpu::fast_roundings(spec.variant, spec.decayed(), n));
   return {Matrix<std::int64_t>::Constant(n, dv, k),
           spec.normalize ? Vector<std::int64_t>::Constant(n, k) : Vector<std::int64_t>::Zero(n)};
 }

@@ -172,8 +172,8 @@ void fast_forward(const OperatorSpec& spec, const Problem& problem, const BFloat
 // 8, 16 heads, n = 65536; normalized 1.6% more).
 std::int64_t fast_checkpoint_bytes(const OperatorSpec& spec, const Problem& problem);
 
-// The backward on the matrix units (every operator fast_forward covers: masked hla2 and ahla,
-// normalized or not, with a decay or hla2's ridge; d = dv = 64, any n): the gradients of
+// The backward on the matrix units (masked hla2 and ahla, normalized or not, with a decay or hla2's
+// ridge; d = dv = 64, any n): the gradients of
 // <d_num, num> + <d_den, den> (the readouts' adjoints: reference::finish_adjoint; unnormalized, d_num = dO
 // and no d_den) into dq, dk, dv ([.., 64], float32) from the bf16 q, k, v, the bf16 d_num [.., 64], the
 // float32 d_den [..] (normalized only, else null) and the checkpoints that a fast_forward of the same
@@ -208,12 +208,13 @@ std::vector<Gradients<float>> fast_readout_gradients(const OperatorSpec& spec,
 // numerator or denominator passes through at most `bf16` roundings to bf16 (u = 2^-8) and the
 // float32 sums add at most `float32` roundings counted at u = 2^-22, so that componentwise
 // |fast - exact| <= ((1 + gamma_8(bf16)) (1 + gamma_22(float32)) - 1) gauge, the gauge being the
-// operator on |q|, |k|, |v|. `decayed`: some head's gamma is not 1.
+// operator on |q|, |k|, |v|. `decayed`: some head's gamma is not 1. hla3's monomials are products of
+// a row of Z and a row of R, whose chains both count.
 struct FastRoundings {
   int bf16;
   std::int64_t float32;
 };
-FastRoundings fast_roundings(bool decayed, std::int64_t n);
+FastRoundings fast_roundings(Variant variant, bool decayed, std::int64_t n);
 // The same counts for the backward's gradients of spec (docs/gpu.md, "The fast backward and its
 // bound"): the forward's without decay (plus one float32 rounding for hla2 normalized or with the
 // ridge); with decay, spec's or one gamma per head (`head_decays`, whatever their values: the kernels'
