@@ -3,7 +3,7 @@
 
     python3 bench/gpu/run.py --binary build/hla_bench_gpu --out perf-gpu.md
 
-In one run: hla2 and ahla masked forward (GPU chunk scan and streaming kernel; float32 inputs, and
+In one run: hla2, ahla and hla3 masked forward (GPU chunk scan, streaming kernel and the fast path; float32 inputs, and
 bf16 inputs with float32 accumulation) from build/hla_bench_gpu; causal
 torch.nn.functional.scaled_dot_product_attention in bf16 at the same shapes; the device-to-device
 copy bandwidth and the dense matrix rates (bf16, and float32 without TF32); and each hla row's
@@ -132,7 +132,28 @@ def ahla_chunked_torch(q, k, v, chunk=64):
     return O.reshape(B, H, n, -1)
 
 
-PEERS = {"hla2": hla2_chunked_torch, "ahla": ahla_chunked_torch}
+def hla3_chunked_torch(q, k, v, chunk=64):
+    """Masked hla3 (gamma = 1, unnormalized), as hla's chunk form (Hla3MaskedChunks): with S^K and P the
+    exclusive prefixes of k k^T and k v^T over chunks, Z = Q S^K + (A . L) K and R = Q P + (A . L) V
+    (rows z_t = S^K_t q_t, r_t = q_t^T P_t), F the exclusive prefix of the chunks' Z^T R, and
+    o_t = q_t^T F + sum_{u<=t in the chunk} (q_t . z_u) r_u."""
+    B, H, n, d = q.shape
+    Q, K, V = (x.float().reshape(B, H, n // chunk, chunk, -1) for x in (q, k, v))
+    L = torch.ones(chunk, chunk, device=q.device).tril()
+    A = (Q @ K.transpose(-1, -2)) * L
+    key_moment = K.transpose(-1, -2) @ K
+    key_value = K.transpose(-1, -2) @ V
+    S_prev = torch.cumsum(key_moment, 2) - key_moment
+    P_prev = torch.cumsum(key_value, 2) - key_value
+    Z = Q @ S_prev + A @ K
+    R = Q @ P_prev + A @ V
+    added = Z.transpose(-1, -2) @ R
+    F_prev = torch.cumsum(added, 2) - added
+    O = Q @ F_prev + ((Q @ Z.transpose(-1, -2)) * L) @ R
+    return O.reshape(B, H, n, -1)
+
+
+PEERS = {"hla2": hla2_chunked_torch, "ahla": ahla_chunked_torch, "hla3": hla3_chunked_torch}
 
 
 def verify_peers(binary, n=4096, heads=2, d=64):
@@ -160,9 +181,12 @@ def chunk_flops(variant, n, d, dv, c):
     if variant == "hla2":  # Hla2MaskedChunks: W, U = W_g K, S, C, F, Q S, weights, weights V, Q F; scan
         per_token = 2 * c * d + 2 * c * d + 2 * d * d + 2 * d * dv + 2 * d * dv + 2 * d * d + 2 * c * d + 2 * c * dv + 2 * d * dv
         per_token += 4 * d * d * dv / c
-    else:  # ahla: W, W V, W (W V), R, P, E, Q E, Q P, routed (Q P); scan
+    elif variant == "ahla":  # W, W V, W (W V), R, P, E, Q E, Q P, routed (Q P); scan
         per_token = 2 * c * d + 2 * c * dv + 2 * c * dv + 2 * d * d + 2 * d * dv + 2 * d * dv + 2 * d * dv + 2 * d * dv + 2 * c * dv
         per_token += 4 * d * d * dv / c
+    else:  # hla3 (Hla3MaskedChunks): A, Q S^K, A K, Q P, A V, S^K, P, W = Q Z^T, Q F, W R, F
+        per_token = 2 * c * d + 2 * d * d + 2 * c * d + 2 * d * dv + 2 * c * dv + 2 * d * d + 2 * d * dv
+        per_token += 2 * c * d + 2 * d * dv + 2 * c * dv + 2 * d * dv
     return per_token * n
 
 
@@ -200,7 +224,8 @@ def main():
     print("peer:", peer, flush=True)
 
     command = [args.binary, "--batch", str(batch), "--heads", str(heads), "--d", str(d), "--dv", str(dv),
-               "--chunk", str(chunk), "--n", args.n, "--methods", args.methods, "--reps", "3"]
+               "--chunk", str(chunk), "--n", args.n, "--methods", args.methods, "--variants", ",".join(PEERS),
+               "--reps", "3"]
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
         sys.exit(f"{args.binary} failed: {result.stderr.strip()}")
@@ -214,14 +239,14 @@ def main():
         f"bf16 matrix product {bf16_rate / 1e12:.0f} TFLOP/s, float32 (no TF32) {f32_rate / 1e12:.1f} TFLOP/s.",
         f"Command: `python3 bench/gpu/run.py {' '.join(sys.argv[1:])}`",
         "Peer: the same operator chunked in PyTorch (bf16 inputs, float32 products, cumulative sums over "
-        "chunk summaries; `hla2_chunked_torch`, `ahla_chunked_torch`), timed on its own bf16 inputs; its "
+        "chunk summaries; `hla2_chunked_torch`, `ahla_chunked_torch`, `hla3_chunked_torch`), timed on its own bf16 inputs; its "
         "output on hla's inputs (B = 1, H = 2, n = 4096, float64) differs from hla's GPU scan by "
         + ", ".join(f"{v} {e:.1e}" for v, e in agreement.items()) + " (relative Frobenius).",
         "",
         "| variant | inputs | n | fast ms | GPU scan ms | GPU streaming ms | torch chunked ms | SDPA bf16 ms | SDPA / fast | torch / fast | byte floor ms | FLOP floor ms | fast / floor |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for variant in ("hla2", "ahla"):
+    for variant in PEERS:
         for precision in ("f32", "bf16"):
             for n in lengths:
                 scan = times.get((variant, precision, "scan", n), math.nan)
@@ -253,11 +278,13 @@ def backward_table(binary, batch, heads, d, dv, chunk, lengths):
     inputs), the fast path's `--pass train` (bf16 inputs), the PyTorch peer and causal SDPA
     through autograd (bf16 inputs)."""
     hla = {}
-    runs = [("scan", "forward", "plain"), ("scan", "backward", "plain"), ("fast", "train", "plain,decayed,normalized-decayed")]
-    for method, pass_, options in runs:
+    # The fast backward covers hla2 and ahla (hla3's fast columns stay nan).
+    runs = [("scan", "forward", "plain", ",".join(PEERS)), ("scan", "backward", "plain", ",".join(PEERS)),
+            ("fast", "train", "plain,decayed,normalized-decayed", "hla2,ahla")]
+    for method, pass_, options, variants in runs:
         command = [binary, "--batch", str(batch), "--heads", str(heads), "--d", str(d), "--dv", str(dv),
                    "--chunk", str(chunk), "--n", ",".join(map(str, lengths)), "--methods", method,
-                   "--variants", "hla2,ahla", "--options", options, "--reps", "3", "--pass", pass_]
+                   "--variants", variants, "--options", options, "--reps", "3", "--pass", pass_]
         result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode != 0:
             sys.exit(f"{binary} failed: {result.stderr.strip()}")
