@@ -708,10 +708,11 @@ std::vector<Gradients<float>> fast_readout_gradients(const OperatorSpec& spec,
 }
 
 FastRoundings fast_roundings(Variant variant, bool decayed, std::int64_t n) {
-  const std::int64_t chunks = (n + 63) / 64;  // a short last chunk runs as a whole one, zeros past n
+  const std::int64_t padded = (n + 63) / 64 * 64;  // a short last chunk runs as a whole one, zeros past n
+  const std::int64_t chunks = padded / 64;
   if (variant == Variant::hla3)
     return decayed ? FastRoundings{7, 111 * chunks + 228} : FastRoundings{5, 108 * chunks + 216};
-  return decayed ? FastRoundings{4, 74 * chunks + 224} : FastRoundings{3, 72 * chunks + 216};
+  return decayed ? FastRoundings{4, 10 * (padded / 8 + 24)} : FastRoundings{3, 9 * (padded / 8 + 24)};
 }
 
 FastRoundings fast_backward_roundings(const OperatorSpec& spec, std::int64_t n, bool head_decays) {
