@@ -1,5 +1,5 @@
-// The fast path: masked hla2 and ahla on the matrix units, corrected forms (docs/findings.md F1 for
-// decayed hla2), normalized or not, decay gamma in (0, 1] per head; bf16 inputs, float32
+// The fast path: masked hla2, ahla and hla3 on the matrix units, corrected forms (docs/findings.md F1
+// for decayed hla2, F2 for hla3), normalized or not, decay gamma in (0, 1] per head; bf16 inputs, float32
 // accumulation and state, d = dv = 64, chunks of 64 tokens (the last one may be short: rows past n
 // load as zeros and are not stored), outputs in float32 or bf16. One block per sequence-head walks
 // its chunks in order, so the scan over chunk summaries is the running state itself and never
@@ -21,7 +21,9 @@
 //   O = diag(g^(2 tau)) Q F + W V,  S = g^64 S + K^T (D K),  F = g^128 F + (D^2 U)^T V;
 // ahla, with P = sum g^(end - i) k v^T and E = sum_i g^(end - i) k_i (q_i^T P_i) before the chunk,
 //   A = (Q K^T) . L_g,  X = diag(g^tau) Q P + A V  (rows q_i^T P_i),  O = diag(g^tau) Q E + A X,
-//   P = g^64 P + K^T (D V),  E = g^64 E + K^T (D X).
+//   P = g^64 P + K^T (D V),  E = g^64 E + K^T (D X);
+// hla3 (Hla3MaskedChunks), with S^K, P as ahla's and F = sum g^(3 (end - j)) z_j r_j^T: hla3_key_side
+// and hla3_value_side below.
 // Normalized, the denominators are the same sums with V replaced by a column of ones (hla2: f = F 1,
 // den = diag(g^(2 tau)) Q f + W 1; ahla: m = P 1, x = X 1, n = E 1, den = diag(g^tau) Q n + A x),
 // products with N = 8 whose B operand's first column is the vector and the rest zero.
