@@ -27,8 +27,8 @@
 // Normalized, the denominators are the same sums with V replaced by a column of ones (hla2: f = F 1,
 // den = diag(g^(2 tau)) Q f + W 1; ahla: m = P 1, x = X 1, n = E 1, den = diag(g^tau) Q n + A x),
 // products with N = 8 whose B operand's first column is the vector and the rest zero.
-// Operands are rounded to bf16 for the products (A, U or X, W, the states, the decayed copies D K,
-// D^2 U, D V, D X); the sums stay in float32. docs/gpu.md gives the error bound.
+// Operands are rounded to bf16 for the products (A, U or X, hla3's Z and R, W, the states, the decayed
+// copies D K, D^2 U, D V, D X, D^3 Z); the sums stay in float32. docs/gpu.md gives the error bound.
 
 #include <cuda_bf16.h>
 
