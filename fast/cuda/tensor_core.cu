@@ -1073,12 +1073,10 @@ void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, cons
 void launch_fast(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
                  const BFloat16* k, const BFloat16* v, CUstream_st* stream) {
   if (heads == 0 || length == 0) return;
-  // The catalogue refuses a ridge with decay, and ahla and hla3 have none; hla3 has no checkpoints
-  // (the fast backward is hla2's and ahla's).
+  // The catalogue refuses a ridge with decay, and ahla and hla3 have none (gpu::fast_forward also
+  // refuses checkpoints for hla3, whose kernel writes none).
   if (how.ridge != 0 && (how.variant != Variant::hla2 || how.head_decays || how.decay != 1))
     throw Error("fast path: the ridge is hla2's, without decay");
-  if (how.variant == Variant::hla3 && how.checkpoints)
-    throw Error("fast path: hla3 writes no checkpoints (the fast backward covers hla2 and ahla)");
   const auto run = [&]<Algebra algebra, bool Normalized>() {
     if (how.head_decays || how.decay != 1) {
       launch<algebra, Normalized, true, false>(how, heads, length, q, k, v, stream);
