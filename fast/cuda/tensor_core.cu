@@ -148,6 +148,11 @@ struct Tiles {
     return decayed_x_rows + (c % 2) * (vector_tile_bytes / 2);
   }
   __device__ unsigned char* output(std::int64_t c) const { return outputs + (c % 2) * output_bytes; }
+  // hla3's summary pass, with decay: the value side's D Q (power 1) and D^2 Q (power 2) of a chunk,
+  // in the outputs' room (that pass stores none).
+  __device__ Bf* query_copy(int power) const {
+    return reinterpret_cast<Bf*>(outputs) + (power - 1) * (wgmma::tile_bytes / 2);
+  }
 };
 
 // With decay, a thread's factors of a masked operand, in registers: its accumulator entry i at
@@ -222,13 +227,20 @@ __device__ void load_vector(Column& c, const float* from) {
 //   outputs: the outputs, from the carry-in state (zero for the first segment);
 //   summary: the segment's summary from a zero state, for all but the last segment:
 //     hla2 (S, F, C; f, m) with C = sum g^(end - j) q_j v_j^T, m = C 1;
-//     ahla (P, E, D; n, m) with D = sum k q^T.
-// The summaries combine in carry_kernel.
+//     ahla (P, E, D; n, m) with D = sum k q^T;
+//     hla3 (S^K, P, F, S^Q, X, Y; m, eta, x), Hla3Segments' fields (hla3_key_side below).
+// The summaries combine in carry_kernel (hla3: hla3_carry_kernel).
 enum class Pass { outputs, summary };
 
-// A summary's or a carry's layout: three matrices (a carry: two) and two vectors.
-constexpr int summary_floats = 3 * matrix_floats + 2 * width;
-constexpr int carry_floats = 2 * matrix_floats + 2 * width;
+// A summary's or a carry's layout in floats: hla2 and ahla three matrices (a carry: two) and two
+// vectors; hla3 six matrices (S^K, P, F, S^Q, X, Y) and three vectors (m, eta, x), its carry three
+// matrices (S^K, P, F) and two vectors (m, eta).
+constexpr int summary_floats(bool third) {
+  return third ? 6 * matrix_floats + 3 * width : 3 * matrix_floats + 2 * width;
+}
+constexpr int carry_floats(bool third) {
+  return third ? 3 * matrix_floats + 2 * width : 2 * matrix_floats + 2 * width;
+}
 
 struct Arguments {
   std::int64_t length, segment_chunks;
@@ -292,6 +304,7 @@ struct Block {
   Arrival *loaded, *u_ready, *u_free;
   std::int64_t head, segment, first, chunks, total_chunks;
   int segments;
+  bool third;  // hla3's layout of the summaries and carries
   __device__ void wait_loaded(std::int64_t c) const { loaded[c % s.stages].wait(c / s.stages % 2); }
   // By the value side's leader: chunk c's inputs into its buffers (from q, k, v's tensor maps).
   __device__ void start_chunk(const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& v,
@@ -324,9 +337,11 @@ struct Block {
     return args.checkpoints + (head * total_chunks + first + c) * checkpoint_bytes(Normalized);
   }
   // This segment's carry-in or summary.
-  __device__ const float* carry() const { return args.carries + (head * segments + segment) * carry_floats; }
+  __device__ const float* carry() const {
+    return args.carries + (head * segments + segment) * carry_floats(third);
+  }
   __device__ float* summary() const {
-    return args.summaries + (head * (segments - 1) + segment) * summary_floats;
+    return args.summaries + (head * (segments - 1) + segment) * summary_floats(third);
   }
 };
 
@@ -688,16 +703,26 @@ __device__ void value_side(const Block& b, const CUtensorMap& q, const CUtensorM
 //     (m = g^64 m + K^T (D 1));
 //   value side: W = (Q Z^T) . L_g^3, O = diag(g^(3 tau)) Q F + W R, F = g^192 F + (D^3 Z)^T R
 //     (den = diag(g^(3 tau)) Q eta + W x, eta = g^192 eta + (D^3 Z)^T x).
-// The key side rounds Z, R (x) and D^3 Z into the buffers of c % 2. The outputs pass only, one
-// segment per sequence-head (the launch does not split hla3's sequences).
-template <bool Normalized, bool Decayed>
+// The key side rounds Z, R (x) and D^3 Z into the buffers of c % 2.
+// The summary pass (a segment from zero, Hla3Segments' fields): the key side's S^K, P (m) at the
+// segment's end; the value side's F (eta) and
+//   S^Q = sum g^(end - j) q_j q_j^T:                      S^Q = g^64 S^Q + Q^T (D Q),
+//   X = sum g^(2 (end - t)) q_t r_t^T (x alike with x_t): X = g^128 X + (D^2 Q)^T R,
+//   Y = sum g^(2 (end - t)) z_t q_t^T:                    Y = g^128 Y + Z^T (D^2 Q).
+template <Pass pass, bool Normalized, bool Decayed>
 __device__ void hla3_key_side(const Block& b) {
   const Tiles& s = b.s;
   Accumulator key_moment, key_value;  // S^K, P
   Column key_mass;                    // normalized: m
-  wgmma::zero(key_moment);
-  wgmma::zero(key_value);
   wgmma::zero(key_mass);
+  if (pass == Pass::outputs && b.segment > 0) {
+    load_rows(key_moment, b.carry());
+    load_rows(key_value, b.carry() + matrix_floats);
+    if constexpr (Normalized) load_vector(key_mass, b.carry() + 3 * matrix_floats);
+  } else {
+    wgmma::zero(key_moment);
+    wgmma::zero(key_value);
+  }
   wgmma::round_to_tile(key_moment, s.state1);
   wgmma::round_to_tile(key_value, s.state3);
   if constexpr (Normalized) wgmma::round_to_tile_row(key_mass, s.vector1);
@@ -790,9 +815,14 @@ __device__ void hla3_key_side(const Block& b) {
       decay_inputs(c + 1);
     }
   }
+  if constexpr (pass == Pass::summary) {
+    store_rows(b.summary(), key_moment);
+    store_rows(b.summary() + matrix_floats, key_value);
+    if constexpr (Normalized) store_vector(b.summary() + 6 * matrix_floats, key_mass);
+  }
 }
 
-template <bool Normalized, bool Decayed>
+template <Pass pass, bool Normalized, bool Decayed>
 __device__ void hla3_value_side(const Block& b, const CUtensorMap& q, const CUtensorMap& k,
                                 const CUtensorMap& v) {
   const Arguments& args = b.args;
@@ -803,29 +833,88 @@ __device__ void hla3_value_side(const Block& b, const CUtensorMap& q, const CUte
 
   Accumulator corrected_value;  // F
   Column corrected_mass;        // normalized: eta
-  wgmma::zero(corrected_value);
+  // The summary pass's S^Q, X, Y (x).
+  Accumulator query_moment, query_value, key_query;
+  Column query_mass;
   wgmma::zero(corrected_mass);
-  wgmma::round_to_tile(corrected_value, s.state2);
-  if constexpr (Normalized) wgmma::round_to_tile_row(corrected_mass, s.vector2);
+  if (pass == Pass::outputs && b.segment > 0) {
+    load_rows(corrected_value, b.carry() + 2 * matrix_floats);
+    if constexpr (Normalized) load_vector(corrected_mass, b.carry() + 3 * matrix_floats + width);
+  } else {
+    wgmma::zero(corrected_value);
+  }
+  if constexpr (pass == Pass::summary) {
+    wgmma::zero(query_moment);
+    wgmma::zero(query_value);
+    wgmma::zero(key_query);
+    wgmma::zero(query_mass);
+  } else {
+    wgmma::round_to_tile(corrected_value, s.state2);
+    if constexpr (Normalized) wgmma::round_to_tile_row(corrected_mass, s.vector2);
+  }
 
   const Decay decay = Decayed ? Decay(s.powers) : Decay{};
   MaskFactors w_factors;
-  if constexpr (Decayed) w_factors = MaskFactors(s.powers, 3);
+  if constexpr (Decayed && pass == Pass::outputs) w_factors = MaskFactors(s.powers, 3);
   const auto decay_sums = [&] {
     if constexpr (Decayed) {
       wgmma::scale(corrected_value, decay.rho3);
       if constexpr (Normalized) wgmma::scale(corrected_mass, decay.rho3);
+      if constexpr (pass == Pass::summary) {
+        wgmma::scale(query_moment, decay.rho);
+        wgmma::scale(query_value, decay.rho2);
+        wgmma::scale(key_query, decay.rho2);
+        if constexpr (Normalized) wgmma::scale(query_mass, decay.rho2);
+      }
     }
   };
   decay_sums();
   for (std::int64_t c = 0; c < b.chunks; ++c) {
     b.wait_loaded(c);
-    b.u_ready[c % 2].wait(c / 2 % 2);
-    if (leader) wait_stores_read();  // chunk c - 2's outputs have left s.output(c)
-    publish_group();                 // F (eta), the outputs of the chunk before
-    if (leader && c > 0) b.store_outputs(c - 1);
     const Chunk now = s.chunk(c);
+    // The summary pass with decay: D Q and D^2 Q of this chunk (the products that read the last
+    // chunk's copies are done: wgmma::wait<0> and sync_group below).
+    if constexpr (pass == Pass::summary && Decayed) {
+      wgmma::scale_tile_rows(s.query_copy(1), now.q, [&](int r) { return s.powers[width - 1 - r]; });
+      wgmma::scale_tile_rows(s.query_copy(2), now.q, [&](int r) { return s.powers[2 * (width - 1 - r)]; });
+    }
+    b.u_ready[c % 2].wait(c / 2 % 2);
+    if (pass == Pass::outputs && leader) wait_stores_read();  // chunk c - 2's outputs have left s.output(c)
+    publish_group();  // F (eta), the outputs of the chunk before; the summary pass's D Q, D^2 Q
+    if (pass == Pass::outputs && leader && c > 0) b.store_outputs(c - 1);
     const Bf* decayed_z = Decayed ? s.decayed_u(c) : s.u(c);
+    if constexpr (pass == Pass::summary) {
+      const Bf* decayed_q = Decayed ? s.query_copy(1) : now.q;
+      const Bf* decayed2_q = Decayed ? s.query_copy(2) : now.q;
+      const auto fence_summary = [&] {
+        wgmma::fence_operand(corrected_value);
+        wgmma::fence_operand(query_moment);
+        wgmma::fence_operand(query_value);
+        wgmma::fence_operand(key_query);
+        if constexpr (Normalized) {
+          wgmma::fence_operand(corrected_mass);
+          wgmma::fence_operand(query_mass);
+        }
+      };
+      fence_summary();
+      wgmma::fence();
+      wgmma::multiply<Major::mn, Major::mn>(corrected_value, decayed_z, s.r(c), true);  // F += (D^3 Z)^T R
+      wgmma::multiply<Major::mn, Major::mn>(query_value, decayed2_q, s.r(c), true);     // X += (D^2 Q)^T R
+      wgmma::multiply<Major::mn, Major::mn>(key_query, s.u(c), decayed2_q, true);       // Y += Z^T (D^2 Q)
+      wgmma::multiply<Major::mn, Major::mn>(query_moment, now.q, decayed_q, true);      // S^Q += Q^T (D Q)
+      if constexpr (Normalized) {
+        wgmma::multiply<Major::mn, Major::k>(corrected_mass, decayed_z, s.x(c), true);
+        wgmma::multiply<Major::mn, Major::k>(query_mass, decayed2_q, s.x(c), true);
+      }
+      wgmma::commit();
+      wgmma::wait<0>();
+      fence_summary();
+      b.u_free[c % 2].arrive();
+      sync_group();  // every warp's products that read chunk c's inputs and D Q, D^2 Q are done
+      if (leader) b.start_chunk(q, k, v, c + s.stages);
+      if (c + 1 < b.chunks) decay_sums();
+      continue;
+    }
     Accumulator o, w, carried;
     Column den, den_carried;
     wgmma::fence_operand(corrected_value);
@@ -871,10 +960,22 @@ __device__ void hla3_value_side(const Block& b, const CUtensorMap& q, const CUte
       b.start_chunk(q, k, v, c + s.stages);  // into chunk c's buffers, which the key side is done with
     if (c + 1 < b.chunks) decay_sums();
   }
-  publish_group();
-  if (leader) {
-    b.store_outputs(b.chunks - 1);
-    wait_stores_done();
+  if constexpr (pass == Pass::summary) {
+    float* to = b.summary();
+    store_rows(to + 2 * matrix_floats, corrected_value);
+    store_rows(to + 3 * matrix_floats, query_moment);
+    store_rows(to + 4 * matrix_floats, query_value);
+    store_rows(to + 5 * matrix_floats, key_query);
+    if constexpr (Normalized) {
+      store_vector(to + 6 * matrix_floats + width, corrected_mass);
+      store_vector(to + 6 * matrix_floats + 2 * width, query_mass);
+    }
+  } else {
+    publish_group();
+    if (leader) {
+      b.store_outputs(b.chunks - 1);
+      wait_stores_done();
+    }
   }
 }
 
@@ -907,7 +1008,8 @@ __global__ void __launch_bounds__(threads, 1)
                 .first = first,
                 .chunks = std::min(args.segment_chunks, total_chunks - first),
                 .total_chunks = total_chunks,
-                .segments = segments};
+                .segments = segments,
+                .third = third};
   const Tiles& s = b.s;
 
   if constexpr (Decayed) {  // the powers of gamma
@@ -934,13 +1036,13 @@ __global__ void __launch_bounds__(threads, 1)
   constexpr bool ahla = algebra == Algebra::ahla;
   if (threadIdx.x < group_threads) {
     if constexpr (third) {
-      hla3_key_side<Normalized, Decayed>(b);
+      hla3_key_side<pass, Normalized, Decayed>(b);
     } else {
       key_side<ahla, pass, Normalized, Decayed, Ridge>(b);
     }
   } else {
     if constexpr (third) {
-      hla3_value_side<Normalized, Decayed>(b, q, k, v);
+      hla3_value_side<pass, Normalized, Decayed>(b, q, k, v);
     } else {
       value_side<ahla, pass, Normalized, Decayed>(b, q, k, v);
     }
@@ -970,13 +1072,13 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
   for (int e = 0; e < matrix_floats / 256; ++e) state2[e] = 0;
   for (int g = 0; g + 1 < segments; ++g) {
-    const float* summary = summaries + (head * (segments - 1) + g) * summary_floats;
+    const float* summary = summaries + (head * (segments - 1) + g) * summary_floats(false);
     const float* summary_vector2 = summary + 3 * matrix_floats;
     const float* summary_vector1 = summary_vector2 + width;
     __syncthreads();  // the last step's reads of state1, vector1 and third are done
     for (int i = threadIdx.x; i < matrix_floats; i += 256) third[i] = summary[2 * matrix_floats + i];
     __syncthreads();
-    float* carry = carries + (head * segments + g + 1) * carry_floats;
+    float* carry = carries + (head * segments + g + 1) * carry_floats(false);
 #pragma unroll
     for (int e = 0; e < matrix_floats / 256; ++e) {
       const int i = threadIdx.x + 256 * e, r = i / width, c = i % width;
@@ -1008,6 +1110,127 @@ __global__ void __launch_bounds__(256)
   }
 }
 
+// hla3's carry-ins (Hla3Segments::combine, A the running carry, B segment g's summary, rho_B = l =
+// g^L), in float32 fmaf steps on the ordinary cores, the sums of products in the order of j:
+//   T = X_g + l (S^Q_g P),  t = x_g + l (S^Q_g m),
+//   F = l (S T + Y_g P) + (l^3 F + F_g),  eta = l (S t + Y_g m) + (l^3 eta + eta_g),
+//   then S = l S + S_g, P = l P + P_g, m = l m + m_g
+// (l S_A X_B + l^2 S_A S^Q_B P_A + l Y_B P_A, Hla3Segments' cross terms). The vectors only when
+// Normalized. Shared memory: the left factors S, S^Q_g, Y_g in rows of 65 floats (a warp's rows fall
+// in distinct banks), the right ones P, T in rows of 64, then m and t.
+constexpr int padded_row = width + 1;
+constexpr int hla3_carry_shared_bytes = (3 * width * padded_row + 2 * matrix_floats + 2 * width) * 4;
+
+// acc += a b for thread t's 4 x 4 entries (rows 4 (t / 16) + i, columns 4 (t % 16) + j), a with rows of
+// padded_row floats, b with rows of width: one fmaf per product, in the order of the inner index.
+__device__ void accumulate_product(float (&acc)[4][4], const float* a, const float* b) {
+  const int row = 4 * (threadIdx.x / 16), column = 4 * (threadIdx.x % 16);
+  for (int j = 0; j < width; ++j) {
+    const float4 right = *reinterpret_cast<const float4*>(b + j * width + column);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float left = a[(row + i) * padded_row + j];
+      acc[i][0] = fmaf(left, right.x, acc[i][0]);
+      acc[i][1] = fmaf(left, right.y, acc[i][1]);
+      acc[i][2] = fmaf(left, right.z, acc[i][2]);
+      acc[i][3] = fmaf(left, right.w, acc[i][3]);
+    }
+  }
+}
+
+template <bool Normalized>
+__global__ void __launch_bounds__(256)
+    hla3_carry_kernel(const float* summaries, float* carries, int segments, std::int64_t segment_tokens,
+                      std::int64_t heads_per_batch, const double* head_decays, double decay) {
+  extern __shared__ float carry_shared[];
+  float* const key_moment = carry_shared;                       // S (padded rows)
+  float* const query_moment = key_moment + width * padded_row;  // S^Q_g (padded rows)
+  float* const key_query = query_moment + width * padded_row;   // Y_g (padded rows)
+  float* const key_value = key_query + width * padded_row;      // P
+  float* const routed = key_value + matrix_floats;              // T
+  float* const key_mass = routed + matrix_floats;               // m
+  float* const routed_mass = key_mass + width;                  // t
+  const std::int64_t head = blockIdx.x;
+  const double gamma = decay::gamma_of(head_decays, heads_per_batch, decay, head);
+  const float l = static_cast<float>(pow(gamma, static_cast<double>(segment_tokens)));
+  const float l3 = static_cast<float>(pow(gamma, 3.0 * static_cast<double>(segment_tokens)));
+  const int row = 4 * (threadIdx.x / 16), column = 4 * (threadIdx.x % 16);
+  float corrected[4][4] = {};  // this thread's entries of the running F
+  float corrected_mass = 0;    // threads 0..63: entry of the running eta
+  for (int i = threadIdx.x; i < width * padded_row; i += 256) key_moment[i] = 0;
+  for (int i = threadIdx.x; i < matrix_floats; i += 256) key_value[i] = 0;
+  if (threadIdx.x < width) key_mass[threadIdx.x] = 0;
+  const auto padded = [](int i) { return i / width * padded_row + i % width; };
+  for (int g = 0; g + 1 < segments; ++g) {
+    const float* summary = summaries + (head * (segments - 1) + g) * summary_floats(true);
+    const float *key_moment_g = summary, *key_value_g = summary + matrix_floats,
+                *corrected_g = summary + 2 * matrix_floats, *query_value_g = summary + 4 * matrix_floats,
+                *key_mass_g = summary + 6 * matrix_floats, *corrected_mass_g = key_mass_g + width,
+                *query_mass_g = key_mass_g + 2 * width;
+    float* carry = carries + (head * segments + g + 1) * carry_floats(true);
+    for (int i = threadIdx.x; i < matrix_floats; i += 256) {
+      query_moment[padded(i)] = summary[3 * matrix_floats + i];
+      key_query[padded(i)] = summary[5 * matrix_floats + i];
+    }
+    __syncthreads();  // S^Q_g, Y_g in; the last step's S, P, m written
+    {
+      float product[4][4] = {};
+      accumulate_product(product, query_moment, key_value);  // S^Q_g P
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int at = (row + i) * width + column + j;
+          routed[at] = fmaf(l, product[i][j], query_value_g[at]);
+        }
+    }
+    if (Normalized && threadIdx.x < width) {
+      const int r = threadIdx.x;
+      float product = 0;  // S^Q_g m
+      for (int j = 0; j < width; ++j) product = fmaf(query_moment[r * padded_row + j], key_mass[j], product);
+      routed_mass[r] = fmaf(l, product, query_mass_g[r]);
+    }
+    __syncthreads();  // T (t) written
+    {
+      float product[4][4] = {};
+      accumulate_product(product, key_moment, routed);    // S T
+      accumulate_product(product, key_query, key_value);  // + Y_g P
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        float4 entries;
+        float* const to = &entries.x;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int at = (row + i) * width + column + j;
+          corrected[i][j] = fmaf(l, product[i][j], fmaf(l3, corrected[i][j], corrected_g[at]));
+          to[j] = corrected[i][j];
+        }
+        *reinterpret_cast<float4*>(carry + 2 * matrix_floats + (row + i) * width + column) = entries;
+      }
+    }
+    if (Normalized && threadIdx.x < width) {
+      const int r = threadIdx.x;
+      float product = 0;  // S t + Y_g m
+      for (int j = 0; j < width; ++j) product = fmaf(key_moment[r * padded_row + j], routed_mass[j], product);
+      for (int j = 0; j < width; ++j) product = fmaf(key_query[r * padded_row + j], key_mass[j], product);
+      corrected_mass = fmaf(l, product, fmaf(l3, corrected_mass, corrected_mass_g[r]));
+      carry[3 * matrix_floats + width + r] = corrected_mass;
+    }
+    __syncthreads();  // every product has read S, P, m, S^Q_g and Y_g
+    for (int i = threadIdx.x; i < matrix_floats; i += 256) {
+      float& s = key_moment[padded(i)];
+      s = fmaf(l, s, key_moment_g[i]);
+      carry[i] = s;
+      key_value[i] = fmaf(l, key_value[i], key_value_g[i]);
+      carry[matrix_floats + i] = key_value[i];
+    }
+    if (Normalized && threadIdx.x < width) {
+      key_mass[threadIdx.x] = fmaf(l, key_mass[threadIdx.x], key_mass_g[threadIdx.x]);
+      carry[3 * matrix_floats + threadIdx.x] = key_mass[threadIdx.x];
+    }
+  }
+}
+
 template <Algebra algebra, bool Normalized, bool Decayed, bool Ridge>
 void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
             const BFloat16* k, const BFloat16* v, CUstream_st* stream) {
@@ -1018,8 +1241,7 @@ void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, cons
   check(cudaFuncSetAttribute(outputs, cudaFuncAttributeMaxDynamicSharedMemorySize, shared),
         "cudaFuncSetAttribute");
   const std::int64_t chunks = (length + width - 1) / width;  // the last one may be short
-  // hla3's segment summaries (Hla3Segments' nine fields) are not built: one block per sequence-head.
-  const Split split = third ? Split{1, chunks} : split_sequences(heads, chunks);
+  const Split split = split_sequences(heads, chunks);
   const CUtensorMap q_map = tma::tile_map(q, heads, length), k_map = tma::tile_map(k, heads, length),
                     v_map = tma::tile_map(v, heads, length);
   const Arguments args{.length = length,
@@ -1036,36 +1258,41 @@ void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, cons
                        .carries = nullptr,
                        .summaries = nullptr,
                        .checkpoints = static_cast<unsigned char*>(how.checkpoints)};
-  if constexpr (third) {
-    outputs<<<static_cast<unsigned>(heads), threads, shared, stream>>>(q_map, k_map, v_map, args);
-    check_launch("fast kernel");
-    return;
-  } else {
-    const auto summary = fast_kernel<algebra, Pass::summary, Normalized, Decayed, Ridge>;
-    check(cudaFuncSetAttribute(summary, cudaFuncAttributeMaxDynamicSharedMemorySize, shared),
-          "cudaFuncSetAttribute");
-    launch_split(
-        heads, split, summary_floats, carry_floats, stream,
-        [&](unsigned blocks, const float* carries) {
-          Arguments with = args;
-          with.carries = carries;
-          outputs<<<blocks, threads, shared, stream>>>(q_map, k_map, v_map, with);
-          check_launch("fast kernel");
-        },
-        [&](unsigned blocks, float* summaries) {
-          Arguments with = args;
-          with.summaries = summaries;
-          summary<<<blocks, threads, shared, stream>>>(q_map, k_map, v_map, with);
-          check_launch("fast kernel (segment summaries)");
-        },
-        [&](const float* summaries, float* carries) {
+  const auto summary = fast_kernel<algebra, Pass::summary, Normalized, Decayed, Ridge>;
+  check(cudaFuncSetAttribute(summary, cudaFuncAttributeMaxDynamicSharedMemorySize, shared),
+        "cudaFuncSetAttribute");
+  launch_split(
+      heads, split, summary_floats(third), carry_floats(third), stream,
+      [&](unsigned blocks, const float* carries) {
+        Arguments with = args;
+        with.carries = carries;
+        outputs<<<blocks, threads, shared, stream>>>(q_map, k_map, v_map, with);
+        check_launch("fast kernel");
+      },
+      [&](unsigned blocks, float* summaries) {
+        Arguments with = args;
+        with.summaries = summaries;
+        summary<<<blocks, threads, shared, stream>>>(q_map, k_map, v_map, with);
+        check_launch("fast kernel (segment summaries)");
+      },
+      [&](const float* summaries, float* carries) {
+        const unsigned blocks = static_cast<unsigned>(heads);
+        const std::int64_t segment_tokens = split.segment_chunks * width;
+        if constexpr (third) {
+          const auto carry = hla3_carry_kernel<Normalized>;
+          check(cudaFuncSetAttribute(carry, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     hla3_carry_shared_bytes),
+                "cudaFuncSetAttribute");
+          carry<<<blocks, 256, hla3_carry_shared_bytes, stream>>>(summaries, carries, split.segments,
+                                                                  segment_tokens, how.heads_per_batch,
+                                                                  how.head_decays, how.decay);
+        } else {
           carry_kernel<algebra == Algebra::ahla, Normalized>
-              <<<static_cast<unsigned>(heads), 256, 0, stream>>>(
-                  summaries, carries, split.segments, split.segment_chunks * width, how.heads_per_batch,
-                  how.head_decays, how.decay);
-          check_launch("fast kernel (carry-ins)");
-        });
-  }
+              <<<blocks, 256, 0, stream>>>(summaries, carries, split.segments, segment_tokens,
+                                           how.heads_per_batch, how.head_decays, how.decay);
+        }
+        check_launch("fast kernel (carry-ins)");
+      });
 }
 
 }  // namespace

@@ -962,9 +962,8 @@ const FastCase fast_cases[] = {{false, 1},
 
 }  // namespace
 
-// Two heads of 65 chunks: each sequence of hla2 and ahla runs as two segments (33 and 32 chunks),
-// the second from the carry-in that the first one's summary gives (hla3: one block per
-// sequence-head); every option.
+// Two heads of 65 chunks: each sequence runs as two segments (33 and 32 chunks), the second from
+// the carry-in that the first one's summary gives; every option.
 TEST_CASE("gpu/fast/hla2 ahla and hla3 on the matrix units stay within the bf16 bound", "[gpu][fast]") {
   for (const FastCase& c : fast_cases) check_fast_path(65 * 64, 2, 20261130, c);
 }
