@@ -33,10 +33,15 @@
 #include <cuda_bf16.h>
 
 #include <string>
+#if defined(HLA_FAST_PHASES)
+#include <cstdio>
+#include <vector>
+#endif
 
 #include "decay.cuh"
 #include "hla/fast/gpu_status.hpp"
 #include "launch.hpp"
+#include "phases.cuh"
 #include "segments.cuh"
 #include "tma.cuh"
 #include "wgmma.cuh"
@@ -259,6 +264,7 @@ struct Arguments {
   // products read them, two tile images per chunk in the 128-byte swizzle and, normalized, the rows
   // of their vectors (launch.hpp, checkpoint_bytes), for the backward (tensor_core_backward.cu).
   unsigned char* checkpoints;
+  long long* phases;  // built with HLA_FAST_PHASES: each block's cycles per phase (phases.cuh)
 };
 
 // hla2's ridge without decay: the weights of the masked form, (Q U^T) . L + ridge (Q Q^T) . L, and
@@ -294,28 +300,47 @@ __device__ void stage_outputs(const Arguments& args, Accumulator& o, const Colum
   }
 }
 
-// What the two warpgroups of a block share: its sequence-head and segment, the shared tiles and the
-// barriers between them. The value side loads the inputs (it is the last to finish with a chunk's
-// buffers); the key side hands U (X) of chunk c over through u_ready[c % 2] and gets its buffers
-// back through u_free[c % 2].
+// What the two warpgroups of a block share: its sequence-head and segment, the inputs' tensor maps,
+// the shared tiles and the barriers between them. The key side hands U (X) of chunk c over through
+// u_ready[c % 2] and gets its buffers back through u_free[c % 2], which the value side arrives at
+// when its products of chunk c are done: then chunk c's input buffers are free too. The side with
+// time to spare issues the loads (docs/perf.md, "Where a chunk's cycles go"): for hla2 and ahla the
+// key side's thread 0, which waits for the value side, loads chunk c + stages once it has u_free of
+// chunk c; hla3's key side has more products than its value side, whose leader loads chunk c +
+// stages at the end of chunk c.
 struct Block {
   const Arguments& args;
+  const CUtensorMap *q, *k, *v;
   Tiles s;
   Arrival *loaded, *u_ready, *u_free;
   std::int64_t head, segment, first, chunks, total_chunks;
   int segments;
   bool third;  // hla3's layout of the summaries and carries
   __device__ void wait_loaded(std::int64_t c) const { loaded[c % s.stages].wait(c / s.stages % 2); }
-  // By the value side's leader: chunk c's inputs into its buffers (from q, k, v's tensor maps).
-  __device__ void start_chunk(const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& v,
-                              std::int64_t c) const {
+  // Chunk c's inputs into its buffers.
+  __device__ void start_chunk(std::int64_t c) const {
     if (c >= chunks) return;
     const Chunk to = s.chunk(c);
     Arrival& arrival = loaded[c % s.stages];
     arrival.expect(3 * wgmma::tile_bytes);  // a short last chunk too: its missing rows arrive as zeros
-    start_loading(q, (first + c) * width, head, to.q, arrival);
-    start_loading(k, (first + c) * width, head, to.k, arrival);
-    start_loading(v, (first + c) * width, head, to.v, arrival);
+    start_loading(*q, (first + c) * width, head, to.q, arrival);
+    start_loading(*k, (first + c) * width, head, to.k, arrival);
+    start_loading(*v, (first + c) * width, head, to.v, arrival);
+  }
+  // The loads, issued by the first thread of the side that calls these (the loading side's).
+  // Before its loop: the first stages' chunks.
+  __device__ void load_first() const {
+    if (threadIdx.x % group_threads == 0)
+      for (int c = 0; c < s.stages; ++c) start_chunk(c);
+  }
+  // The key side once the buffers of c % 2 are free again, at its chunk c >= 2: chunk c - 2's input
+  // buffers are free (both sides' products of it are done), so chunk c - 2 + stages goes there.
+  __device__ void load_after_free(std::int64_t c) const {
+    if (threadIdx.x % group_threads == 0) start_chunk(c - 2 + s.stages);
+  }
+  // The value side at the end of its chunk c, every warp's products of it done.
+  __device__ void load_after_chunk(std::int64_t c) const {
+    if (threadIdx.x % group_threads == 0) start_chunk(c + s.stages);
   }
   __device__ int element_bytes() const { return args.bf16_out ? 2 : 4; }
   __device__ unsigned char* output_rows(std::int64_t c) const {
@@ -357,6 +382,7 @@ __device__ void key_side(const Block& b) {
   const Tiles& s = b.s;
   const bool leader = threadIdx.x == 0;  // issues the checkpoints' stores
   const bool checkpointing = pass == Pass::outputs && args.checkpoints;
+  b.load_first();
   Accumulator sum1;  // hla2 S, ahla P
   Column vector1;    // normalized ahla: m
   wgmma::zero(vector1);
@@ -393,9 +419,12 @@ __device__ void key_side(const Block& b) {
   };
   decay_sums();
   decay_inputs(0);
+  phases::Clock clock;
   for (std::int64_t c = 0; c < b.chunks; ++c) {
     b.wait_loaded(c);
+    clock.mark(phases::inputs);
     publish_group();  // S (m) and D K of this chunk
+    clock.mark(phases::publish);
     if (checkpointing && leader) {
       unsigned char* to = b.checkpoint<Normalized>(c);
       start_storing(to, s.state1, wgmma::tile_bytes);
@@ -439,17 +468,23 @@ __device__ void key_side(const Block& b) {
     } else {
       wgmma::wait<2>();
     }
+    clock.mark(phases::first);
     const wgmma::RowOperand masked = round_masked<Decayed>(a, a_factors);
     wgmma::fence();
     wgmma::multiply<Major::mn>(u, masked, Ahla ? now.v : now.k, true);  // hla2: U += A K;  ahla: X += A V
     if constexpr (Ahla && Normalized) wgmma::multiply<Major::k>(x, masked, s.ones, true);  // x += A 1
     wgmma::commit();
     wgmma::wait<0>();
+    clock.mark(phases::masked);
     wgmma::fence_operand(u);
     wgmma::fence_operand(sum1);
     if constexpr (Ridge) wgmma::add_tile(u, now.q, args.ridge);  // U + ridge Q
     // The value side's products of chunk c - 2 have read the buffers of c % 2.
-    if (c >= 2) b.u_free[c % 2].wait((c / 2 - 1) % 2);
+    if (c >= 2) {
+      b.u_free[c % 2].wait((c / 2 - 1) % 2);
+      b.load_after_free(c);
+    }
+    clock.mark(phases::partner);
     wgmma::round_to_tile(u, s.u(c));
     // hla2: D^2 U (for F);  ahla: D X (for E)
     if constexpr (Decayed) wgmma::round_to_tile(u, s.decayed_u(c), Ahla ? decay.age : decay.age2);
@@ -461,6 +496,7 @@ __device__ void key_side(const Block& b) {
     }
     wgmma::fence_shared();
     b.u_ready[c % 2].arrive();  // this side is done with chunk c's inputs too
+    clock.mark(phases::handover);
     // Every warp's product that read S is done (a warp's wait covers its own products only), and the
     // copy engine has read the chunk's checkpoint.
     if (checkpointing && leader) wait_stores_read();
@@ -471,7 +507,9 @@ __device__ void key_side(const Block& b) {
       decay_sums();
       decay_inputs(c + 1);
     }
+    clock.mark(phases::state);
   }
+  clock.store(args.phases);
   if constexpr (pass == Pass::summary) {
     store_rows(b.summary(), sum1);
     if constexpr (Ahla && Normalized) store_vector(b.summary() + 3 * matrix_floats + width, vector1);
@@ -488,14 +526,12 @@ __device__ void key_side(const Block& b) {
 // the summary pass: hla2 F, C += Q^T (D V) (f, m += Q^T (D 1)); ahla E, D += K^T Q (n).
 // It loads the inputs, stages the outputs and stores them.
 template <bool Ahla, Pass pass, bool Normalized, bool Decayed>
-__device__ void value_side(const Block& b, const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& v) {
+__device__ void value_side(const Block& b) {
   const Arguments& args = b.args;
   const Tiles& s = b.s;
-  const bool leader = threadIdx.x == group_threads;  // issues the loads and the stores
+  const bool leader = threadIdx.x == group_threads;  // issues the stores
   const bool checkpointing = pass == Pass::outputs && args.checkpoints;
   const std::int64_t length = args.length;
-  if (leader)
-    for (int c = 0; c < s.stages; ++c) b.start_chunk(q, k, v, c);
 
   Accumulator sum2, sum3;   // hla2 F, C (summaries); ahla E, D (summaries)
   Column vector2, vector1;  // normalized: hla2 f, m (summaries); ahla n
@@ -534,9 +570,12 @@ __device__ void value_side(const Block& b, const CUtensorMap& q, const CUtensorM
   };
   decay_sums();
   decay_inputs(0);
+  phases::Clock clock;
   for (std::int64_t c = 0; c < b.chunks; ++c) {
     b.wait_loaded(c);
+    clock.mark(phases::inputs);
     b.u_ready[c % 2].wait(c / 2 % 2);
+    clock.mark(phases::partner);
     if (leader) wait_stores_read();  // chunk c - 2's outputs have left s.output(c)
     publish_group();                 // F (f), D V, the outputs of the chunk before
     if (leader && pass == Pass::outputs) {
@@ -548,6 +587,7 @@ __device__ void value_side(const Block& b, const CUtensorMap& q, const CUtensorM
           start_storing(to + 2 * wgmma::tile_bytes, s.vector2, checkpoint_vector_bytes / 2);
       }
     }
+    clock.mark(phases::publish);
     const Chunk now = s.chunk(c);
     const Bf* u_input = Decayed ? s.decayed_u(c) : s.u(c);
     const Bf* x_input = Decayed ? s.decayed_x(c) : s.x(c);
@@ -581,7 +621,6 @@ __device__ void value_side(const Block& b, const CUtensorMap& q, const CUtensorM
       }
       b.u_free[c % 2].arrive();
       sync_group();  // every warp's products that read chunk c's inputs and D V are done
-      if (leader) b.start_chunk(q, k, v, c + s.stages);
       if (c + 1 < b.chunks) {
         decay_sums();
         decay_inputs(c + 1);
@@ -621,6 +660,7 @@ __device__ void value_side(const Block& b, const CUtensorMap& q, const CUtensorM
         wgmma::commit();
         wgmma::wait<1>();
       }
+      clock.mark(phases::first);
       const wgmma::RowOperand masked = round_masked<Decayed>(a, mask_factors);
       wgmma::fence();
       wgmma::multiply<Major::mn>(o, masked, s.u(c), true);
@@ -655,6 +695,7 @@ __device__ void value_side(const Block& b, const CUtensorMap& q, const CUtensorM
         wgmma::commit();
         wgmma::wait<1>();
       }
+      clock.mark(phases::first);
       const wgmma::RowOperand masked_w = round_masked<Decayed>(w, mask_factors);
       wgmma::fence();
       wgmma::multiply<Major::mn>(o, masked_w, now.v, true);
@@ -662,6 +703,7 @@ __device__ void value_side(const Block& b, const CUtensorMap& q, const CUtensorM
       wgmma::commit();
       wgmma::wait<0>();
     }
+    clock.mark(phases::masked);
     wgmma::fence_operand(o);
     wgmma::fence_operand(sum2);
     if constexpr (Normalized) {
@@ -671,14 +713,15 @@ __device__ void value_side(const Block& b, const CUtensorMap& q, const CUtensorM
     b.u_free[c % 2].arrive();  // this warp's products that read the buffers of c % 2 are done
     stage_outputs<Normalized>(args, o, den, s.output(c), b.head * length + (b.first + c) * width,
                               b.rows_of(c));
+    clock.mark(phases::handover);
     if (checkpointing && leader) wait_stores_read();  // the copy engine has read F's checkpoint
     sync_group();  // every warp's products that read F (f) and chunk c's inputs are done
     wgmma::round_to_tile(sum2, s.state2);  // published at the top of the next chunk
     if constexpr (Normalized) wgmma::round_to_tile_row(vector2, s.vector2);
-    if (leader)
-      b.start_chunk(q, k, v, c + s.stages);  // into chunk c's buffers, which the key side is done with
     if (c + 1 < b.chunks) decay_sums();
+    clock.mark(phases::state);
   }
+  clock.store(args.phases);
   if constexpr (pass == Pass::summary) {
     float* to = b.summary();
     store_rows(to + matrix_floats, sum2);
@@ -823,13 +866,11 @@ __device__ void hla3_key_side(const Block& b) {
 }
 
 template <Pass pass, bool Normalized, bool Decayed>
-__device__ void hla3_value_side(const Block& b, const CUtensorMap& q, const CUtensorMap& k,
-                                const CUtensorMap& v) {
+__device__ void hla3_value_side(const Block& b) {
   const Arguments& args = b.args;
   const Tiles& s = b.s;
   const bool leader = threadIdx.x == group_threads;  // issues the loads and the stores
-  if (leader)
-    for (int c = 0; c < s.stages; ++c) b.start_chunk(q, k, v, c);
+  b.load_first();
 
   Accumulator corrected_value;  // F
   Column corrected_mass;        // normalized: eta
@@ -911,7 +952,7 @@ __device__ void hla3_value_side(const Block& b, const CUtensorMap& q, const CUte
       fence_summary();
       b.u_free[c % 2].arrive();
       sync_group();  // every warp's products that read chunk c's inputs and D Q, D^2 Q are done
-      if (leader) b.start_chunk(q, k, v, c + s.stages);
+      b.load_after_chunk(c);
       if (c + 1 < b.chunks) decay_sums();
       continue;
     }
@@ -956,8 +997,7 @@ __device__ void hla3_value_side(const Block& b, const CUtensorMap& q, const CUte
     sync_group();  // every warp's products that read F (eta) and chunk c's inputs are done
     wgmma::round_to_tile(corrected_value, s.state2);  // published at the top of the next chunk
     if constexpr (Normalized) wgmma::round_to_tile_row(corrected_mass, s.vector2);
-    if (leader)
-      b.start_chunk(q, k, v, c + s.stages);  // into chunk c's buffers, which the key side is done with
+    b.load_after_chunk(c);  // into chunk c's buffers, which the key side is done with
     if (c + 1 < b.chunks) decay_sums();
   }
   if constexpr (pass == Pass::summary) {
@@ -999,6 +1039,9 @@ __global__ void __launch_bounds__(threads, 1)
   const std::int64_t first = segment * args.segment_chunks;  // this segment's first chunk
   const std::int64_t total_chunks = (args.length + width - 1) / width;
   const Block b{.args = args,
+                .q = &q,
+                .k = &k,
+                .v = &v,
                 .s = Tiles(shared, stages, third),
                 .loaded = loaded,
                 .u_ready = u_ready,
@@ -1042,9 +1085,9 @@ __global__ void __launch_bounds__(threads, 1)
     }
   } else {
     if constexpr (third) {
-      hla3_value_side<pass, Normalized, Decayed>(b, q, k, v);
+      hla3_value_side<pass, Normalized, Decayed>(b);
     } else {
-      value_side<ahla, pass, Normalized, Decayed>(b, q, k, v);
+      value_side<ahla, pass, Normalized, Decayed>(b);
     }
   }
 }
@@ -1231,6 +1274,47 @@ __global__ void __launch_bounds__(256)
   }
 }
 
+#if defined(HLA_FAST_PHASES)
+// The outputs pass's cycles per phase (phases.cuh), each side's mean over the blocks per chunk, to
+// stderr.
+class PhaseSums {
+ public:
+  PhaseSums(unsigned blocks, CUstream_st* stream) : blocks_(blocks) {
+    const std::size_t bytes = blocks * 2 * phases::count * sizeof(long long);
+    check(cudaMalloc(reinterpret_cast<void**>(&data_), bytes), "cudaMalloc");
+    check(cudaMemsetAsync(data_, 0, bytes, stream), "cudaMemsetAsync");
+  }
+  ~PhaseSums() { cudaFree(data_); }
+  PhaseSums(const PhaseSums&) = delete;
+  PhaseSums& operator=(const PhaseSums&) = delete;
+  long long* get() const { return data_; }
+  void print(std::int64_t chunks, CUstream_st* stream) const {
+    std::vector<long long> host(blocks_ * 2 * phases::count);
+    check(
+        cudaMemcpyAsync(host.data(), data_, host.size() * sizeof(long long), cudaMemcpyDeviceToHost, stream),
+        "cudaMemcpyAsync");
+    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    for (int side = 0; side < 2; ++side) {
+      std::fprintf(stderr, "fast phases, %s side, cycles per chunk (%u blocks of %lld chunks):",
+                   side ? "value" : "key", blocks_, static_cast<long long>(chunks));
+      double total = 0;
+      for (int p = 0; p < phases::count; ++p) {
+        double sum = 0;
+        for (unsigned b = 0; b < blocks_; ++b) sum += host[(b * 2 + side) * phases::count + p];
+        const double mean = sum / blocks_ / chunks;
+        total += mean;
+        std::fprintf(stderr, " %s %.0f", phases::names[p], mean);
+      }
+      std::fprintf(stderr, "; total %.0f\n", total);
+    }
+  }
+
+ private:
+  unsigned blocks_;
+  long long* data_ = nullptr;
+};
+#endif
+
 template <Algebra algebra, bool Normalized, bool Decayed, bool Ridge>
 void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
             const BFloat16* k, const BFloat16* v, CUstream_st* stream) {
@@ -1257,7 +1341,8 @@ void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, cons
                        .den = how.den,
                        .carries = nullptr,
                        .summaries = nullptr,
-                       .checkpoints = static_cast<unsigned char*>(how.checkpoints)};
+                       .checkpoints = static_cast<unsigned char*>(how.checkpoints),
+                       .phases = nullptr};
   const auto summary = fast_kernel<algebra, Pass::summary, Normalized, Decayed, Ridge>;
   check(cudaFuncSetAttribute(summary, cudaFuncAttributeMaxDynamicSharedMemorySize, shared),
         "cudaFuncSetAttribute");
@@ -1266,8 +1351,15 @@ void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, cons
       [&](unsigned blocks, const float* carries) {
         Arguments with = args;
         with.carries = carries;
+#if defined(HLA_FAST_PHASES)
+        PhaseSums sums(blocks, stream);
+        with.phases = sums.get();
+#endif
         outputs<<<blocks, threads, shared, stream>>>(q_map, k_map, v_map, with);
         check_launch("fast kernel");
+#if defined(HLA_FAST_PHASES)
+        sums.print(split.segment_chunks, stream);
+#endif
       },
       [&](unsigned blocks, float* summaries) {
         Arguments with = args;

@@ -1,0 +1,53 @@
+#pragma once
+
+// Where the fast kernel's warpgroups spend a chunk's cycles (docs/perf.md, "Where a chunk's cycles
+// go"): built with -DHLA_FAST_PHASES, every thread adds the clock64 cycles since its last mark to the
+// phase that the mark closes, in registers; thread 0 of each warpgroup stores its sums at the end, and
+// the launch prints each side's mean cycles per chunk to stderr (tensor_core.cu, PhaseSums).
+// Without the macro a mark is empty and the kernel is unchanged.
+
+namespace hla::fast::gpu::detail::phases {
+
+// The parts of one chunk on either side of the block, in the order they close.
+enum Phase {
+  inputs,    // waiting for the chunk's inputs
+  partner,   // waiting for the other side: the key side for the buffers of c % 2 (then issuing the
+             // loads), the value side for U
+  publish,   // the warpgroup's barrier (the value side: with the last chunk's outputs' store issued)
+  first,     // the products up to the wait for the masked operand's product
+  masked,    // the masked operand and the products after it
+  handover,  // the key side: U (X) rounded into the buffers; the value side: the outputs staged
+  state,     // the barrier before the state's rounding, the rounding, the decay
+  count
+};
+inline constexpr const char* names[count] = {"inputs", "partner",  "publish", "first",
+                                             "masked", "handover", "state"};
+
+struct Clock {
+#if defined(HLA_FAST_PHASES)
+  long long sums[count] = {};
+  long long last = now();
+  __device__ static long long now() {
+#if defined(__CUDA_ARCH__)
+    return clock64();
+#else
+    return 0;  // the host pass of nvcc: never called there
+#endif
+  }
+  __device__ void mark(Phase phase) {
+    const long long at = now();
+    sums[phase] += at - last;
+    last = at;
+  }
+  // to[(block * 2 + side) * count + phase], side 0 the key side.
+  __device__ void store(long long* to) const {
+    if (to == nullptr || threadIdx.x % 128 != 0) return;
+    for (int i = 0; i < count; ++i) to[(blockIdx.x * 2 + threadIdx.x / 128) * count + i] = sums[i];
+  }
+#else
+  __device__ void mark(Phase) {}
+  __device__ void store(long long*) const {}
+#endif
+};
+
+}  // namespace hla::fast::gpu::detail::phases
