@@ -524,7 +524,7 @@ __device__ void key_side(const Block& b) {
 //   ahla: A = Q K^T again, O = diag(g^tau) Q E + (A . L_g) X, E = g^64 E + K^T (D X)
 //   (den = diag(g^tau) Q n + A x, n = g^64 n + K^T (D x));
 // the summary pass: hla2 F, C += Q^T (D V) (f, m += Q^T (D 1)); ahla E, D += K^T Q (n).
-// It loads the inputs, stages the outputs and stores them.
+// It stages the outputs and stores them (the key side loads the inputs: Block).
 template <bool Ahla, Pass pass, bool Normalized, bool Decayed>
 __device__ void value_side(const Block& b) {
   const Arguments& args = b.args;
