@@ -1092,78 +1092,9 @@ __global__ void __launch_bounds__(threads, 1)
   }
 }
 
-// The carry-ins of every segment of one sequence-head (block): the running combination of the
-// summaries before it, in float32 on the ordinary cores. Segment 0 starts from zero and needs none.
-// With l = g^L for a segment of L tokens (every summarized segment has L = 64 segment_chunks):
-//   hla2: F = l^2 F + F_g + l S C_g, f = l^2 f + f_g + l S m_g, then S = l S + S_g;
-//   ahla: E = l E + E_g + l D_g P, n = l n + n_g + l D_g m, then P = l P + P_g, m = l m + m_g.
-// The vectors only when Normalized (the summaries have them only then).
-template <bool Ahla, bool Normalized>
-__global__ void __launch_bounds__(256)
-    carry_kernel(const float* summaries, float* carries, int segments, std::int64_t segment_tokens,
-                 std::int64_t heads_per_batch, const double* head_decays, double decay) {
-  __shared__ float state1[matrix_floats], third[matrix_floats], vector1[width];
-  const std::int64_t head = blockIdx.x;
-  const double gamma = head_decays ? head_decays[head % heads_per_batch] : decay;
-  const float l = static_cast<float>(pow(gamma, static_cast<double>(segment_tokens)));
-  const float l2 = static_cast<float>(pow(gamma, 2.0 * static_cast<double>(segment_tokens)));
-  const float l_second = Ahla ? l : l2;  // the second state's decay over a segment
-  float state2[matrix_floats / 256];     // this thread's entries of the running F (E)
-  float vector2 = 0;                     // threads 0..63: entry of the running f (n)
-  for (int i = threadIdx.x; i < matrix_floats; i += 256) state1[i] = 0;
-  if (threadIdx.x < width) vector1[threadIdx.x] = 0;
-#pragma unroll
-  for (int e = 0; e < matrix_floats / 256; ++e) state2[e] = 0;
-  for (int g = 0; g + 1 < segments; ++g) {
-    const float* summary = summaries + (head * (segments - 1) + g) * summary_floats(false);
-    const float* summary_vector2 = summary + 3 * matrix_floats;
-    const float* summary_vector1 = summary_vector2 + width;
-    __syncthreads();  // the last step's reads of state1, vector1 and third are done
-    for (int i = threadIdx.x; i < matrix_floats; i += 256) third[i] = summary[2 * matrix_floats + i];
-    __syncthreads();
-    float* carry = carries + (head * segments + g + 1) * carry_floats(false);
-#pragma unroll
-    for (int e = 0; e < matrix_floats / 256; ++e) {
-      const int i = threadIdx.x + 256 * e, r = i / width, c = i % width;
-      float product = 0;  // hla2: (S C_g)(r, c);  ahla: (D_g P)(r, c)
-      for (int j = 0; j < width; ++j)
-        product = Ahla ? fmaf(third[r * width + j], state1[j * width + c], product)
-                       : fmaf(state1[r * width + j], third[j * width + c], product);
-      state2[e] = l_second * state2[e] + summary[matrix_floats + i] + l * product;
-      carry[matrix_floats + i] = state2[e];
-    }
-    if (Normalized && threadIdx.x < width) {
-      const int r = threadIdx.x;
-      float product = 0;  // hla2: (S m_g)(r);  ahla: (D_g m)(r)
-      for (int j = 0; j < width; ++j)
-        product = Ahla ? fmaf(third[r * width + j], vector1[j], product)
-                       : fmaf(state1[r * width + j], summary_vector1[j], product);
-      vector2 = l_second * vector2 + summary_vector2[r] + l * product;
-      carry[2 * matrix_floats + r] = vector2;
-    }
-    __syncthreads();  // every product has read state1 and vector1
-    for (int i = threadIdx.x; i < matrix_floats; i += 256) {
-      state1[i] = l * state1[i] + summary[i];
-      carry[i] = state1[i];
-    }
-    if (Ahla && Normalized && threadIdx.x < width) {
-      vector1[threadIdx.x] = l * vector1[threadIdx.x] + summary_vector1[threadIdx.x];
-      carry[2 * matrix_floats + width + threadIdx.x] = vector1[threadIdx.x];
-    }
-  }
-}
-
-// hla3's carry-ins (Hla3Segments::combine, A the running carry, B segment g's summary, rho_B = l =
-// g^L), in float32 fmaf steps on the ordinary cores, the sums of products in the order of j:
-//   T = X_g + l (S^Q_g P),  t = x_g + l (S^Q_g m),
-//   F = l (S T + Y_g P) + (l^3 F + F_g),  eta = l (S t + Y_g m) + (l^3 eta + eta_g),
-//   then S = l S + S_g, P = l P + P_g, m = l m + m_g
-// (l S_A X_B + l^2 S_A S^Q_B P_A + l Y_B P_A, Hla3Segments' cross terms). The vectors only when
-// Normalized. Shared memory: the left factors S, S^Q_g, Y_g in rows of 65 floats (a warp's rows fall
-// in distinct banks), the right ones P, T in rows of 64, then m and t.
+// The carry kernels' 64 x 64 x 64 products on the ordinary cores: the left factor in rows of
+// padded_row floats (a warp's rows fall in distinct banks), the right one in rows of width.
 constexpr int padded_row = width + 1;
-constexpr int hla3_carry_shared_bytes = (3 * width * padded_row + 2 * matrix_floats + 2 * width) * 4;
-
 // acc += a b for thread t's 4 x 4 entries (rows 4 (t / 16) + i, columns 4 (t % 16) + j), a with rows of
 // padded_row floats, b with rows of width: one fmaf per product, in the order of the inner index.
 __device__ void accumulate_product(float (&acc)[4][4], const float* a, const float* b) {
@@ -1180,6 +1111,87 @@ __device__ void accumulate_product(float (&acc)[4][4], const float* a, const flo
     }
   }
 }
+
+// The carry-ins of every segment of one sequence-head (block): the running combination of the
+// summaries before it, in float32 on the ordinary cores. Segment 0 starts from zero and needs none.
+// With l = g^L for a segment of L tokens (every summarized segment has L = 64 segment_chunks):
+//   hla2: F = l^2 F + F_g + l S C_g, f = l^2 f + f_g + l S m_g, then S = l S + S_g;
+//   ahla: E = l E + E_g + l D_g P, n = l n + n_g + l D_g m, then P = l P + P_g, m = l m + m_g.
+// The vectors only when Normalized (the summaries have them only then). The product's left factor
+// is hla2's running S and ahla's D_g, its right one hla2's C_g and ahla's running P.
+template <bool Ahla, bool Normalized>
+__global__ void __launch_bounds__(256)
+    carry_kernel(const float* summaries, float* carries, int segments, std::int64_t segment_tokens,
+                 std::int64_t heads_per_batch, const double* head_decays, double decay) {
+  __shared__ float left[width * padded_row], right[matrix_floats], vector1[width];
+  float* const state1 = Ahla ? right : left;  // the running S (P)
+  float* const third = Ahla ? left : right;   // the segment's C_g (D_g)
+  const auto padded = [](int i) { return i / width * padded_row + i % width; };
+  const auto state1_at = [&](int i) { return Ahla ? i : padded(i); };  // entry i (row-major) of S (P)
+  const auto third_at = [&](int i) { return Ahla ? padded(i) : i; };
+  const std::int64_t head = blockIdx.x;
+  const double gamma = decay::gamma_of(head_decays, heads_per_batch, decay, head);
+  const float l = static_cast<float>(pow(gamma, static_cast<double>(segment_tokens)));
+  const float l2 = static_cast<float>(pow(gamma, 2.0 * static_cast<double>(segment_tokens)));
+  const float l_second = Ahla ? l : l2;  // the second state's decay over a segment
+  const int row = 4 * (threadIdx.x / 16), column = 4 * (threadIdx.x % 16);
+  float state2[4][4] = {};  // this thread's entries of the running F (E)
+  float vector2 = 0;        // threads 0..63: entry of the running f (n)
+  for (int i = threadIdx.x; i < matrix_floats; i += 256) state1[state1_at(i)] = 0;
+  if (threadIdx.x < width) vector1[threadIdx.x] = 0;
+  for (int g = 0; g + 1 < segments; ++g) {
+    const float* summary = summaries + (head * (segments - 1) + g) * summary_floats(false);
+    const float* summary_vector2 = summary + 3 * matrix_floats;
+    const float* summary_vector1 = summary_vector2 + width;
+    __syncthreads();  // the last step's reads of state1, vector1 and third are done
+    for (int i = threadIdx.x; i < matrix_floats; i += 256)
+      third[third_at(i)] = summary[2 * matrix_floats + i];
+    __syncthreads();
+    float* carry = carries + (head * segments + g + 1) * carry_floats(false);
+    float product[4][4] = {};  // hla2: S C_g;  ahla: D_g P
+    accumulate_product(product, left, right);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float4 entries;
+      float* const to = &entries.x;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int at = (row + i) * width + column + j;
+        state2[i][j] = l_second * state2[i][j] + summary[matrix_floats + at] + l * product[i][j];
+        to[j] = state2[i][j];
+      }
+      *reinterpret_cast<float4*>(carry + matrix_floats + (row + i) * width + column) = entries;
+    }
+    if (Normalized && threadIdx.x < width) {
+      const int r = threadIdx.x;
+      float product = 0;  // hla2: (S m_g)(r);  ahla: (D_g m)(r)
+      for (int j = 0; j < width; ++j)
+        product = fmaf(left[r * padded_row + j], Ahla ? vector1[j] : summary_vector1[j], product);
+      vector2 = l_second * vector2 + summary_vector2[r] + l * product;
+      carry[2 * matrix_floats + r] = vector2;
+    }
+    __syncthreads();  // every product has read state1 and vector1
+    for (int i = threadIdx.x; i < matrix_floats; i += 256) {
+      float& entry = state1[state1_at(i)];
+      entry = l * entry + summary[i];
+      carry[i] = entry;
+    }
+    if (Ahla && Normalized && threadIdx.x < width) {
+      vector1[threadIdx.x] = l * vector1[threadIdx.x] + summary_vector1[threadIdx.x];
+      carry[2 * matrix_floats + width + threadIdx.x] = vector1[threadIdx.x];
+    }
+  }
+}
+
+// hla3's carry-ins (Hla3Segments::combine, A the running carry, B segment g's summary, rho_B = l =
+// g^L), in float32 fmaf steps on the ordinary cores, the sums of products in the order of j:
+//   T = X_g + l (S^Q_g P),  t = x_g + l (S^Q_g m),
+//   F = l (S T + Y_g P) + (l^3 F + F_g),  eta = l (S t + Y_g m) + (l^3 eta + eta_g),
+//   then S = l S + S_g, P = l P + P_g, m = l m + m_g
+// (l S_A X_B + l^2 S_A S^Q_B P_A + l Y_B P_A, Hla3Segments' cross terms). The vectors only when
+// Normalized. Shared memory: the left factors S, S^Q_g, Y_g in rows of 65 floats (a warp's rows fall
+// in distinct banks), the right ones P, T in rows of 64, then m and t.
+constexpr int hla3_carry_shared_bytes = (3 * width * padded_row + 2 * matrix_floats + 2 * width) * 4;
 
 template <bool Normalized>
 __global__ void __launch_bounds__(256)
