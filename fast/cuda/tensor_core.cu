@@ -1095,6 +1095,10 @@ __global__ void __launch_bounds__(threads, 1)
 // The carry kernels' 64 x 64 x 64 products on the ordinary cores: the left factor in rows of
 // padded_row floats (a warp's rows fall in distinct banks), the right one in rows of width.
 constexpr int padded_row = width + 1;
+// Where entry i of a row-major 64 x 64 matrix lies in rows of padded_row floats.
+__device__ constexpr int padded(int i) {
+  return i / width * padded_row + i % width;
+}
 // acc += a b for thread t's 4 x 4 entries (rows 4 (t / 16) + i, columns 4 (t % 16) + j), a with rows of
 // padded_row floats, b with rows of width: one fmaf per product, in the order of the inner index.
 __device__ void accumulate_product(float (&acc)[4][4], const float* a, const float* b) {
@@ -1126,7 +1130,6 @@ __global__ void __launch_bounds__(256)
   __shared__ float left[width * padded_row], right[matrix_floats], vector1[width];
   float* const state1 = Ahla ? right : left;  // the running S (P)
   float* const third = Ahla ? left : right;   // the segment's C_g (D_g)
-  const auto padded = [](int i) { return i / width * padded_row + i % width; };
   const auto state1_at = [&](int i) { return Ahla ? i : padded(i); };  // entry i (row-major) of S (P)
   const auto third_at = [&](int i) { return Ahla ? padded(i) : i; };
   const std::int64_t head = blockIdx.x;
@@ -1215,7 +1218,6 @@ __global__ void __launch_bounds__(256)
   for (int i = threadIdx.x; i < width * padded_row; i += 256) key_moment[i] = 0;
   for (int i = threadIdx.x; i < matrix_floats; i += 256) key_value[i] = 0;
   if (threadIdx.x < width) key_mass[threadIdx.x] = 0;
-  const auto padded = [](int i) { return i / width * padded_row + i % width; };
   for (int g = 0; g + 1 < segments; ++g) {
     const float* summary = summaries + (head * (segments - 1) + g) * summary_floats(true);
     const float *key_moment_g = summary, *key_value_g = summary + matrix_floats,
