@@ -197,6 +197,8 @@ def main():
     parser.add_argument("--n", default="1024,2048,4096,16384,65536")
     parser.add_argument("--methods", default="scan,streaming,fast")
     parser.add_argument("--backward-n", default="4096,65536", help="lengths of the forward + backward table; empty: none")
+    parser.add_argument("--head-sizes", default="32,64",
+                        help="d = dv of the fast path's head-size table (at the longest --n); empty: none")
     args = parser.parse_args()
     if os.path.exists(args.out):
         sys.exit(f"--out {args.out}: exists; give a path that does not (the benchmark does not replace files)")
@@ -267,6 +269,9 @@ def main():
     if backward_lengths:
         torch.cuda.empty_cache()  # the forward peers' memory back before the backward runs
         lines += ["", *backward_table(args.binary, batch, heads, d, dv, chunk, backward_lengths)]
+    head_sizes = [int(x) for x in args.head_sizes.split(",") if x]
+    if head_sizes:
+        lines += ["", *head_size_table(args.binary, batch, heads, head_sizes, max(lengths))]
     table = "\n".join(lines)
     print(table)
     with open(args.out, "x") as f:  # created here: never an existing file
@@ -315,6 +320,38 @@ def backward_table(binary, batch, heads, d, dv, chunk, lengths):
                          f"| {fast_normalized:.2f} "
                          f"| {peer:.2f} | {sdpa[n]:.2f} | {fla[n]:.2f} | {fast_decayed / fla[n]:.2f} |")
             print(lines[-1], flush=True)
+    return lines
+
+
+def head_size_table(binary, batch, heads, sizes, n):
+    """The fast path at each head size d = dv (narrower than 64: read zero-padded to the tiles' 64
+    columns): hla2, ahla and hla3 forward with bf16 output, hla2 and ahla forward with checkpoints plus
+    backward, and each time's ratio to d = dv = 64's (nan where 64 is not in the table)."""
+    times = {}
+    for size in sizes:
+        for pass_, variants in (("forward", ",".join(PEERS)), ("train", "hla2,ahla")):
+            command = [binary, "--batch", str(batch), "--heads", str(heads), "--d", str(size), "--dv", str(size),
+                       "--n", str(n), "--methods", "fast", "--precisions", "bf16", "--variants", variants,
+                       "--reps", "3", "--pass", pass_] + (["--out", "bf16"] if pass_ == "forward" else [])
+            result = subprocess.run(command, capture_output=True, text=True)
+            if result.returncode != 0:
+                sys.exit(f"{binary} failed: {result.stderr.strip()}")
+            for r in csv.DictReader(io.StringIO(result.stdout)):
+                times[r["variant"], size, pass_] = float(r["median_ms"])
+    lines = [
+        f"Head sizes on the fast path, B = {batch}, H = {heads}, n = {n}, bf16 inputs: the forward with bf16 "
+        "output, and forward (writing the checkpoints) plus backward (`--pass train`), unnormalized, gamma = 1; "
+        "ratios to d = dv = 64 in the same run.",
+        "",
+        "| variant | d = dv | forward ms | forward / d = 64 | fwd + bwd ms | fwd + bwd / d = 64 |",
+        "|---|---|---|---|---|---|",
+    ]
+    for variant in PEERS:
+        for size in sizes:
+            forward, train = (times.get((variant, size, p), math.nan) for p in ("forward", "train"))
+            base_forward, base_train = (times.get((variant, 64, p), math.nan) for p in ("forward", "train"))
+            lines.append(f"| {variant} | {size} | {forward:.3f} | {forward / base_forward:.2f} | {train:.2f} | "
+                         f"{train / base_train:.2f} |")
     return lines
 
 

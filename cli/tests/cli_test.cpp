@@ -357,8 +357,8 @@ TEST_CASE("cli/eval on the GPU or a one-line reason why not", "[cli]") {
   }
   check_rejected(w, w.eval("--variant hla2 --impl gpu --scalar exact"), "--impl gpu",
                  unavailable ? "" : "no GPU form");
-  // The fast path: what it covers is checked first, then the device; the workspace's heads are
-  // narrower than its d = dv = 64.
+  // The fast path: what it covers is checked first, then the device; the workspace's heads (d = 2,
+  // dv = 1) are not the multiples of 8 it takes.
   check_rejected(w, w.eval("--variant hla2 --ridge 1/2 --decay 1/2 --impl gpu-fast --scalar f32"),
                  "--impl gpu-fast", "(not both)");
   check_rejected(w, w.eval("--variant hla3 --unmasked --impl gpu-fast --scalar f32"), "--impl gpu-fast",
@@ -368,7 +368,7 @@ TEST_CASE("cli/eval on the GPU or a one-line reason why not", "[cli]") {
   if (unavailable) {
     check_rejected(w, r, "--impl gpu-fast", "");
   } else {
-    check_rejected(w, r, "fast path", "d = dv = 64");
+    check_rejected(w, r, "fast path", "d and dv must be multiples of 8 up to 64");
   }
 }
 

@@ -58,17 +58,19 @@ void launch_round_to_float(const double* from, float* to, std::int64_t count, CU
 template <class In>
 void launch_fill_gaussian(In* data, std::int64_t count, std::uint64_t seed, float scale, CUstream_st* stream);
 
-// The tensor-core path (tensor_core.cu): masked hla2, ahla or hla3, d = dv = 64, any n, over `heads`
-// sequence-heads of `length` tokens (the batch's heads one after another).
+// The tensor-core path (tensor_core.cu): masked hla2, ahla or hla3, d and dv multiples of 8 up to 64
+// (the tiles are 64 wide: narrower heads load zero-padded), any n, over `heads` sequence-heads of
+// `length` tokens (the batch's heads one after another).
 struct FastLaunch {
   Variant variant = Variant::hla2;
+  int key_dim = 64, value_dim = 64;
   bool normalize = false;
   double decay = 1;                     // every head's gamma, unless head_decays
   float ridge = 0;                      // hla2 without decay
   const double* head_decays = nullptr;  // device: gamma of each head of a batch (heads_per_batch)
   std::int64_t heads_per_batch = 1;
   float eps = 0;        // normalized: out = num / (den + eps)
-  void* out = nullptr;  // [heads, length, 64], float32 or bf16
+  void* out = nullptr;  // [heads, length, value_dim], float32 or bf16
   bool bf16_out = false;
   float* den = nullptr;  // normalized only: out gets num (float32) and den [heads, length] the denominators
   void* checkpoints = nullptr;  // [heads, chunks] of checkpoint_bytes(normalize): each chunk's state operands
@@ -86,12 +88,13 @@ constexpr std::int64_t checkpoint_bytes(bool normalized) {
 void launch_fast(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
                  const BFloat16* k, const BFloat16* v, CUstream_st* stream);
 
-// The fast path's backward (masked hla2 or ahla, normalized or not, any decay or hla2's ridge): dq, dk, dv
-// [heads, length, 64] in float32 from q, k, v, the adjoint of num d_num [heads, length, 64] in bf16 (dO,
-// unnormalized), normalized the adjoint of den d_den [heads, length] in float32, and the forward's
-// checkpoints.
+// The fast path's backward (masked hla2 or ahla, normalized or not, any decay or hla2's ridge): dq, dk
+// [heads, length, key_dim] and dv [heads, length, value_dim] in float32 from q, k, v, the adjoint of num
+// d_num [heads, length, value_dim] in bf16 (dO, unnormalized), normalized the adjoint of den d_den
+// [heads, length] in float32, and the forward's checkpoints (64-wide tiles whatever d and dv).
 struct FastBackwardLaunch {
   bool ahla = false;
+  int key_dim = 64, value_dim = 64;
   bool normalize = false;
   const float* d_den = nullptr;         // normalized only
   double decay = 1;                     // every head's gamma, unless head_decays

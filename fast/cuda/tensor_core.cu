@@ -1,14 +1,15 @@
 // The fast path: masked hla2, ahla and hla3 on the matrix units, corrected forms (docs/findings.md F1
-// for decayed hla2, F2 for hla3), normalized or not, decay gamma in (0, 1] per head; bf16 inputs, float32
-// accumulation and state, d = dv = 64, chunks of 64 tokens (the last one may be short: rows past n
-// load as zeros and are not stored), outputs in float32 or bf16. One block per sequence-head walks
-// its chunks in order, so the scan over chunk summaries is the running state itself and never
-// touches device memory; every step of a chunk is a 64 x 64 x 64 product issued asynchronously on
-// Hopper's warpgroup matrix units (wgmma.cuh), and the state sums stay in the accumulator
-// registers for the whole sequence. The block's two warpgroups split each chunk's dependent chain
-// in two: the key side (A, U or X, the key-side state) hands U (X) to the value side (W, the
-// outputs, the value-side state) through shared memory and goes on to the next chunk, so that one
-// side's products run while the other converts. The inputs arrive by the tensor memory accelerator
+// for decayed hla2, F2 for hla3), normalized or not, decay gamma in (0, 1] per head; bf16 inputs,
+// float32 accumulation and state, tiles of 64 columns (d and dv multiples of 8 up to 64: columns past
+// d or dv load as zeros, and the outputs leave in rows of dv), chunks of 64 tokens (the last one may
+// be short: rows past n load as zeros and are not stored), outputs in float32 or bf16. One block per
+// sequence-head walks its chunks in order, so the scan over chunk summaries is the running state
+// itself and never touches device memory; every step of a chunk is a 64 x 64 x 64 product issued
+// asynchronously on Hopper's warpgroup matrix units (wgmma.cuh), and the state sums stay in the
+// accumulator registers for the whole sequence. The block's two warpgroups split each chunk's
+// dependent chain in two: the key side (A, U or X, the key-side state) hands U (X) to the value side
+// (W, the outputs, the value-side state) through shared memory and goes on to the next chunk, so that
+// one side's products run while the other converts. The inputs arrive by the tensor memory accelerator
 // (TMA), chunks ahead, and each chunk's outputs leave by one bulk copy, so the warpgroups' own
 // instructions are the products and the conversions between them.
 //
@@ -59,7 +60,7 @@ using wgmma::load_rows;
 using wgmma::Major;
 using wgmma::store_rows;
 
-constexpr int width = wgmma::width;  // C = d = dv
+constexpr int width = wgmma::width;  // C, and the tiles' d and dv (narrower heads zero-padded)
 constexpr int group_threads = 128;   // a warpgroup
 constexpr int threads = 2 * group_threads;  // the key side and the value side
 // Chunks of input in shared memory: a chunk's buffers stay taken from the key side's start of it to
@@ -206,13 +207,15 @@ __device__ void publish_group() {
   sync_group();
 }
 
-// A 64 x 64 matrix, row-major (shared or device memory), from an accumulator (float32:
-// wgmma::store_rows; the other way, wgmma::load_rows).
-__device__ void store_rows(Bf* to, const Accumulator& o) {
+// Columns 0 .. columns - 1 (an even number) of a 64 x 64 matrix, row-major with rows of `columns`
+// (shared or device memory), from an accumulator (float32: wgmma::store_rows; the other way,
+// wgmma::load_rows).
+__device__ void store_rows(Bf* to, const Accumulator& o, int columns) {
 #pragma unroll
   for (int i = 0; i < 32; i += 2)
-    *reinterpret_cast<__nv_bfloat162*>(to + Accumulator::row(i) * width + Accumulator::column(i)) =
-        __floats2bfloat162_rn(o.x[i], o.x[i + 1]);
+    if (Accumulator::column(i) < columns)
+      *reinterpret_cast<__nv_bfloat162*>(to + Accumulator::row(i) * columns + Accumulator::column(i)) =
+          __floats2bfloat162_rn(o.x[i], o.x[i + 1]);
 }
 // Column 0 of a Column to or from 64 floats.
 __device__ void store_vector(float* to, const Column& c) {
@@ -250,6 +253,7 @@ constexpr int carry_floats(bool third) {
 struct Arguments {
   std::int64_t length, segment_chunks;
   int segments;
+  int value_dim;  // the outputs' columns (dv <= 64; the value tiles' columns past it are zeros)
   std::int64_t heads_per_batch;
   const double* head_decays;
   double decay;
@@ -273,7 +277,7 @@ struct Arguments {
 
 // The outputs of a chunk's accumulators: normalized, O times 1 / (den + eps) row by row (IEEE
 // float32 operations, so that the terms give the same outputs on the host), then into the staging
-// buffer as float32 or bf16; the terms' den goes straight to device memory (rows up to n).
+// buffer as float32 or bf16, rows of dv; the terms' den goes straight to device memory (rows up to n).
 template <bool Normalized>
 __device__ void stage_outputs(const Arguments& args, Accumulator& o, const Column& den,
                               unsigned char* staging, std::int64_t first_row, int rows) {
@@ -294,9 +298,9 @@ __device__ void stage_outputs(const Arguments& args, Accumulator& o, const Colum
     }
   }
   if (args.bf16_out) {
-    store_rows(reinterpret_cast<Bf*>(staging), o);
+    store_rows(reinterpret_cast<Bf*>(staging), o, args.value_dim);
   } else {
-    store_rows(reinterpret_cast<float*>(staging), o);
+    wgmma::store_rows(reinterpret_cast<float*>(staging), o, width, args.value_dim);
   }
 }
 
@@ -345,7 +349,7 @@ struct Block {
   __device__ int element_bytes() const { return args.bf16_out ? 2 : 4; }
   __device__ unsigned char* output_rows(std::int64_t c) const {
     return static_cast<unsigned char*>(args.out) +
-           (head * args.length + (first + c) * width) * width * element_bytes();
+           (head * args.length + (first + c) * width) * args.value_dim * element_bytes();
   }
   // The rows of chunk c that exist: those of a short last chunk only. Zero rows of q, k, v add
   // nothing to any sum or product, so the existing rows are those of the whole chunk.
@@ -354,7 +358,7 @@ struct Block {
   }
   // By the value side's leader: chunk c's staged outputs to device memory.
   __device__ void store_outputs(std::int64_t c) const {
-    start_storing(output_rows(c), s.output(c), rows_of(c) * width * element_bytes());
+    start_storing(output_rows(c), s.output(c), rows_of(c) * args.value_dim * element_bytes());
   }
   // Chunk c's checkpoint in device memory (the outputs pass, when asked for).
   template <bool Normalized>
@@ -1021,8 +1025,8 @@ __device__ void hla3_value_side(const Block& b) {
 
 enum class Algebra { hla2, ahla, hla3 };
 
-// q, k, v: tensor maps of the [heads, length, 64] inputs with 64 x 64 boxes (a short last chunk
-// read with zeros past the end).
+// q, k, v: tensor maps of the [heads, length, d or dv] inputs with 64 x 64 boxes (a short last chunk
+// read with zeros past the end, a narrower head with zeros past its columns).
 // Decayed: some head's gamma is not 1 (the kernel takes any gamma, 1 included; without Decayed it
 // skips the decay's work). Ridge: hla2's ridge, gamma = 1.
 template <Algebra algebra, Pass pass, bool Normalized, bool Decayed, bool Ridge>
@@ -1340,11 +1344,13 @@ void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, cons
         "cudaFuncSetAttribute");
   const std::int64_t chunks = (length + width - 1) / width;  // the last one may be short
   const Split split = split_sequences(heads, chunks);
-  const CUtensorMap q_map = tma::tile_map(q, heads, length), k_map = tma::tile_map(k, heads, length),
-                    v_map = tma::tile_map(v, heads, length);
+  const CUtensorMap q_map = tma::tile_map(q, heads, length, how.key_dim),
+                    k_map = tma::tile_map(k, heads, length, how.key_dim),
+                    v_map = tma::tile_map(v, heads, length, how.value_dim);
   const Arguments args{.length = length,
                        .segment_chunks = split.segment_chunks,
                        .segments = split.segments,
+                       .value_dim = how.value_dim,
                        .heads_per_batch = how.heads_per_batch,
                        .head_decays = how.head_decays,
                        .decay = how.decay,

@@ -1,6 +1,7 @@
 // The fast path's backward: masked hla2 and ahla, normalized or not, decay gamma in (0, 1] per head
-// or hla2's ridge (gamma = 1), on the matrix units (bf16 operands, float32 sums), d = dv = 64, chunks of 64
-// tokens (the last one may be short). One block (one warpgroup) per sequence-head walks its chunks from the
+// or hla2's ridge (gamma = 1), on the matrix units (bf16 operands, float32 sums), tiles of 64 columns (d
+// and dv multiples of 8 up to 64, read zero-padded as the forward's), chunks of 64 tokens (the last one
+// may be short). One block (one warpgroup) per sequence-head walks its chunks from the
 // last to the first, carrying the adjoints of the two states in accumulator registers; each chunk's forward
 // states come from the checkpoints the forward wrote at chunk boundaries (tensor_core.cu,
 // Arguments::checkpoints: the bf16 tiles its products read), and the chunk's products are
@@ -159,11 +160,18 @@ __device__ void publish_shared() {
   __syncthreads();
 }
 
-// Where a chunk's gradients go: rows first_row / 64 .. of dq, dk, dv, `rows` of them.
+// Where a chunk's gradients go: `rows` rows from token first_token (of all sequence-heads) of dq, dk
+// (rows of key_dim) and dv (rows of value_dim); the tiles' columns past those are zeros' gradients.
 struct Gradient {
   float *dq, *dk, *dv;
-  std::int64_t first_row;
-  int rows;
+  std::int64_t first_token;
+  int rows, key_dim, value_dim;
+  __device__ void store_dq(const Accumulator& g) const { store(dq, key_dim, g); }
+  __device__ void store_dk(const Accumulator& g) const { store(dk, key_dim, g); }
+  __device__ void store_dv(const Accumulator& g) const { store(dv, value_dim, g); }
+  __device__ void store(float* to, int columns, const Accumulator& g) const {
+    wgmma::store_rows(to + first_token * columns, g, rows, columns);
+  }
 };
 
 // Sums: the float32 adjoints of the states, in: after the chunk, out: before it. Normalized, each
@@ -400,7 +408,7 @@ __device__ void hla2_chunk(const Tiles<Decayed, Normalized>& s, const Chunk& now
     wgmma::commit();
     wgmma::wait<2>();
     wgmma::fence_operand(d_v);
-    wgmma::store_rows(g.dv + g.first_row, d_v, g.rows);
+    g.store_dv(d_v);
     wgmma::wait<1>();
     wgmma::fence_operand(d_a);
     wgmma::store_operand(round_masked(d_a, s, 1), s.da);
@@ -428,10 +436,10 @@ __device__ void hla2_chunk(const Tiles<Decayed, Normalized>& s, const Chunk& now
         d_q, [&](int r) { return s.power(2 * r + 2) * s.dd[r]; },
         [&](int c) { return __bfloat162float(now.vector2[c]); });
   if (!Decayed && ridge != 0) wgmma::add_tile(d_q, s.du, ridge);
-  wgmma::store_rows(g.dq + g.first_row, d_q, g.rows);
+  g.store_dq(d_q);
   wgmma::wait<0>();
   wgmma::fence_operand(d_k);
-  wgmma::store_rows(g.dk + g.first_row, d_k, g.rows);
+  g.store_dk(d_k);
 }
 
 // ahla's dX = A^T dO + D K dE' and dE = g^64 dE' + Q^T diag(g^tau) dO, after A's tile is published;
@@ -527,7 +535,7 @@ __device__ void ahla_chunk(const Tiles<Decayed, Normalized>& s, const Chunk& now
     wgmma::store_operand(round_masked(d_a, s, 1), s.da);
     wgmma::wait<1>();
     wgmma::fence_operand(d_v);
-    wgmma::store_rows(g.dv + g.first_row, d_v, g.rows);
+    g.store_dv(d_v);
   }
   publish_shared();
 
@@ -552,7 +560,7 @@ __device__ void ahla_chunk(const Tiles<Decayed, Normalized>& s, const Chunk& now
     add_outer(d_q, offset_times(s.dd), [&](int c) { return __bfloat162float(now.vector2[c]); });
     add_outer(d_q, offset_times(s.dx), [&](int c) { return __bfloat162float(now.vector1[c]); });
   }
-  wgmma::store_rows(g.dq + g.first_row, d_q, g.rows);
+  g.store_dq(d_q);
   wgmma::wait<0>();
   wgmma::fence_operand(d_k);
   if constexpr (Normalized) {
@@ -563,7 +571,7 @@ __device__ void ahla_chunk(const Tiles<Decayed, Normalized>& s, const Chunk& now
     add_outer(
         d_k, [&](int r) { return s.power(width - 1 - r); }, [&](int c) { return s.d_vector1[c]; });
   }
-  wgmma::store_rows(g.dk + g.first_row, d_k, g.rows);
+  g.store_dk(d_k);
 }
 
 // Sequences split into segments (segments.cuh) when the sequence-heads alone leave SMs idle. The
@@ -665,6 +673,7 @@ __device__ void ahla_summary_chunk(const Tiles<Decayed, Normalized>& s, const Ch
 struct Arguments {
   std::int64_t length, segment_chunks;
   int segments;
+  int key_dim, value_dim;  // dq, dk's and dv's columns (<= 64; the tiles' columns past them are zeros)
   const unsigned char* checkpoints;
   const float* d_den;  // normalized: dd [heads, length]
   float *dq, *dk, *dv;
@@ -676,11 +685,11 @@ struct Arguments {
   float* summaries;      // the summary pass: (dS0, dF0, M and the vectors) of each segment but the first
 };
 
-// q, k, v, d_num: tensor maps of the [heads, length, 64] bf16 inputs with 64 x 64 boxes (a short last
-// chunk read with zeros past the end); checkpoints: the forward's, [heads, chunks] of
-// checkpoint_bytes(Normalized). Decayed: some head's gamma is not 1 (the kernel takes any gamma, 1
-// included). One block per segment (of each sequence-head); the summary pass has one for each segment
-// but the first.
+// q, k, v, d_num: tensor maps of the [heads, length, d or dv] bf16 inputs with 64 x 64 boxes (a short
+// last chunk read with zeros past the end, a narrower head with zeros past its columns); checkpoints: the
+// forward's, [heads, chunks] of checkpoint_bytes(Normalized). Decayed: some head's gamma is not 1 (the kernel
+// takes any gamma, 1 included). One block per segment (of each sequence-head); the summary pass has one for
+// each segment but the first.
 template <bool Ahla, bool Decayed, bool Normalized, Pass pass>
 __global__ void __launch_bounds__(threads, 1)
     fast_backward_kernel(const __grid_constant__ CUtensorMap q, const __grid_constant__ CUtensorMap k,
@@ -778,8 +787,13 @@ __global__ void __launch_bounds__(threads, 1)
         });
       }
     } else {
-      const Gradient g{args.dq, args.dk, args.dv, (head * length + c * width) * width,
-                       static_cast<int>(std::min<std::int64_t>(width, length - c * width))};
+      const Gradient g{args.dq,
+                       args.dk,
+                       args.dv,
+                       head * length + c * width,
+                       static_cast<int>(std::min<std::int64_t>(width, length - c * width)),
+                       args.key_dim,
+                       args.value_dim};
       if constexpr (Ahla) {
         ahla_chunk(s, s.chunk(i), decay, d, g);
       } else {
@@ -894,11 +908,15 @@ void launch(const FastBackwardLaunch& how, std::int64_t heads, std::int64_t leng
           "cudaFuncSetAttribute");
   const std::int64_t chunks = (length + width - 1) / width;
   const Split split = split_sequences(heads, chunks);
-  const CUtensorMap q_map = tma::tile_map(q, heads, length), k_map = tma::tile_map(k, heads, length),
-                    v_map = tma::tile_map(v, heads, length), d_num_map = tma::tile_map(d_num, heads, length);
+  const CUtensorMap q_map = tma::tile_map(q, heads, length, how.key_dim),
+                    k_map = tma::tile_map(k, heads, length, how.key_dim),
+                    v_map = tma::tile_map(v, heads, length, how.value_dim),
+                    d_num_map = tma::tile_map(d_num, heads, length, how.value_dim);
   const Arguments args{.length = length,
                        .segment_chunks = split.segment_chunks,
                        .segments = split.segments,
+                       .key_dim = how.key_dim,
+                       .value_dim = how.value_dim,
                        .checkpoints = static_cast<const unsigned char*>(how.checkpoints),
                        .d_den = how.d_den,
                        .dq = how.dq,

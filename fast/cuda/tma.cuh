@@ -102,10 +102,12 @@ inline void require_hopper() {
   }
 }
 
-// The tensor map of a [heads, length, 64] bf16 tensor, read in 64 x 64 boxes of one head into
-// 128-byte swizzled tiles; a box reaching past a head's length is filled with zeros there, so a
-// sequence's last chunk may be short (CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE fills zeros).
-inline CUtensorMap tile_map(const BFloat16* data, std::int64_t heads, std::int64_t length) {
+// The tensor map of a [heads, length, columns] bf16 tensor (columns a multiple of 8, at most 64: rows
+// of whole 16-byte pieces), read in 64 x 64 boxes of one head into 128-byte swizzled tiles; a box
+// reaching past a head's length or its columns is filled with zeros there, so a sequence's last chunk
+// may be short and a narrower head arrives padded to 64 columns (CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE
+// fills zeros).
+inline CUtensorMap tile_map(const BFloat16* data, std::int64_t heads, std::int64_t length, int columns) {
   static const auto encode = [] {
     void* function = nullptr;
     cudaDriverEntryPointQueryResult found{};
@@ -118,9 +120,9 @@ inline CUtensorMap tile_map(const BFloat16* data, std::int64_t heads, std::int64
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(function);
   }();
   CUtensorMap map;
-  const cuuint64_t dims[] = {static_cast<cuuint64_t>(wgmma::width), static_cast<cuuint64_t>(length),
+  const cuuint64_t dims[] = {static_cast<cuuint64_t>(columns), static_cast<cuuint64_t>(length),
                              static_cast<cuuint64_t>(heads)};
-  const cuuint64_t row_bytes = wgmma::width * sizeof(BFloat16);
+  const cuuint64_t row_bytes = static_cast<cuuint64_t>(columns) * sizeof(BFloat16);
   const cuuint64_t strides[] = {row_bytes,
                                 row_bytes * static_cast<cuuint64_t>(length)};  // bytes between rows, heads
   const cuuint32_t box[] = {wgmma::width, wgmma::width, 1}, element_strides[] = {1, 1, 1};

@@ -258,13 +258,13 @@ __device__ inline void round_to_tile_row(const Column& d, __nv_bfloat16* tile,
   tile[Column::row(2)] = __float2bfloat16_rn(d.x[2] * factor[2]);
 }
 
-// Rows 0 .. rows - 1 of a 64 x 64 float32 matrix, row-major (shared or device memory), from an
-// accumulator.
-__device__ inline void store_rows(float* to, const Accumulator& d, int rows = width) {
+// Rows 0 .. rows - 1 and columns 0 .. columns - 1 (an even number) of a 64 x 64 float32 matrix,
+// row-major with rows of `columns` floats (shared or device memory), from an accumulator.
+__device__ inline void store_rows(float* to, const Accumulator& d, int rows = width, int columns = width) {
 #pragma unroll
   for (int i = 0; i < 32; i += 2)
-    if (Accumulator::row(i) < rows)
-      *reinterpret_cast<float2*>(to + Accumulator::row(i) * width + Accumulator::column(i)) =
+    if (Accumulator::row(i) < rows && Accumulator::column(i) < columns)
+      *reinterpret_cast<float2*>(to + Accumulator::row(i) * columns + Accumulator::column(i)) =
           make_float2(d.x[i], d.x[i + 1]);
 }
 

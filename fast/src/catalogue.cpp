@@ -1,6 +1,7 @@
 #include "hla/fast/catalogue.hpp"
 
 #include <algorithm>
+#include <string>
 
 namespace hla::fast {
 namespace {
@@ -316,7 +317,9 @@ std::string implementation_summary(Implementation impl) {
              "modp; also --impl gpu)";
     case gpu_fast:
       return "the fast path on Hopper's matrix units: " + std::string(gpu_fast_coverage) +
-             ", d = dv = 64, any n (the last chunk of 64 may be short); inputs rounded to bf16, sums in "
+             ", d and dv multiples of " + std::to_string(fast_width_step) + " up to " +
+             std::to_string(fast_width) +
+             ", any n (the last chunk of 64 may be short); inputs rounded to bf16, sums in "
              "float32 (--scalar f32); --grad too (hla2 and ahla)";
   }
   return "?";

@@ -485,13 +485,16 @@ void validate_head_decays(const Problem& problem, std::span<const double> head_d
   }
 }
 
-// The shapes the matrix units' kernels take: d = dv = 64 and, tensor-map coordinates being 32-bit,
+// The shapes the matrix units' kernels take: d and dv multiples of fast_width_step up to fast_width
+// (rows of whole 16-byte pieces for the copy engine) and, tensor-map coordinates being 32-bit,
 // batch * heads * n below 2^31; device pointers 16-byte aligned (the copy engine's rows).
 void validate_fast_problem(const Problem& problem, const std::string& what) {
   validate_problem(problem);
-  if (problem.key_dim != 64 || problem.value_dim != 64) {
-    throw Error(what + ": d = dv = 64 only, got d = " + std::to_string(problem.key_dim) +
-                ", dv = " + std::to_string(problem.value_dim));
+  if (!fast_covers_width(problem.key_dim) || !fast_covers_width(problem.value_dim)) {
+    throw Error(what + ": d and dv must be multiples of " + std::to_string(fast_width_step) + " up to " +
+                std::to_string(fast_width) + ", got d = " + std::to_string(problem.key_dim) +
+                ", dv = " + std::to_string(problem.value_dim) +
+                " (the generic GPU kernels, --impl gpu or gpu-streaming, take any)");
   }
   if (problem.batch * problem.heads * problem.length > std::numeric_limits<std::int32_t>::max()) {
     throw Error(what + ": batch * heads * n must be below 2^31, got " +
@@ -551,6 +554,8 @@ void fast_forward(const OperatorSpec& spec, const Problem& problem, const BFloat
   validate_head_decays(problem, head_decays, "fast path");
   detail::FastLaunch how;
   how.variant = spec.variant;
+  how.key_dim = problem.key_dim;
+  how.value_dim = problem.value_dim;
   how.normalize = spec.normalize;
   how.decay = to_double(spec.decay);
   how.ridge = static_cast<float>(to_double(spec.ridge));
@@ -596,6 +601,8 @@ void fast_backward(const OperatorSpec& spec, const Problem& problem, const BFloa
     throw Error("fast backward: dq, dk and dv must start at 8-byte aligned addresses");
   const DeviceDecays decays(head_decays, stream);
   const detail::FastBackwardLaunch how{.ahla = spec.variant == Variant::ahla,
+                                       .key_dim = problem.key_dim,
+                                       .value_dim = problem.value_dim,
                                        .normalize = spec.normalize,
                                        .d_den = d_den,
                                        .decay = to_double(spec.decay),

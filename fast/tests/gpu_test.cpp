@@ -813,23 +813,23 @@ double gamma_of(double k, double u) {
   return k * u / (1 - k * u);
 }
 
-// Gaussian q, k, v scaled by 1/sqrt(d) and rounded to bf16: the values of gaussian_sequence (same
-// generator, same order), without their rationals; q and k by absolute value when `positive`
-// (normalized operators: denominators far from zero).
-Sequence<float> bf16_gaussian_sequence(Rng& rng, Index n, Index d, bool positive = false) {
+// Gaussian q, k (n x d) and v (n x dv, dv = d unless given) scaled by 1/sqrt(d) and rounded to bf16: the
+// values of gaussian_sequence (same generator, same order), without their rationals; q and k by
+// absolute value when `positive` (normalized operators: denominators far from zero).
+Sequence<float> bf16_gaussian_sequence(Rng& rng, Index n, Index d, bool positive = false, Index dv = 0) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-  const auto matrix = [&](bool absolute) {
-    Matrix<float> m(n, d);
+  const auto matrix = [&](bool absolute, Index columns) {
+    Matrix<float> m(n, columns);
     for (Index r = 0; r < n; ++r)
-      for (Index c = 0; c < d; ++c) {
+      for (Index c = 0; c < columns; ++c) {
         const float x =
             fast::gpu::to_float(fast::gpu::to_bfloat16(static_cast<float>(rng.gaussian() * scale)));
         m(r, c) = absolute ? std::abs(x) : x;
       }
     return m;
   };
-  Matrix<float> q = matrix(positive), k = matrix(positive);
-  return {std::move(q), std::move(k), matrix(false)};
+  Matrix<float> q = matrix(positive, d), k = matrix(positive, d);
+  return {std::move(q), std::move(k), matrix(false, dv > 0 ? dv : d)};
 }
 
 float round_to_bf16(float x) {
@@ -849,11 +849,11 @@ std::string describe_case(const FastCase& c) {
   return out.str();
 }
 
-// The fast path on `heads` sequences of n tokens with d = dv = 64: its terms within the bound above
-// of the exact result and within the sum of the two bounds of the generic GPU scan; its outputs
-// (float32 and bf16) the terms' quotient bit for bit, and within their bound.
-void check_fast_path(Index n, Index heads, std::uint64_t seed, const FastCase& fast_case = {}) {
-  const Index d = 64;
+// The fast path on `heads` sequences of n tokens with d key and dv value columns: its terms within the
+// bound above of the exact result and within the sum of the two bounds of the generic GPU scan; its
+// outputs (float32 and bf16) the terms' quotient bit for bit, and within their bound.
+void check_fast_path(Index n, Index heads, std::uint64_t seed, const FastCase& fast_case = {}, Index d = 64,
+                     Index dv = 64) {
   const double u = 0x1p-24, u8 = 0x1p-8;
   for (const Variant variant : {Variant::hla2, Variant::ahla, Variant::hla3}) {
     if (fast_case.ridge != 0 && variant != Variant::hla2) continue;
@@ -866,7 +866,7 @@ void check_fast_path(Index n, Index heads, std::uint64_t seed, const FastCase& f
     const double eps = to_double(spec.eps);
     std::vector<Sequence<float>> inputs;
     Rng rng(seed + static_cast<int>(variant));
-    for (Index h = 0; h < heads; ++h) inputs.push_back(bf16_gaussian_sequence(rng, n, d, spec.normalize));
+    for (Index h = 0; h < heads; ++h) inputs.push_back(bf16_gaussian_sequence(rng, n, d, spec.normalize, dv));
     const std::vector<Terms<float>> got = fast::gpu::fast_terms(spec, inputs);
     const std::vector<Matrix<float>> out32 = fast::gpu::fast_outputs(spec, inputs, false),
                                      out16 = fast::gpu::fast_outputs(spec, inputs, true);
@@ -900,7 +900,7 @@ void check_fast_path(Index n, Index heads, std::uint64_t seed, const FastCase& f
         if (spec.normalize)
           worst = std::max(worst, ratio(std::abs(double(got[h].den(t)) - reference.den(t)), e_d));
         const float inverse = 1.0f / (got[h].den(t) + static_cast<float>(eps));
-        for (Index c = 0; c < d; ++c) {
+        for (Index c = 0; c < dv; ++c) {
           const double e_n = factor * gauge.num(t, c).value() * (1 + 1e-9);
           worst = std::max(worst, ratio(std::abs(double(got[h].num(t, c)) - reference.num(t, c)), e_n));
           // The outputs: the terms' quotient (or num), bit for bit, and within their bound.
@@ -939,12 +939,13 @@ void check_fast_path(Index n, Index heads, std::uint64_t seed, const FastCase& f
       if (spec.normalize) compare(got[h].den, generic[h].den, gauge.den);
     }
     INFO(variant_name(variant) << " " << describe_case(fast_case) << ", n = " << n << ", " << heads
-                               << " heads, d = dv = 64, seed " << seed << ": worst error / bound " << worst
-                               << ", outputs " << worst_output << ", normwise relative error " << normwise
+                               << " heads, d = " << d << ", dv = " << dv << ", seed " << seed
+                               << ": worst error / bound " << worst << ", outputs " << worst_output
+                               << ", normwise relative error " << normwise
                                << ", against the generic GPU scan " << generic_difference);
     std::cout << "  fast " << variant_name(variant) << " " << describe_case(fast_case) << " n = " << n
-              << ": worst error / bound = " << worst << ", outputs " << worst_output
-              << ", normwise relative error = " << normwise
+              << ", d = " << d << ", dv = " << dv << ": worst error / bound = " << worst << ", outputs "
+              << worst_output << ", normwise relative error = " << normwise
               << ", relative difference to the generic scan = " << generic_difference << "\n";
     CHECK(worst <= 1.0);
     CHECK(worst_output <= 1.0);
@@ -1022,6 +1023,16 @@ TEST_CASE("gpu/fast/several segments carry decayed states and denominators", "[g
   check_fast_path(130 * 64 + 5, 2, 20261210, {false, Rational(1023, 1024)});
 }
 
+// Heads narrower than the tiles (the copy engine reads their rows padded with zeros, the outputs leave
+// in rows of dv): d = dv = 32 with every option, and d = 16 with dv = 40 normalized with decay, on two
+// heads of 65 chunks and 17 tokens (two segments, a short last chunk); d = 56 with dv = 8 on three
+// heads of 100 tokens.
+TEST_CASE("gpu/fast/heads narrower than 64 stay within the bf16 bound", "[gpu][fast]") {
+  for (const FastCase& c : fast_cases) check_fast_path(65 * 64 + 17, 2, 20261230, c, 32, 32);
+  check_fast_path(65 * 64 + 17, 2, 20261231, fast_cases[3], 16, 40);
+  check_fast_path(100, 3, 20261232, fast_cases[1], 56, 8);
+}
+
 TEST_CASE("gpu/large/the fast path at n = 65536 stays within the bf16 bound", "[gpu][fast][large]") {
   check_fast_path(65536, 1, 20261201);
   check_fast_path(65536, 1, 20261208, fast_cases[3]);
@@ -1044,17 +1055,17 @@ namespace {
 
 using ReferenceDepth = checking::Depth<53>;
 
-// The float64 reference backward's depths for n tokens, d = dv (the same for every head), from
-// adjoints of depth zero (d_num, and d_den when normalized).
-Gradients<ReferenceDepth> reference_backward_depths(const OperatorSpec& spec, Index n, Index d) {
+// The float64 reference backward's depths for n tokens, d key and dv value columns (the same for every
+// head), from adjoints of depth zero (d_num, and d_den when normalized).
+Gradients<ReferenceDepth> reference_backward_depths(const OperatorSpec& spec, Index n, Index d, Index dv) {
   using D = ReferenceDepth;
   const auto symbolic = [](Index rows, Index cols) {
     return Matrix<D>(Matrix<D>::Constant(rows, cols, D::input()));
   };
   const Terms<D> adjoints{
-      symbolic(n, d), spec.normalize ? Vector<D>(Vector<D>::Constant(n, D::input())) : Vector<D>::Zero(n)};
+      symbolic(n, dv), spec.normalize ? Vector<D>(Vector<D>::Constant(n, D::input())) : Vector<D>::Zero(n)};
   return fast::streaming_gradients(spec, fast::default_form(spec, Implementation::streaming),
-                                   Sequence<D>{symbolic(n, d), symbolic(n, d), symbolic(n, d)},
+                                   Sequence<D>{symbolic(n, d), symbolic(n, d), symbolic(n, dv)},
                                    Upstream<D>::readouts(adjoints));
 }
 
@@ -1114,8 +1125,7 @@ bool same_bits(const Matrix<float>& a, const Matrix<float>& b) {
 }
 
 void check_fast_backward(Variant variant, Index n, Index heads, std::uint64_t seed, Rational decay = 1,
-                         bool normalize = false, Rational ridge = 0) {
-  const Index d = 64;
+                         bool normalize = false, Rational ridge = 0, Index d = 64, Index dv = 64) {
   const OperatorSpec spec{.variant = variant,
                           .normalize = normalize,
                           .eps = Rational(normalize ? 1 : 0, 4),
@@ -1125,14 +1135,14 @@ void check_fast_backward(Variant variant, Index n, Index heads, std::uint64_t se
   std::vector<Sequence<float>> inputs;
   std::vector<Terms<float>> adjoints;
   for (Index h = 0; h < heads; ++h) {
-    inputs.push_back(bf16_gaussian_sequence(rng, n, d, normalize));
-    adjoints.push_back(gaussian_adjoints(rng, n, d, normalize));
+    inputs.push_back(bf16_gaussian_sequence(rng, n, d, normalize, dv));
+    adjoints.push_back(gaussian_adjoints(rng, n, dv, normalize));
   }
   // The exact gradients' rounding depths (one sequential pass in Depth, seconds at n = 8325) are
   // counted beside the GPU's work, and the heads are compared in parallel: the host's references
   // take most of these tests' time.
   std::future<Gradients<ReferenceDepth>> depth_counted =
-      std::async(std::launch::async, [&spec, n, d] { return reference_backward_depths(spec, n, d); });
+      std::async(std::launch::async, [&spec, n, d, dv] { return reference_backward_depths(spec, n, d, dv); });
   const std::vector<Gradients<float>> got = fast::gpu::fast_readout_gradients(spec, inputs, adjoints);
   const std::vector<Matrix<float>> forward = fast::gpu::fast_outputs(spec, inputs, false);
   const Gradients<ReferenceDepth> depth = depth_counted.get();
@@ -1151,11 +1161,11 @@ void check_fast_backward(Variant variant, Index n, Index heads, std::uint64_t se
   label << variant_name(variant) << (normalize ? " normalized" : "");
   if (ridge != 0) label << " ridge " << ridge;
   INFO("fast backward, " << label.str() << ", gamma = " << decay << ", n = " << n << ", " << heads
-                         << " heads, d = dv = 64, seed " << seed << ": worst error / bound " << worst
-                         << ", normwise relative error " << normwise);
+                         << " heads, d = " << d << ", dv = " << dv << ", seed " << seed
+                         << ": worst error / bound " << worst << ", normwise relative error " << normwise);
   std::cout << "  fast backward " << label.str() << " gamma = " << decay << " n = " << n << ", " << heads
-            << " heads: worst error / bound = " << worst << ", normwise relative error = " << normwise
-            << "\n";
+            << " heads, d = " << d << ", dv = " << dv << ": worst error / bound = " << worst
+            << ", normwise relative error = " << normwise << "\n";
   CHECK(worst <= 1.0);
   CHECK(forward_mismatches == 0);
 }
@@ -1228,7 +1238,7 @@ void check_decays_per_head(Variant variant, bool normalize, std::span<const doub
 #pragma omp parallel for schedule(dynamic)
   for (Index i = 0; i < count; ++i)
     compare_fast_gradients(singles[i], inputs[i], adjoints[i], mixed[i],
-                           reference_backward_depths(singles[i], n, 64), worst_of[i], normwise_of[i]);
+                           reference_backward_depths(singles[i], n, 64, 64), worst_of[i], normwise_of[i]);
   for (Index i = 0; i < count; ++i) {
     INFO(variant_name(variant) << (normalize ? " normalized" : "") << ", batch " << batch
                                << ", sequence-head " << i << ", gamma = " << singles[i].decay << ", n = " << n
@@ -1294,6 +1304,80 @@ TEST_CASE("gpu/fast/the backward splits a long sequence of few heads into segmen
         check_fast_backward(variant, 130 * 64 + 5, 1, 20261220, decay, normalize);
 }
 
+// Heads narrower than the tiles: d = dv = 32, unnormalized and normalized, gamma 1 and 63/64, on two
+// heads of 65 chunks and 17 tokens; hla2's ridge at d = 16, dv = 40.
+TEST_CASE("gpu/fast/the backward of heads narrower than 64 stays within the bf16 bound",
+          "[gpu][fast][backward]") {
+  for (const bool normalize : {false, true})
+    for (const Variant variant : {Variant::hla2, Variant::ahla})
+      for (const Rational& decay : {Rational(1), Rational(63, 64)})
+        check_fast_backward(variant, 65 * 64 + 17, 2, 20261233, decay, normalize, 0, 32, 32);
+  check_fast_backward(Variant::hla2, 100, 3, 20261234, 1, true, Rational(1, 2), 16, 40);
+}
+
+namespace {
+
+Matrix<float> pad_columns(const Matrix<float>& m) {
+  Matrix<float> out = Matrix<float>::Zero(m.rows(), fast::fast_width);
+  out.leftCols(m.cols()) = m;
+  return out;
+}
+
+}  // namespace
+
+// A narrower head is its zero-padded head: d = 24, dv = 40 gives, bit for bit, the terms, the bf16
+// outputs and the gradients (with the float32 outputs of the forward that writes the checkpoints) of
+// the same head padded with zero columns to 64 on the host, for every option (each a kernel of its
+// own), on two heads of 3 chunks and 17 tokens.
+TEST_CASE("gpu/fast/a narrower head computes exactly what its zero-padded head does",
+          "[gpu][fast][backward]") {
+  const Index n = 3 * 64 + 17, d = 24, dv = 40;
+  const auto left = [](const Matrix<float>& m, Index columns) { return Matrix<float>(m.leftCols(columns)); };
+  for (const FastCase& c : fast_cases) {
+    for (const Variant variant : {Variant::hla2, Variant::ahla, Variant::hla3}) {
+      if (c.ridge != 0 && variant != Variant::hla2) continue;
+      const OperatorSpec spec{.variant = variant,
+                              .normalize = c.normalize,
+                              .eps = Rational(c.normalize ? 1 : 0, 4),
+                              .ridge = c.ridge,
+                              .decay = c.decay};
+      Rng rng(20261235);
+      std::vector<Sequence<float>> narrow, padded;
+      std::vector<Terms<float>> adjoints, padded_adjoints;
+      for (int h = 0; h < 2; ++h) {
+        narrow.push_back(bf16_gaussian_sequence(rng, n, d, c.normalize, dv));
+        padded.push_back(
+            {pad_columns(narrow.back().q), pad_columns(narrow.back().k), pad_columns(narrow.back().v)});
+        adjoints.push_back(gaussian_adjoints(rng, n, dv, c.normalize));
+        padded_adjoints.push_back({pad_columns(adjoints.back().num), adjoints.back().den});
+      }
+      const std::vector<Terms<float>> terms = fast::gpu::fast_terms(spec, narrow),
+                                      padded_terms = fast::gpu::fast_terms(spec, padded);
+      const std::vector<Matrix<float>> out16 = fast::gpu::fast_outputs(spec, narrow, true),
+                                       padded_out16 = fast::gpu::fast_outputs(spec, padded, true);
+      for (int h = 0; h < 2; ++h) {
+        INFO(variant_name(variant) << " " << describe_case(c) << ", head " << h << ", d = " << d
+                                   << ", dv = " << dv << ", seed 20261235");
+        CHECK(same_bits(terms[h].num, left(padded_terms[h].num, dv)));
+        CHECK((terms[h].den.array() == padded_terms[h].den.array()).all());
+        CHECK(same_bits(out16[h], left(padded_out16[h], dv)));
+      }
+      if (variant == Variant::hla3) continue;  // the fast backward covers hla2 and ahla
+      const std::vector<Gradients<float>> got = fast::gpu::fast_readout_gradients(spec, narrow, adjoints),
+                                          padded_got = fast::gpu::fast_readout_gradients(spec, padded,
+                                                                                         padded_adjoints);
+      for (int h = 0; h < 2; ++h) {
+        INFO(variant_name(variant) << " " << describe_case(c) << " backward, head " << h << ", d = " << d
+                                   << ", dv = " << dv << ", seed 20261235");
+        CHECK(same_bits(got[h].dq, left(padded_got[h].dq, d)));
+        CHECK(same_bits(got[h].dk, left(padded_got[h].dk, d)));
+        CHECK(same_bits(got[h].dv, left(padded_got[h].dv, dv)));
+        CHECK(same_bits(got[h].output, left(padded_got[h].output, dv)));
+      }
+    }
+  }
+}
+
 // 1,024 chunks in 32 segments.
 TEST_CASE("gpu/large/the fast backward at n = 65536 stays within the bf16 bound",
           "[gpu][fast][large][backward]") {
@@ -1308,7 +1392,7 @@ TEST_CASE("gpu/large/the normalized fast backward at n = 65536 stays within the 
 }
 
 TEST_CASE("gpu/fast/the fast backward refuses what it does not cover", "[gpu][fast][backward]") {
-  const fast::gpu::Problem fine{1, 1, 64, 64, 64}, wrong_d{1, 1, 64, 32, 32};
+  const fast::gpu::Problem fine{1, 1, 64, 64, 64}, wrong_d{1, 1, 64, 128, 128};
   const OperatorSpec hla2{.variant = Variant::hla2}, normalized{.variant = Variant::hla2, .normalize = true},
       ridge{.variant = Variant::hla2, .ridge = Rational(1, 2)}, hla3{.variant = Variant::hla3};
   float somewhere[1];  // never written: the calls are refused before any device work
@@ -1317,7 +1401,7 @@ TEST_CASE("gpu/fast/the fast backward refuses what it does not cover", "[gpu][fa
                     Catch::Contains("--impl gpu-fast: the fast backward covers hla2 and ahla"));
   CHECK_THROWS_WITH(fast::gpu::fast_backward(hla2, wrong_d, nullptr, nullptr, nullptr, nullptr, nullptr,
                                              nullptr, somewhere, somewhere, somewhere),
-                    Catch::Contains("d = dv = 64"));
+                    Catch::Contains("d and dv must be multiples of 8 up to 64"));
   const auto* odd = reinterpret_cast<const fast::gpu::BFloat16*>(std::uintptr_t{2});
   CHECK_THROWS_WITH(
       fast::gpu::fast_backward(hla2, fine, odd, odd, odd, odd, nullptr, odd, somewhere, somewhere, somewhere),
@@ -1374,7 +1458,8 @@ TEST_CASE("gpu/fast/the fast backward refuses what it does not cover", "[gpu][fa
 }
 
 TEST_CASE("gpu/fast/the fast path refuses what it does not cover", "[gpu][fast]") {
-  const fast::gpu::Problem wrong_d{1, 1, 64, 32, 64}, fine{1, 1, 64, 64, 64};
+  const fast::gpu::Problem wrong_d{1, 1, 64, 12, 64}, wrong_dv{1, 1, 64, 64, 12}, too_wide{1, 1, 64, 72, 64},
+      fine{1, 1, 64, 64, 64};
   const OperatorSpec hla2{.variant = Variant::hla2}, ahla{.variant = Variant::ahla},
       hla3{.variant = Variant::hla3}, hla3_unmasked{.variant = Variant::hla3, .masked = false},
       linear{.variant = Variant::linear},
@@ -1383,8 +1468,9 @@ TEST_CASE("gpu/fast/the fast path refuses what it does not cover", "[gpu][fast]"
       normalized{.variant = Variant::hla2, .normalize = true};
   const fast::gpu::FastOutput nowhere;
   for (const OperatorSpec& spec : {hla2, ahla, hla3})
-    CHECK_THROWS_WITH(fast::gpu::fast_forward(spec, wrong_d, nullptr, nullptr, nullptr, nowhere),
-                      Catch::Contains("d = dv = 64"));
+    for (const fast::gpu::Problem& wrong : {wrong_d, wrong_dv, too_wide})
+      CHECK_THROWS_WITH(fast::gpu::fast_forward(spec, wrong, nullptr, nullptr, nullptr, nowhere),
+                        Catch::Contains("d and dv must be multiples of 8 up to 64"));
   for (const OperatorSpec& spec : {hla3_unmasked, linear})
     CHECK_THROWS_WITH(fast::gpu::fast_forward(spec, fine, nullptr, nullptr, nullptr, nowhere),
                       Catch::Contains("--impl gpu-fast: covers only masked hla2, ahla and hla3"));

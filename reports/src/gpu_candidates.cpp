@@ -190,10 +190,10 @@ void add_rows(std::vector<Candidate>& out, Implementation impl) {
 }
 
 // The fast path (matrix units, gpu::fast_terms): masked hla2, ahla and hla3, normalized or not, decayed
-// or not, on bf16 inputs, for d = dv = 64 and any n (a short last chunk reads zeros past n). The
-// report's narrower heads run padded with zero columns: zeros add nothing to any sum or product,
-// so the outputs are those of the unpadded input, computed by the kernel at its own shape.
-constexpr Index fast_width = 64;
+// or not, on bf16 inputs, for head sizes as fast_covers_width says and any n (a short last chunk reads
+// zeros past n). A head whose d or dv is not a multiple of fast_width_step runs padded with zero
+// columns to the next one: zeros add nothing to any sum or product, so the outputs are those of the
+// unpadded input (the kernel then pads to its tiles' width the same way).
 
 bool fast_covers(const OperatorSpec& spec) {
   return !fast::unavailable(spec, Implementation::gpu_fast, fast::Form::published);
@@ -212,9 +212,10 @@ Depths fast_depth(const OperatorSpec& spec, Index n, Index dv) {
           spec.normalize ? Vector<std::int64_t>::Constant(n, k) : Vector<std::int64_t>::Zero(n)};
 }
 
-// Zero columns up to the kernel's width: exact, the inputs being bf16 values.
+// Zero columns up to the next multiple of fast_width_step: exact, the inputs being bf16 values.
 Matrix<float> pad_to_fast_width(const Matrix<double>& m) {
-  Matrix<float> out = Matrix<float>::Zero(m.rows(), fast_width);
+  const Index step = fast::fast_width_step;
+  Matrix<float> out = Matrix<float>::Zero(m.rows(), (m.cols() + step - 1) / step * step);
   out.leftCols(m.cols()) = m.cast<float>();
   return out;
 }
@@ -273,7 +274,7 @@ void add_fast_row(std::vector<Candidate>& out) {
         return gpu_gauge(spec, Implementation::gpu_streaming, s, 0);
       },
       [](const OperatorSpec& spec, Index n, Index, Index dv, Index) { return fast_depth(spec, n, dv); },
-      fast_width};
+      fast::fast_width};
   // The backward where the catalogue has it: the gradients of <c_num, num> + <c_den, den> of the masked
   // operators are sums of monomials with positive coefficients too, so the CPU streaming backward's
   // gauge is theirs.

@@ -92,6 +92,15 @@ AlgebraParams<T> algebra_params(const OperatorSpec& spec, Implementation impl, F
           form};
 }
 
+// The head sizes the fast path (Implementation::gpu_fast) takes: d and dv multiples of fast_width_step
+// up to fast_width. Its tiles are fast_width wide; a narrower head's rows are read padded with zeros by
+// the copy engine (whose rows are whole 16-byte pieces), which changes no sum or product, so such a
+// head costs the products of d = dv = 64.
+constexpr int fast_width = 64, fast_width_step = 8;
+constexpr bool fast_covers_width(std::ptrdiff_t d) {
+  return d >= fast_width_step && d <= fast_width && d % fast_width_step == 0;
+}
+
 // Why `impl` does not compute in `scalar`, or nullopt.
 std::optional<std::string> unavailable(Implementation impl, ScalarKind scalar);
 

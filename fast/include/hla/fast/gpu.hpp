@@ -159,30 +159,30 @@ struct FastOutput {
 };
 
 // The fast path on the matrix units (Implementation::gpu_fast: the operators the catalogue says),
-// bf16 inputs, float32 accumulation and state, d = dv = 64, any n (chunks of 64 tokens, the last
-// one possibly short). head_decays: empty, or one gamma in (0, 1] per head (problem.heads values,
-// shared by the batch), replacing spec.decay (not with hla2's ridge, which takes gamma = 1). Runs
-// in `stream` without synchronizing it. Throws hla::Error for anything else.
+// bf16 inputs, float32 accumulation and state, d and dv as fast_covers_width says, any n (chunks of
+// 64 tokens, the last one possibly short). head_decays: empty, or one gamma in (0, 1] per head
+// (problem.heads values, shared by the batch), replacing spec.decay (not with hla2's ridge, which
+// takes gamma = 1). Runs in `stream` without synchronizing it. Throws hla::Error for anything else.
 void fast_forward(const OperatorSpec& spec, const Problem& problem, const BFloat16* q, const BFloat16* k,
                   const BFloat16* v, const FastOutput& out, CUstream_st* stream = nullptr,
                   std::span<const double> head_decays = {});
-// The forward's checkpoints for the backward: the two bf16 state tiles (64 x 64) its products read
-// at each chunk boundary (hla2 S, F; ahla P, E) and, normalized, their vectors (hla2 f; ahla n, m: 256
-// bytes), 16 KiB per chunk of 64 tokens and sequence-head (256 bytes per token and head: 2 GiB at batch
-// 8, 16 heads, n = 65536; normalized 1.6% more).
+// The forward's checkpoints for the backward, whatever d and dv: the two bf16 state tiles (64 x 64)
+// its products read at each chunk boundary (hla2 S, F; ahla P, E) and, normalized, their vectors
+// (hla2 f; ahla n, m: 256 bytes), 16 KiB per chunk of 64 tokens and sequence-head (256 bytes per
+// token and head: 2 GiB at batch 8, 16 heads, n = 65536; normalized 1.6% more).
 std::int64_t fast_checkpoint_bytes(const OperatorSpec& spec, const Problem& problem);
 
 // The backward on the matrix units (masked hla2 and ahla, normalized or not, with a decay or hla2's
-// ridge; d = dv = 64, any n): the gradients of
-// <d_num, num> + <d_den, den> (the readouts' adjoints: reference::finish_adjoint; unnormalized, d_num = dO
-// and no d_den) into dq, dk, dv ([.., 64], float32) from the bf16 q, k, v, the bf16 d_num [.., 64], the
-// float32 d_den [..] (normalized only, else null) and the checkpoints that a fast_forward of the same
-// spec, inputs and head_decays wrote (fast_checkpoint_bytes(spec, problem) of them). It recomputes each
-// chunk's products from its checkpoint, walking the chunks of a sequence-head from the last, one block per
-// sequence-head or, when the sequence-heads leave SMs idle, per segment of one (stream-ordered scratch for
-// the segments' summaries and carry-ins). Device pointers; runs in `stream` without synchronizing it;
-// throws hla::Error for anything else. Its error bound is fast_backward_roundings on the gradients' gauge
-// (docs/gpu.md).
+// ridge; the forward's d, dv and n): the gradients of <d_num, num> + <d_den, den> (the readouts'
+// adjoints: reference::finish_adjoint; unnormalized, d_num = dO and no d_den) into dq, dk ([.., d])
+// and dv ([.., dv]), float32, from the bf16 q, k, v, the bf16 d_num [.., dv], the float32 d_den [..]
+// (normalized only, else null) and the checkpoints that a fast_forward of the same spec, inputs and
+// head_decays wrote (fast_checkpoint_bytes(spec, problem) of them). It recomputes each chunk's
+// products from its checkpoint, walking the chunks of a sequence-head from the last, one block per
+// sequence-head or, when the sequence-heads leave SMs idle, per segment of one (stream-ordered
+// scratch for the segments' summaries and carry-ins). Device pointers; runs in `stream` without
+// synchronizing it; throws hla::Error for anything else. Its error bound is fast_backward_roundings
+// on the gradients' gauge (docs/gpu.md).
 void fast_backward(const OperatorSpec& spec, const Problem& problem, const BFloat16* q, const BFloat16* k,
                    const BFloat16* v, const BFloat16* d_num, const float* d_den, const void* checkpoints,
                    float* dq, float* dk, float* dv, CUstream_st* stream = nullptr,
