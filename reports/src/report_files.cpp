@@ -180,7 +180,9 @@ std::string wide_heads_section(const Report& report) {
   std::ostringstream out;
   out << "## The head sizes people use\n\n"
       << "d = dv =";
-  for (std::size_t i = 0; i < o.wide_heads.size(); ++i) out << (i ? " and " : " ") << o.wide_heads[i].d;
+  const std::size_t heads = o.wide_heads.size();
+  for (std::size_t i = 0; i < heads; ++i)
+    out << (i == 0 ? " " : i + 1 < heads ? ", " : " and ") << o.wide_heads[i].d;
   out << ": ";
   for (std::size_t i = 0; i < o.wide_operators.size(); ++i) out << (i ? ", " : "") << o.wide_operators[i];
   out << " at gamma = 15/16 on gaussian inputs, one seed, every candidate, against the same 261-bit "

@@ -39,7 +39,7 @@ struct ReportOptions {
     Index d;
     int max_log2_n;
   };
-  std::vector<WideHeads> wide_heads{{64, 8}, {128, 6}};
+  std::vector<WideHeads> wide_heads{{32, 8}, {64, 8}, {128, 6}};
   std::vector<std::string> wide_operators{"hla2", "hla2/normalized", "ahla"};
   int threads = 0;                     // 0: the hardware's
   std::vector<std::string> operators;  // names of report_specs() to run; empty: all
