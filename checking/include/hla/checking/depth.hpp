@@ -57,7 +57,10 @@ class Depth {
   bool is_constant() const { return leaves_ < 0; }
   bool is_zero() const { return is_constant() && constant_ == 0 && gauge_ == 0; }
 
-  friend Depth operator+(const Depth& a, const Depth& b) {
+  // The operators are forced inline: Eigen's product kernels call them for every multiply-add, and
+  // the common case, two values that are not constants, is two integer operations.
+  [[gnu::always_inline]] friend Depth operator+(const Depth& a, const Depth& b) {
+    if (!a.is_constant() && !b.is_constant()) return sum(std::max(a.max_, b.max_), a.leaves_ + b.leaves_);
     if (a.is_zero()) return b;
     if (b.is_zero()) return a;
     if (a.is_constant() && b.is_constant()) {
@@ -75,7 +78,9 @@ class Depth {
     out.constant_ = -constant_;  // the gauge of -x is that of x
     return out;
   }
-  friend Depth operator*(const Depth& a, const Depth& b) {
+  [[gnu::always_inline]] friend Depth operator*(const Depth& a, const Depth& b) {
+    if (!a.is_constant() && !b.is_constant())
+      return sum(static_cast<std::int32_t>(a.count() + b.count() + 1), 1);
     if (a.is_zero() || b.is_zero()) return Depth();
     if (a.is_constant() && b.is_constant()) {
       const double p = a.constant_ * b.constant_, g = a.gauge_ * b.gauge_;
@@ -104,6 +109,12 @@ class Depth {
   std::int32_t max_ = 0;      // the largest count among the summands
   std::int32_t leaves_ = -1;  // the number of summands; -1: an exact constant
 
+  static Depth sum(std::int32_t max, std::int32_t leaves) {
+    Depth x;
+    x.max_ = max;
+    x.leaves_ = leaves;
+    return x;
+  }
   static Depth constant(double c, double g) {
     Depth x;
     x.constant_ = c;
@@ -155,6 +166,41 @@ template <>
 inline hla::checking::Depth<24> hla::from_rational<hla::checking::Depth<24>>(const Rational& x) {
   return hla::checking::depth_constant<24>(x);
 }
+
+// Eigen's product kernels multiply and add through pmul, padd, pmadd and conj_helper, which GCC
+// leaves as calls for a class scalar; these specializations inline them (docs/perf.md, "The error report's
+// depth runs").
+#define HLA_DEPTH_PACKET_MATH(BITS)                                                         \
+  template <>                                                                               \
+  [[gnu::always_inline]] inline hla::checking::Depth<BITS>                                  \
+  Eigen::internal::pmul<hla::checking::Depth<BITS>>(const hla::checking::Depth<BITS>& a,    \
+                                                    const hla::checking::Depth<BITS>& b) {  \
+    return a * b;                                                                           \
+  }                                                                                         \
+  template <>                                                                               \
+  [[gnu::always_inline]] inline hla::checking::Depth<BITS>                                  \
+  Eigen::internal::padd<hla::checking::Depth<BITS>>(const hla::checking::Depth<BITS>& a,    \
+                                                    const hla::checking::Depth<BITS>& b) {  \
+    return a + b;                                                                           \
+  }                                                                                         \
+  template <>                                                                               \
+  [[gnu::always_inline]] inline hla::checking::Depth<BITS>                                  \
+  Eigen::internal::pmadd<hla::checking::Depth<BITS>>(const hla::checking::Depth<BITS>& a,   \
+                                                     const hla::checking::Depth<BITS>& b,   \
+                                                     const hla::checking::Depth<BITS>& c) { \
+    return a * b + c;                                                                       \
+  }
+HLA_DEPTH_PACKET_MATH(24)
+HLA_DEPTH_PACKET_MATH(53)
+#undef HLA_DEPTH_PACKET_MATH
+// The general product kernel's multiply-add goes through conj_helper (no conjugation for a real type).
+template <int Bits>
+struct Eigen::internal::conj_helper<hla::checking::Depth<Bits>, hla::checking::Depth<Bits>, false, false> {
+  using D = hla::checking::Depth<Bits>;
+  using ResultType = D;
+  [[gnu::always_inline]] D pmadd(const D& x, const D& y, const D& c) const { return x * y + c; }
+  [[gnu::always_inline]] D pmul(const D& x, const D& y) const { return x * y; }
+};
 
 template <int Bits>
 struct Eigen::NumTraits<hla::checking::Depth<Bits>>
