@@ -1120,6 +1120,25 @@ __device__ void accumulate_product(float (&acc)[4][4], const float* a, const flo
   }
 }
 
+// A thread's 4 x 4 block of a running sum (the entries accumulate_product gives it) replaced by
+// next(entry, i, j, at), `at` its index in the row-major 64 x 64 matrix, and stored to `to` (rows of
+// width) as four float4.
+template <class Next>
+__device__ void update_and_store(float (&block)[4][4], float* to, Next next) {
+  const int row = 4 * (threadIdx.x / 16), column = 4 * (threadIdx.x % 16);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float4 entries;
+    float* const entry = &entries.x;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      block[i][j] = next(block[i][j], i, j, (row + i) * width + column + j);
+      entry[j] = block[i][j];
+    }
+    *reinterpret_cast<float4*>(to + (row + i) * width + column) = entries;
+  }
+}
+
 // The carry-ins of every segment of one sequence-head (block): the running combination of the
 // summaries before it, in float32 on the ordinary cores. Segment 0 starts from zero and needs none.
 // With l = g^L for a segment of L tokens (every summarized segment has L = 64 segment_chunks):
@@ -1141,7 +1160,6 @@ __global__ void __launch_bounds__(256)
   const float l = static_cast<float>(pow(gamma, static_cast<double>(segment_tokens)));
   const float l2 = static_cast<float>(pow(gamma, 2.0 * static_cast<double>(segment_tokens)));
   const float l_second = Ahla ? l : l2;  // the second state's decay over a segment
-  const int row = 4 * (threadIdx.x / 16), column = 4 * (threadIdx.x % 16);
   float state2[4][4] = {};  // this thread's entries of the running F (E)
   float vector2 = 0;        // threads 0..63: entry of the running f (n)
   for (int i = threadIdx.x; i < matrix_floats; i += 256) state1[state1_at(i)] = 0;
@@ -1157,18 +1175,9 @@ __global__ void __launch_bounds__(256)
     float* carry = carries + (head * segments + g + 1) * carry_floats(false);
     float product[4][4] = {};  // hla2: S C_g;  ahla: D_g P
     accumulate_product(product, left, right);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      float4 entries;
-      float* const to = &entries.x;
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int at = (row + i) * width + column + j;
-        state2[i][j] = l_second * state2[i][j] + summary[matrix_floats + at] + l * product[i][j];
-        to[j] = state2[i][j];
-      }
-      *reinterpret_cast<float4*>(carry + matrix_floats + (row + i) * width + column) = entries;
-    }
+    update_and_store(state2, carry + matrix_floats, [&](float entry, int i, int j, int at) {
+      return l_second * entry + summary[matrix_floats + at] + l * product[i][j];
+    });
     if (Normalized && threadIdx.x < width) {
       const int r = threadIdx.x;
       float product = 0;  // hla2: (S m_g)(r);  ahla: (D_g m)(r)
@@ -1256,18 +1265,9 @@ __global__ void __launch_bounds__(256)
       float product[4][4] = {};
       accumulate_product(product, key_moment, routed);    // S T
       accumulate_product(product, key_query, key_value);  // + Y_g P
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        float4 entries;
-        float* const to = &entries.x;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const int at = (row + i) * width + column + j;
-          corrected[i][j] = fmaf(l, product[i][j], fmaf(l3, corrected[i][j], corrected_g[at]));
-          to[j] = corrected[i][j];
-        }
-        *reinterpret_cast<float4*>(carry + 2 * matrix_floats + (row + i) * width + column) = entries;
-      }
+      update_and_store(corrected, carry + 2 * matrix_floats, [&](float entry, int i, int j, int at) {
+        return fmaf(l, product[i][j], fmaf(l3, entry, corrected_g[at]));
+      });
     }
     if (Normalized && threadIdx.x < width) {
       const int r = threadIdx.x;
