@@ -52,6 +52,13 @@ CommandLine::CommandLine() {
   eval->add_option("--chunk", request.scan.chunk, "scan, chunked: tokens per chunk (default 64)");
   eval->add_option("--threads", request.scan.threads, "scan, chunked: threads (default 1)")
       ->check(CLI::Range(1, fast::max_threads));
+  eval->add_option(
+      "--ranks", request.ranks,
+      "scan, gpu-scan: split the sequence across P ranks (one thread each; on the GPU simulated, "
+      "forward only), slices of ceil(n / P) tokens (docs/ranks.md)");
+  eval->add_option("--slices", request.slices,
+                   "scan, gpu-scan: split the sequence in slices of these lengths, one a rank")
+      ->delimiter(',');
   eval->add_option("--scalar", scalar, "exact | mpfr | f64 | f32 | modp")->required();
   eval->add_option("--q", request.q_path, "queries [n, d], float64 or float32 .npy")->required();
   eval->add_option("--k", request.k_path, "keys [n, d]")->required();
@@ -172,6 +179,7 @@ EvalRequest CommandLine::eval_request() const {
   if (!form.empty()) out.form = parse_choice("--form", form, fast::parse_form(form), "published, corrected");
   out.impl = parse_choice("--impl", impl, fast::parse_implementation(impl), implementation_choices(", "));
   out.scalar = parse_choice("--scalar", scalar, parse_scalar_kind(scalar), "exact, mpfr, f64, f32, modp");
+  if (eval->count("--ranks") > 0) fast::even_slices(0, out.ranks);  // --ranks 0 is refused, not "unsplit"
   return out;
 }
 

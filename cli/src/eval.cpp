@@ -8,6 +8,7 @@
 #include "hla/fast/backward.hpp"
 #include "hla/fast/catalogue.hpp"
 #include "hla/fast/chunked.hpp"
+#include "hla/fast/ranks.hpp"
 #include "hla/fast/scan.hpp"
 #include "hla/fast/streaming.hpp"
 #include "hla/io/files.hpp"
@@ -154,9 +155,35 @@ Matrix<T> reference_output(const EvalRequest& req, const Sequence<T>& s) {
   });
 }
 
+// The scalars that the sequence-parallel drivers are built for (fast/src/ranks_*.cpp).
+template <class T>
+constexpr bool splits = std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, ModP>;
+
+bool split(const EvalRequest& req) {
+  return req.ranks != 0 || !req.slices.empty();
+}
+
+fast::Slices slices_of(const EvalRequest& req, Index n) {
+  const fast::Slices slices =
+      req.slices.empty() ? fast::even_slices(n, req.ranks) : fast::slices_of_lengths(req.slices);
+  fast::validate(slices, n);
+  return slices;
+}
+
 template <class T>
 Matrix<T> evaluate(const EvalRequest& req, fast::Form form, const Sequence<T>& s) {
   using enum fast::Implementation;
+  if constexpr (splits<T>) {
+    if (split(req)) {
+      const fast::Slices slices = slices_of(req, s.length());
+#if defined(HLA_HAVE_CUDA)
+      if (req.impl == gpu_scan)
+        return reference::finish(req.spec,
+                                 fast::gpu::ranks_terms(req.spec, form, {s}, slices, req.scan.chunk).front());
+#endif
+      return reference::finish(req.spec, fast::ranks_terms(req.spec, form, s, slices, req.scan));
+    }
+  }
   switch (req.impl) {
     case reference:
       return reference_output(req, s);
@@ -181,6 +208,10 @@ Matrix<T> evaluate(const EvalRequest& req, fast::Form form, const Sequence<T>& s
 template <class T>
 Gradients<T> evaluate_gradients(const EvalRequest& req, fast::Form form, const Sequence<T>& s, const Matrix<T>& d_out) {
   using enum fast::Implementation;
+  if constexpr (splits<T>) {
+    if (split(req))
+      return fast::ranks_gradients(req.spec, form, s, d_out, slices_of(req, s.length()), req.scan);
+  }
   switch (req.impl) {
     case reference:
       require_square_matrices<T>(10, s.length(),
@@ -244,6 +275,15 @@ void run_eval(const EvalRequest& req) {
   const fast::Form form = req.form.value_or(fast::default_form(req.spec, req.impl));
   fast::require_available(req.spec, req.impl, form);
   if (const auto reason = fast::unavailable(req.impl, req.scalar)) throw Error(*reason);
+  if (split(req)) {
+    if (req.ranks != 0 && !req.slices.empty()) throw Error("--ranks, --slices: give one of them");
+    if (const auto why = fast::ranks_unavailable(req.spec, req.impl, form, !req.grad_path.empty()))
+      throw Error(*why);
+    if (req.scalar != ScalarKind::f64 && req.scalar != ScalarKind::f32 && req.scalar != ScalarKind::modp)
+      throw Error("--ranks, --slices: with --scalar f64, f32 or modp, got " +
+                  std::string(scalar_kind_name(req.scalar)));
+    if (req.slices.empty()) fast::even_slices(0, req.ranks);  // --ranks' range, before reading the inputs
+  }
   if (fast::on_gpu(req.impl)) check_device(req.impl);
   fast::validate(req.scan);
   if (req.scalar == ScalarKind::modp) {

@@ -334,6 +334,41 @@ TEST_CASE("cli/eval with the scan and chunked implementations", "[cli]") {
                  "Figure 1(C)");
 }
 
+// Split across ranks (fast/ranks.hpp), the scan writes the reference's output and gradients byte for
+// byte in Z/p, whatever the slices; what cannot be split is refused in one line.
+TEST_CASE("cli/eval --ranks and --slices split the sequence and write the reference's files in Z/p",
+          "[cli]") {
+  Workspace w;
+  w.matrix("do.npy", 3, 1, {2, -1, 3});
+  const std::string flags = "--variant hla2 --normalize --eps 1/4 --decay 1/2 --scalar modp";
+  const std::string outputs = " --grad " + w.path("do.npy") + " --out-dq " + w.path("dq.npy") + " --out-dk " +
+                              w.path("dk.npy") + " --out-dv " + w.path("dv.npy");
+  const char* files[] = {"out.npy", "dq.npy", "dk.npy", "dv.npy"};
+  REQUIRE(w.eval(flags + " --impl reference" + outputs).status == 0);
+  std::vector<std::string> expected;
+  for (const char* name : files) expected.push_back(w.read(name));
+  for (const char* split : {"--ranks 1", "--ranks 2 --chunk 1", "--ranks 5 --threads 2", "--slices 0,2,1"}) {
+    for (const char* name : files) fs::remove(w.path(name));
+    const Run r = w.eval(flags + " --impl scan " + split + outputs);
+    INFO(split << ": " << r.err);
+    REQUIRE(r.status == 0);
+    for (std::size_t i = 0; i < expected.size(); ++i) CHECK(w.read(files[i]) == expected[i]);
+    fs::remove(w.path("out.npy"));
+    REQUIRE(w.eval(flags + " --impl scan " + split).status == 0);
+    CHECK(w.read("out.npy") == expected[0]);
+  }
+  for (const char* name : {"dq.npy", "dk.npy", "dv.npy"}) fs::remove(w.path(name));
+  check_rejected(w, w.eval("--impl streaming --ranks 2"), "--ranks", "--impl streaming does not split it");
+  check_rejected(w, w.eval("--impl scan --scalar f64 --ranks 0"), "--ranks", "must be from 1 to 1024, got 0");
+  check_rejected(w, w.eval("--impl scan --scalar f64 --slices 1,1"), "--slices",
+                 "the slices must cover the 3 tokens");
+  check_rejected(w, w.eval("--impl scan --scalar exact --ranks 2"), "--ranks, --slices",
+                 "with --scalar f64, f32 or modp, got exact");
+  check_rejected(w, w.eval("--impl scan --scalar f64 --ranks 2 --slices 3"), "--ranks, --slices", "give one");
+  check_rejected(w, w.eval("--impl scan --scalar f64 --decay 1/2 --form published --ranks 2"),
+                 "--form published", "F3");
+}
+
 // Where the GPU can run, --impl gpu and gpu-streaming equal the reference in Z/p; elsewhere (no
 // device, or no CUDA in the build) they are refused in one line, with the reason, writing nothing.
 TEST_CASE("cli/eval on the GPU or a one-line reason why not", "[cli]") {
@@ -343,7 +378,8 @@ TEST_CASE("cli/eval on the GPU or a one-line reason why not", "[cli]") {
 #else
   const std::optional<std::string> unavailable = "built without CUDA";
 #endif
-  for (const char* impl : {"gpu --chunk 2", "gpu-streaming"}) {
+  for (const char* impl :
+       {"gpu --chunk 2", "gpu-streaming", "gpu --ranks 2 --chunk 1", "gpu --slices 0,1,2"}) {
     const Run r = w.eval(std::string("--variant hla3 --decay 1/2 --scalar modp --impl ") + impl);
     if (unavailable) {
       INFO(*unavailable);
@@ -357,6 +393,8 @@ TEST_CASE("cli/eval on the GPU or a one-line reason why not", "[cli]") {
   }
   check_rejected(w, w.eval("--variant hla2 --impl gpu --scalar exact"), "--impl gpu",
                  unavailable ? "" : "no GPU form");
+  check_rejected(w, w.eval("--variant hla2 --impl gpu-streaming --scalar modp --ranks 2"), "--ranks",
+                 "--impl gpu-streaming does not split it");
   // The fast path: what it covers is checked first, then the device; the workspace's heads (d = 2,
   // dv = 1) are not the multiples of 8 it takes.
   check_rejected(w, w.eval("--variant hla2 --ridge 1/2 --decay 1/2 --impl gpu-fast --scalar f32"),

@@ -143,6 +143,43 @@ __global__ void chunk_outputs_kernel(Algebra algebra, std::int64_t length, std::
   }
 }
 
+// Sequence parallelism (docs/ranks.md). Each head's fold of `count` summaries from the identity, item i
+// of head h at items + i * item_stride + h * head_stride, into out [heads][size]: a slice's summary from
+// its chunk summaries, or a rank's carry from the summaries of the ranks before it. One block per head,
+// `work` 2 size + the combine's scratch scalars per head.
+template <class Algebra, class T>
+__global__ void fold_kernel(Algebra algebra, std::int64_t count, std::int64_t item_stride,
+                            std::int64_t head_stride, const T* items, T* out, T* work) {
+  const int size = Algebra::summary_size(algebra.p.d, algebra.p.dv);
+  const int scratch = combine_scratch<Algebra>(algebra.p.d, algebra.p.dv);
+  const std::int64_t head = blockIdx.x;
+  T* folded = work + head * (2 * size + scratch);
+  T* next = folded + size;
+  algebra.identity(folded);
+  __syncthreads();
+  for (std::int64_t i = 0; i < count; ++i) {
+    algebra.combine(folded, items + i * item_stride + head * head_stride, next, next + size);
+    __syncthreads();
+    block::copy(next, folded, size);
+    __syncthreads();
+  }
+  block::copy(folded, out + head * size, size);
+}
+
+// A rank's carry before each chunk's: carries[h][c] = carry[h] (+) carries[h][c], one block per chunk
+// of a head; `work` gives each block a result and scratch.
+template <class Algebra, class T>
+__global__ void precede_kernel(Algebra algebra, std::int64_t padded, const T* carry, T* carries, T* work) {
+  const int size = Algebra::summary_size(algebra.p.d, algebra.p.dv);
+  const int scratch = combine_scratch<Algebra>(algebra.p.d, algebra.p.dv);
+  const std::int64_t head = blockIdx.y, c = blockIdx.x;
+  T* out = work + (head * gridDim.x + c) * (size + scratch);
+  T* node = carries + (head * padded + c) * size;
+  algebra.combine(carry + head * size, node, out, out + size);
+  __syncthreads();
+  block::copy(out, node, size);
+}
+
 // What one launch of backward_kernel works on: each sequence-head's tokens in chunks of `chunk`
 // (the streaming backward: one chunk, the whole sequence), block b on work item first_item + b,
 // chunk item % chunks of head item / chunks. The scan's passes 1 and 3 (backward.cuh) also read
@@ -370,10 +407,25 @@ std::int64_t chunk_shared_bytes(int d, int dv) {
                                dv);
 }
 
-// The scan for one algebra: its carries, then stage 3.
+// Each head's fold of `count` summaries (fold_kernel) into out [heads][size], stream-ordered.
+template <class Algebra, class T>
+void fold(const Algebra& algebra, std::int64_t heads, std::int64_t count, std::int64_t item_stride,
+          std::int64_t head_stride, const T* items, T* out, CUstream_st* stream) {
+  const int d = algebra.p.d, dv = algebra.p.dv;
+  const std::int64_t size = Algebra::summary_size(d, dv), scratch = combine_scratch<Algebra>(d, dv);
+  T* work = device_alloc<T>(heads * (2 * size + scratch), "fold workspace", stream);
+  fold_kernel<Algebra, T><<<static_cast<unsigned>(heads), threads_per_block, 0, stream>>>(
+      algebra, count, item_stride, head_stride, items, out, work);
+  check_launch("fold kernel");
+  check(cudaFreeAsync(work, stream), "cudaFreeAsync");
+}
+
+// The scan for one algebra: its carries, then stage 3. `carry` [heads][size], where given, is the
+// state before the sequence (a rank's carry: docs/ranks.md), combined before every chunk's carry.
 template <class Algebra, class In, class T>
 void scan_with(const Algebra& algebra, std::int64_t heads, std::int64_t length, std::int64_t chunk,
-               const In* q, const In* k, const In* v, T* num, T* den, CUstream_st* stream) {
+               const In* q, const In* k, const In* v, T* num, T* den, CUstream_st* stream,
+               const T* carry = nullptr) {
   const int d = algebra.p.d, dv = algebra.p.dv;
   const std::int64_t size = Algebra::summary_size(d, dv);
   const std::int64_t chunks = (length + chunk - 1) / chunk, padded = padded_count(chunks);
@@ -382,6 +434,14 @@ void scan_with(const Algebra& algebra, std::int64_t heads, std::int64_t length, 
   T* summaries = device_alloc<T>(heads * padded * size, "chunk summaries", stream);
   scan_carries(algebra, heads, length, chunk, padded, bytes, q, k, v, summaries, static_cast<T*>(nullptr),
                stream);
+  if (carry) {
+    T* work =
+        device_alloc<T>(heads * chunks * (size + combine_scratch<Algebra>(d, dv)), "carry workspace", stream);
+    precede_kernel<Algebra, T><<<dim3(blocks_for(chunks, "chunks"), heads), threads_per_block, 0, stream>>>(
+        algebra, padded, carry, summaries, work);
+    check_launch("precede kernel");
+    check(cudaFreeAsync(work, stream), "cudaFreeAsync");
+  }
   auto outputs = chunk_outputs_kernel<Algebra, In, T>;
   allow_shared(outputs, bytes);
   outputs<<<dim3(blocks_for(chunks, "chunks"), heads), threads_per_block, bytes, stream>>>(
@@ -541,6 +601,62 @@ void launch_scan(const AlgebraParams<T>& params, std::int64_t heads, std::int64_
   });
 }
 
+template <class T>
+std::int64_t summary_scalars(const AlgebraParams<T>& params) {
+  std::int64_t size = 0;
+  with_device_algebra(params, [&]<class Algebra>(const Algebra&) {
+    if constexpr (Algebra::has_segments) size = Algebra::summary_size(params.d, params.dv);
+  });
+  if (size == 0) throw Error("GPU scan: this algebra is a stream only (the published third-order Alg. 3)");
+  return size;
+}
+
+template <class In, class T>
+void launch_rank_summaries(const AlgebraParams<T>& params, std::int64_t heads, std::int64_t length,
+                           std::int64_t chunk, const In* q, const In* k, const In* v, T* summaries,
+                           CUstream_st* stream) {
+  if (heads == 0) return;
+  if (heads > 65535) throw Error("GPU scan: at most 65535 sequence-heads per call");
+  with_device_algebra(params, [&]<class Algebra>(const Algebra& algebra) {
+    if constexpr (Algebra::has_segments) {
+      const int d = algebra.p.d, dv = algebra.p.dv;
+      const std::int64_t size = Algebra::summary_size(d, dv), chunks = (length + chunk - 1) / chunk;
+      const std::int64_t bytes = chunk_shared_bytes<Algebra, T>(d, dv);
+      T* sums = device_alloc<T>(std::max<std::int64_t>(heads * chunks * size, 1), "chunk summaries", stream);
+      if (chunks > 0) {
+        auto summary = chunk_summary_kernel<Algebra, In, T>;
+        allow_shared(summary, bytes);
+        summary<<<dim3(blocks_for(chunks, "chunks"), heads), threads_per_block, bytes, stream>>>(
+            algebra, length, chunk, chunks, q, k, v, sums);
+        check_launch("chunk summary kernel");
+      }
+      fold(algebra, heads, chunks, size, chunks * size, static_cast<const T*>(sums), summaries, stream);
+      check(cudaFreeAsync(sums, stream), "cudaFreeAsync");
+    } else {
+      throw Error("GPU scan: this algebra is a stream only (the published third-order Alg. 3)");
+    }
+  });
+}
+
+template <class In, class T>
+void launch_rank_scan(const AlgebraParams<T>& params, std::int64_t heads, std::int64_t length,
+                      std::int64_t chunk, const In* q, const In* k, const In* v, const T* gathered, int rank,
+                      T* num, T* den, CUstream_st* stream) {
+  if (heads == 0 || length == 0) return;
+  if (heads > 65535) throw Error("GPU scan: at most 65535 sequence-heads per call");
+  with_device_algebra(params, [&]<class Algebra>(const Algebra& algebra) {
+    if constexpr (Algebra::has_segments) {
+      const std::int64_t size = Algebra::summary_size(algebra.p.d, algebra.p.dv);
+      T* carry = device_alloc<T>(heads * size, "rank carry", stream);
+      fold(algebra, heads, rank, heads * size, size, gathered, carry, stream);
+      scan_with(algebra, heads, length, chunk, q, k, v, num, den, stream, static_cast<const T*>(carry));
+      check(cudaFreeAsync(carry, stream), "cudaFreeAsync");
+    } else {
+      throw Error("GPU scan: this algebra is a stream only (the published third-order Alg. 3)");
+    }
+  });
+}
+
 template <class In, class T>
 void launch_streaming_backward(const AlgebraParams<T>& params, std::int64_t heads, std::int64_t length,
                                std::int64_t checkpoint, const In* q, const In* k, const In* v, const T* d_num,
@@ -606,6 +722,21 @@ template void launch_fill_gaussian<BFloat16>(BFloat16*, std::int64_t, std::uint6
                                         const In*, const In*, T*, T*, CUstream_st*);                    \
   template void launch_scan<In, T>(const AlgebraParams<T>&, std::int64_t, std::int64_t, std::int64_t,   \
                                    const In*, const In*, const In*, T*, T*, CUstream_st*);
+#define HLA_GPU_INSTANTIATE_RANKS(In, T)                                                                   \
+  template void launch_rank_summaries<In, T>(const AlgebraParams<T>&, std::int64_t, std::int64_t,          \
+                                             std::int64_t, const In*, const In*, const In*, T*,            \
+                                             CUstream_st*);                                                \
+  template void launch_rank_scan<In, T>(const AlgebraParams<T>&, std::int64_t, std::int64_t, std::int64_t, \
+                                        const In*, const In*, const In*, const T*, int, T*, T*,            \
+                                        CUstream_st*);
+HLA_GPU_INSTANTIATE_RANKS(float, float)
+HLA_GPU_INSTANTIATE_RANKS(BFloat16, float)
+HLA_GPU_INSTANTIATE_RANKS(double, double)
+HLA_GPU_INSTANTIATE_RANKS(ModP, ModP)
+#undef HLA_GPU_INSTANTIATE_RANKS
+template std::int64_t summary_scalars<float>(const AlgebraParams<float>&);
+template std::int64_t summary_scalars<double>(const AlgebraParams<double>&);
+template std::int64_t summary_scalars<ModP>(const AlgebraParams<ModP>&);
 #define HLA_GPU_INSTANTIATE_BACKWARD(In, T)                                                               \
   template void launch_streaming_backward<In, T>(const AlgebraParams<T>&, std::int64_t, std::int64_t,     \
                                                  std::int64_t, const In*, const In*, const In*, const T*, \

@@ -23,6 +23,20 @@ template <class In, class T>
 void launch_scan(const AlgebraParams<T>& params, std::int64_t heads, std::int64_t length, std::int64_t chunk,
                  const In* q, const In* k, const In* v, T* num, T* den, CUstream_st* stream);
 
+// Sequence parallelism on the generic scan (docs/ranks.md), one rank's slice of `length` tokens of each
+// of `heads` sequence-heads: summary_scalars(params) scalars a summary; launch_rank_summaries writes each
+// head's slice summary to summaries [heads][size]; launch_rank_scan, given the ranks' summaries gathered
+// [ranks][heads][size], folds those of the ranks before `rank` into its carry and runs the scan from it.
+template <class T>
+std::int64_t summary_scalars(const AlgebraParams<T>& params);
+template <class In, class T>
+void launch_rank_summaries(const AlgebraParams<T>& params, std::int64_t heads, std::int64_t length,
+                           std::int64_t chunk, const In* q, const In* k, const In* v, T* summaries,
+                           CUstream_st* stream);
+template <class In, class T>
+void launch_rank_scan(const AlgebraParams<T>& params, std::int64_t heads, std::int64_t length,
+                      std::int64_t chunk, const In* q, const In* k, const In* v, const T* gathered, int rank,
+                      T* num, T* den, CUstream_st* stream);
 // dq, dk [heads, n, d] and dv [heads, n, dv]: the streaming backward (backward.cuh) from the
 // adjoints d_num, d_den of the readouts, a state kept every `checkpoint` tokens.
 template <class In, class T>

@@ -226,6 +226,24 @@ std::optional<std::string> unavailable(const OperatorSpec& spec, Implementation 
   return "unknown implementation";
 }
 
+std::optional<std::string> ranks_unavailable(const OperatorSpec& spec, Implementation impl, Form form,
+                                             bool backward) {
+  if (auto why = unavailable(spec, impl, form)) return why;
+  if (impl != scan && impl != gpu_scan)
+    return "--ranks: the sequence splits across ranks by --impl scan (one thread a rank) and gpu-scan; "
+           "--impl " +
+           std::string(implementation_name(impl)) + " does not split it";
+  if (impl == gpu_scan && backward)
+    return "--ranks with --grad: the GPU scan splits the forward only; the CPU scan (--impl scan) splits "
+           "both";
+  if (const Finding* f = finding_for(spec, impl, form))
+    return "--form published: the printed scan of " + describe(spec) +
+           " is not the operator (docs/findings.md, " + std::string(f->id) +
+           "), so split across ranks its result would depend on the slices; the corrected "
+           "form splits";
+  return std::nullopt;
+}
+
 std::optional<std::string> backward_unavailable(const OperatorSpec& spec, Implementation impl, Form form) {
   if (auto why = unavailable(spec, impl, form)) return why;
   if (impl == reference) return std::nullopt;
@@ -306,7 +324,9 @@ std::string implementation_summary(Implementation impl) {
     case streaming:
       return "the recurrence, O(d^2 + d dv) per token";
     case scan:
-      return "two-level Blelloch scan of segment summaries, Alg. 1 and 4 (--chunk C, --threads T)";
+      return "two-level Blelloch scan of segment summaries, Alg. 1 and 4 (--chunk C, --threads T); "
+             "--ranks P or --slices L,L,...: the sequence split across ranks, one thread each "
+             "(docs/ranks.md)";
     case chunked:
       return "chunk-parallel matrix form of Figures 1(C), 2(C): linear, hla2, ahla; masked hla3 by F2's "
              "summary (--chunk, --threads)";
@@ -314,7 +334,8 @@ std::string implementation_summary(Implementation impl) {
       return "CUDA streaming kernel, one thread block per sequence (f64, f32, modp)";
     case gpu_scan:
       return "CUDA chunk-parallel scan: chunk summaries, Blelloch scan, chunk outputs (--chunk; f64, f32, "
-             "modp; also --impl gpu)";
+             "modp; also --impl gpu); --ranks or --slices: the forward split across ranks simulated on this "
+             "GPU";
     case gpu_fast:
       return "the fast path on Hopper's matrix units: " + std::string(gpu_fast_coverage) +
              ", d and dv multiples of " + std::to_string(fast_width_step) + " up to " +

@@ -12,6 +12,7 @@
 #include "../cuda/launch.hpp"
 #include "hla/fast/backward.hpp"
 #include "hla/fast/gpu_status.hpp"
+#include "hla/fast/rank_threads.hpp"
 #include "hla/fast/scan.hpp"
 
 namespace hla::fast::gpu {
@@ -382,6 +383,164 @@ void finish(const OperatorSpec& spec, const Problem& problem, const T* num, cons
                 std::to_string(zero / problem.length) +
                 ": normalized denominator: division by zero in exact arithmetic");
   }
+}
+
+struct SimulatedRanks::State {
+  // One rank's view: its all_gather posts its buffer and an event, copies every rank's buffer after
+  // its event, then waits, before anything later on its stream, until every rank has copied its own.
+  class View final : public RankExchange {
+   public:
+    View(State& state, int rank) : state_(&state), rank_(rank) {}
+    int rank() const override { return rank_; }
+    int ranks() const override { return static_cast<int>(state_->ready.size()); }
+    void all_gather(const void* send, void* receive, std::size_t bytes, CUstream_st* stream) override {
+      State& st = *state_;
+      check(cudaEventRecord(st.ready[rank_], stream), "cudaEventRecord");
+      const std::vector<const void*> sends = st.posted.all_gather(rank_, send);
+      for (int from = 0; from < ranks(); ++from) {
+        check(cudaStreamWaitEvent(stream, st.ready[from], 0), "cudaStreamWaitEvent");
+        if (bytes > 0)
+          check(cudaMemcpyAsync(static_cast<char*>(receive) + from * bytes, sends[from], bytes,
+                                cudaMemcpyDeviceToDevice, stream),
+                "cudaMemcpyAsync (rank exchange)");
+      }
+      check(cudaEventRecord(st.done[rank_], stream), "cudaEventRecord");
+      st.posted.all_gather(rank_, nullptr);  // every rank's copies are enqueued before anyone waits on them
+      for (int from = 0; from < ranks(); ++from)
+        check(cudaStreamWaitEvent(stream, st.done[from], 0), "cudaStreamWaitEvent");
+    }
+
+   private:
+    State* state_;
+    int rank_;
+  };
+
+  explicit State(int ranks) : posted(ranks), ready(ranks, nullptr), done(ranks, nullptr) {
+    for (int r = 0; r < ranks; ++r) views.emplace_back(*this, r);
+    for (auto* events : {&ready, &done})
+      for (cudaEvent_t& e : *events)
+        check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+  }
+  ~State() {
+    for (auto* events : {&ready, &done})
+      for (cudaEvent_t e : *events) cudaEventDestroy(e);
+  }
+
+  ThreadExchange<const void*> posted;
+  std::vector<cudaEvent_t> ready, done;
+  std::vector<View> views;
+};
+
+SimulatedRanks::SimulatedRanks(int ranks) {
+  if (ranks < 1 || ranks > max_ranks)
+    throw Error("--ranks: must be from 1 to " + std::to_string(max_ranks) + ", got " + std::to_string(ranks));
+  state_ = std::make_unique<State>(ranks);
+}
+SimulatedRanks::~SimulatedRanks() = default;
+RankExchange& SimulatedRanks::rank(int r) {
+  return state_->views.at(static_cast<std::size_t>(r));
+}
+void SimulatedRanks::abandon() {
+  state_->posted.abandon();
+}
+
+template <class In, class T>
+void rank_terms(const OperatorSpec& spec, Form form, const Problem& slice, std::int64_t chunk, const In* q,
+                const In* k, const In* v, T* num, T* den, RankExchange& exchange, CUstream_st* stream) {
+  if (const auto why = ranks_unavailable(spec, Implementation::gpu_scan, form)) throw Error(*why);
+  validate_problem(slice);
+  const auto params = device_params<T>(spec, Implementation::gpu_scan, form, slice.key_dim, slice.value_dim);
+  const std::int64_t heads = slice.batch * slice.heads, scalars = heads * detail::summary_scalars(params);
+  const std::int64_t step = scan_chunk(chunk, slice.length);
+  T *mine = nullptr, *gathered = nullptr;
+  check(cudaMallocAsync(reinterpret_cast<void**>(&mine), std::max<std::int64_t>(scalars, 1) * sizeof(T),
+                        stream),
+        "cudaMallocAsync (rank summaries)");
+  check(cudaMallocAsync(reinterpret_cast<void**>(&gathered),
+                        std::max<std::int64_t>(scalars * exchange.ranks(), 1) * sizeof(T), stream),
+        "cudaMallocAsync (gathered summaries)");
+  detail::launch_rank_summaries(params, heads, slice.length, step, q, k, v, mine, stream);
+  exchange.all_gather(mine, gathered, scalars * sizeof(T), stream);
+  detail::launch_rank_scan(params, heads, slice.length, step, q, k, v, static_cast<const T*>(gathered),
+                           exchange.rank(), num, den, stream);
+  check(cudaFreeAsync(gathered, stream), "cudaFreeAsync");
+  check(cudaFreeAsync(mine, stream), "cudaFreeAsync");
+}
+
+#define HLA_GPU_RANK_TERMS(In, T)                                                                     \
+  template void rank_terms<In, T>(const OperatorSpec&, Form, const Problem&, std::int64_t, const In*, \
+                                  const In*, const In*, T*, T*, RankExchange&, CUstream_st*);
+HLA_GPU_RANK_TERMS(float, float)
+HLA_GPU_RANK_TERMS(BFloat16, float)
+HLA_GPU_RANK_TERMS(double, double)
+HLA_GPU_RANK_TERMS(ModP, ModP)
+#undef HLA_GPU_RANK_TERMS
+
+namespace {
+
+// ranks_terms: each rank a thread with its own stream on the caller's device, its slice of every head
+// uploaded to its own arrays (round_trip), rank_terms, its rows of the results downloaded.
+template <class T>
+std::vector<Terms<T>> ranks_round_trip(const OperatorSpec& spec, Form form,
+                                       const std::vector<Sequence<T>>& heads, const Slices& slices,
+                                       std::int64_t chunk) {
+  if (const auto why = ranks_unavailable(spec, Implementation::gpu_scan, form)) throw Error(*why);
+  if (heads.empty()) return {};
+  check_same_shapes(heads, "GPU ranks");
+  const Index n = heads.front().length(), dv = heads.front().value_dim();
+  validate(slices, n);
+  int device = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  std::vector<Terms<T>> out(heads.size(), Terms<T>{Matrix<T>(n, dv), Vector<T>(n)});
+  SimulatedRanks ranks(slices.ranks());
+  run_ranks(
+      slices.ranks(),
+      [&](int r) {
+        check(cudaSetDevice(device), "cudaSetDevice");
+        const Index begin = slices.begin(r), length = slices.length(r);
+        std::vector<Sequence<T>> mine;
+        for (const Sequence<T>& s : heads)
+          mine.push_back(
+              {s.q.middleRows(begin, length), s.k.middleRows(begin, length), s.v.middleRows(begin, length)});
+        cudaStream_t stream = nullptr;  // blocking: ordered after round_trip's uploads
+        check(cudaStreamCreate(&stream), "cudaStreamCreate");
+        try {
+          const std::vector<Terms<T>> part = round_trip<T, T>(
+              mine, "GPU ranks", [](T x) { return x; },
+              [&](const Problem& problem, const T* q, const T* k, const T* v, T* num, T* den) {
+                rank_terms<T, T>(spec, form, problem, chunk, q, k, v, num, den, ranks.rank(r), stream);
+              });
+          for (std::size_t h = 0; h < heads.size(); ++h) {
+            out[h].num.middleRows(begin, length) = part[h].num;
+            out[h].den.segment(begin, length) = part[h].den;
+          }
+        } catch (...) {
+          cudaStreamSynchronize(stream);
+          cudaStreamDestroy(stream);
+          throw;
+        }
+        check(cudaStreamDestroy(stream), "cudaStreamDestroy");
+      },
+      [&] { ranks.abandon(); });
+  return out;
+}
+
+}  // namespace
+
+std::vector<Terms<float>> ranks_terms(const OperatorSpec& spec, Form form,
+                                      const std::vector<Sequence<float>>& heads, const Slices& slices,
+                                      std::int64_t chunk) {
+  return ranks_round_trip(spec, form, heads, slices, chunk);
+}
+std::vector<Terms<double>> ranks_terms(const OperatorSpec& spec, Form form,
+                                       const std::vector<Sequence<double>>& heads, const Slices& slices,
+                                       std::int64_t chunk) {
+  return ranks_round_trip(spec, form, heads, slices, chunk);
+}
+std::vector<Terms<ModP>> ranks_terms(const OperatorSpec& spec, Form form,
+                                     const std::vector<Sequence<ModP>>& heads, const Slices& slices,
+                                     std::int64_t chunk) {
+  return ranks_round_trip(spec, form, heads, slices, chunk);
 }
 
 std::vector<Terms<float>> terms(const OperatorSpec& spec, Form form, Implementation impl,

@@ -22,6 +22,7 @@
 
 #include "../cuda/host.hpp"
 #include "hla/checking/instances.hpp"
+#include "hla/fast/ranks.hpp"
 #include "hla/fast/scan.hpp"
 #include "hla/fast/streaming.hpp"
 #include "hla/reference/definition.hpp"
@@ -107,6 +108,52 @@ TEST_CASE("gpu/every variant option and form equals its CPU definition in Z/p", 
           40);
     }
   }
+}
+
+// Sequence parallelism (docs/ranks.md) with 1 to 4 ranks simulated on this GPU, slices of any lengths.
+TEST_CASE("gpu/split across simulated ranks, the scan equals its CPU definition in Z/p",
+          "[gpu][exact][ranks]") {
+  for (const Variant variant : all_variants) {
+    property(
+        std::string(variant_name(variant)) +
+            ": num and den across 1 to 4 ranks equal the reference and the "
+            "unsplit GPU scan",
+        [variant] {
+          const OperatorSpec spec = *testing::gen_spec(variant).as("spec");
+          const auto chunk = *testing::gen_position(1, 6).as("chunk");
+          const auto heads = convert_all<ModP>(gen_heads<ModP>(24, 4));
+          const fast::Slices slices =
+              fast::slices_of_lengths(testing::gen_slice_lengths(heads.front().length(), 4));
+          for (const Form form : {Form::published, Form::corrected}) {
+            if (fast::ranks_unavailable(spec, Implementation::gpu_scan, form)) continue;
+            RC_LOG() << "form " << fast::form_name(form) << "\n";
+            const auto split = fast::gpu::ranks_terms(spec, form, heads, slices, chunk);
+            const auto whole = fast::gpu::terms(spec, form, Implementation::gpu_scan, heads, chunk);
+            for (std::size_t h = 0; h < heads.size(); ++h) {
+              const Terms<ModP> want = reference::terms(spec, heads[h]);
+              RC_ASSERT(split[h].num == want.num);
+              RC_ASSERT(split[h].den == want.den);
+              RC_ASSERT(split[h].num == whole[h].num);
+              RC_ASSERT(split[h].den == whole[h].den);
+            }
+          }
+        },
+        30);
+  }
+}
+
+TEST_CASE("gpu/what the GPU cannot split is refused with a reason", "[gpu][ranks]") {
+  const OperatorSpec decayed{.variant = Variant::ahla, .decay = Rational(1, 2)};
+  const std::vector<Sequence<ModP>> heads{convert<ModP>(Sequence<Rational>{
+      Matrix<Rational>::Ones(4, 2), Matrix<Rational>::Ones(4, 2), Matrix<Rational>::Ones(4, 2)})};
+  CHECK_THROWS_WITH(fast::gpu::ranks_terms(decayed, Form::published, heads, fast::even_slices(4, 2), 2),
+                    Catch::Contains("F4") && Catch::Contains("corrected form splits"));
+  const std::vector<Index> short_slices{1, 2};
+  CHECK_THROWS_WITH(
+      fast::gpu::ranks_terms(decayed, Form::corrected, heads, fast::slices_of_lengths(short_slices), 2),
+      Catch::StartsWith("--slices: the slices must cover the 4 tokens"));
+  CHECK_THAT(*fast::ranks_unavailable(decayed, Implementation::gpu_scan, Form::corrected, true),
+             Catch::Contains("splits the forward only"));
 }
 
 // Device pointers, batch 2 x heads 3, and the device-side normalization, in Z/p.
@@ -440,6 +487,22 @@ TEST_CASE("gpu/large/ahla decayed equals the CPU stream in Z/p", "[gpu][large]")
 }
 TEST_CASE("gpu/large/hla3 masked decayed (corrected) equals the CPU stream in Z/p", "[gpu][large]") {
   check_large(make_spec(Variant::hla3, true, Rational(7, 8)), Form::corrected, true);
+}
+TEST_CASE("gpu/large/hla2 normalized with decay across 4 uneven simulated ranks equals the CPU split in Z/p",
+          "[gpu][exact][ranks][large]") {
+  const OperatorSpec spec{
+      .variant = Variant::hla2, .normalize = true, .eps = Rational(1, 4), .decay = Rational(7, 8)};
+  const std::vector<Index> lengths{1500, 0, 2600, 901};
+  const fast::Slices slices = fast::slices_of_lengths(lengths);
+  std::vector<Sequence<ModP>> heads;
+  for (int h = 0; h < 2; ++h) heads.push_back(random_field_sequence(17 + h, 5001, 16, 16));
+  const auto split = fast::gpu::ranks_terms(spec, Form::corrected, heads, slices, 64);
+  for (std::size_t h = 0; h < heads.size(); ++h) {
+    const Terms<ModP> want =
+        fast::ranks_terms(spec, Form::corrected, heads[h], slices, fast::ScanOptions{64, 2});
+    CHECK(split[h].num == want.num);
+    CHECK(split[h].den == want.den);
+  }
 }
 TEST_CASE("gpu/large/hla3 unmasked decayed equals the CPU stream in Z/p", "[gpu][large]") {
   check_large(make_spec(Variant::hla3, false, Rational(7, 8)), Form::published, true);

@@ -2,9 +2,11 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "hla/fast/implementation.hpp"
 #include "hla/fast/scan_options.hpp"
+#include "hla/fast/slices.hpp"
 #include "hla/reference/operator_spec.hpp"
 
 namespace hla::cli {
@@ -14,6 +16,10 @@ struct EvalRequest {
   std::optional<fast::Form> form;  // default: the form that equals the reference
   fast::Implementation impl = fast::Implementation::reference;
   fast::ScanOptions scan;
+  // --ranks P or --slices L,L,...: the sequence split across ranks (one thread each), each slice by
+  // --impl scan (fast/ranks.hpp); 0 and empty: not split.
+  int ranks = 0;
+  std::vector<Index> slices;
   ScalarKind scalar = ScalarKind::exact;
   std::string q_path, k_path, v_path, out_path;
   // --grad dO.npy: also the gradients of <dO, O> into dq_path, dk_path, dv_path (docs/gradients.md).

@@ -120,92 +120,169 @@ concept SegmentsWithBackward = requires(const Segments& seg, const typename Segm
 };
 
 // The scan's backward (p. 7, "Backward for gradients": the adjoint of (+) at the forward states,
-// in reverse, checkpointed at chunk boundaries). The forward it differentiates: each chunk's
-// summary folded from the identity, the carries chunk after chunk (carry_{c+1} = carry_c (+)
-// sum_c, where the forward scan runs a Blelloch scan), each token's state folded from its chunk's
-// carry. Backward:
+// in reverse, checkpointed at chunk boundaries), over one slice of a sequence: the whole sequence
+// (segment_gradients) or one rank's slice (ranks.hpp), whose state before its first token is
+// `carry_in`. The forward it differentiates: each chunk's summary folded from the identity, the
+// carries chunk after chunk (carry_0 = carry_in, carry_{c+1} = carry_c (+) sum_c, where the forward
+// scan runs a Blelloch scan), each token's state folded from its chunk's carry; and the slice's
+// summary, the chunk summaries folded from the identity, which later slices read. Backward:
 //   1. per chunk, in parallel: its states recomputed from its carry, the adjoints of its readouts
 //      carried back through them to the adjoint of its carry from its own tokens;
 //   2. chunk after chunk, from the last: the adjoint of each carry and of each chunk's summary
-//      through carry_{c+1} = carry_c (+) sum_c (combine_adjoint, at the forward's summaries);
+//      through carry_{c+1} = carry_c (+) sum_c (combine_adjoint, at the forward's summaries), down
+//      to the adjoint of carry_in; and, given the adjoint of the slice's summary, its fold backwards;
 //   3. per chunk, in parallel: both folds again, every token's adjoint from its state's and its
 //      summary's, then its gradients (token_adjoint).
 // For an associative (+) every bracketing is the serial recurrence (Thm 4.1), and so is the gradient.
 // Memory: 3 summaries per chunk and 2 (chunk + 1) per thread; time: three forward folds and two
 // backward ones per chunk, plus a sequential pass over the chunks.
 template <class Segments, class T>
-Gradients<T> segment_gradients(const Segments& seg, const OperatorSpec& spec, const Sequence<T>& s,
-                               const Upstream<T>& upstream, const ScanOptions& options) {
+class ScanSlice {
+ public:
   using Summary = typename Segments::Summary;
-  const Index n = s.length();
-  const ChunkLayout layout = chunk_layout(n, options);
-  const Index chunks = layout.count;
-  const int threads = threads_for(options, chunks);
-  const Summary zero = seg.identity();  // also the zero adjoint: rho is not read from an adjoint
-  const auto first = [&](Index c) { return c * layout.size; };
-  const auto last = [&](Index c) { return std::min(n, (c + 1) * layout.size); };
-  const auto token = [&](Index t) { return seg.token(s.q.row(t).transpose(), s.k.row(t).transpose(), s.v.row(t)); };
 
-  std::vector<Summary> sums(chunks, zero);
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
-  for (Index c = 0; c < chunks; ++c)
-    for (Index t = first(c); t < last(c); ++t) sums[c] = seg.combine(sums[c], token(t));
-  std::vector<Summary> carry(chunks, zero);
-  for (Index c = 1; c < chunks; ++c) carry[c] = seg.combine(carry[c - 1], sums[c - 1]);
-  Terms<T> terms{Matrix<T>(n, s.value_dim()), Vector<T>(n)};
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
-  for (Index c = 0; c < chunks; ++c) {
-    Summary state = carry[c];
-    for (Index t = first(c); t < last(c); ++t) {
-      state = seg.combine(state, token(t));
-      const Readout<T> r = seg.read(state, s.q.row(t).transpose());
-      terms.num.row(t) = r.num;
-      terms.den(t) = r.den;
+  // The chunk summaries: all that later slices need of this one (summary()).
+  ScanSlice(const Segments& seg, const Sequence<T>& s, const ScanOptions& options)
+      : seg_(seg),
+        s_(s),
+        layout_(chunk_layout(s.length(), options)),
+        threads_(threads_for(options, layout_.count)),
+        zero_(seg.identity()),  // also the zero adjoint: rho is not read from an adjoint
+        sums_(layout_.count, zero_),
+        carry_(layout_.count, zero_),
+        d_sums_(layout_.count, zero_) {
+    const Index chunks = layout_.count;
+#pragma omp parallel for num_threads(threads_) schedule(static) if (threads_ > 1)
+    for (Index c = 0; c < chunks; ++c)
+      for (Index t = first(c); t < last(c); ++t) sums_[c] = seg_.combine(sums_[c], token(t));
+  }
+
+  // The slice's summary, which later slices read: its chunk summaries folded from the identity.
+  Summary summary() const {
+    Summary folded = zero_;
+    for (const Summary& sum : sums_) folded = seg_.combine(folded, sum);
+    return folded;
+  }
+
+  // The rest of the forward pass, from the state before the slice: the carries and the readouts.
+  void finish(Summary carry_in) {
+    const Index chunks = layout_.count;
+    terms_ = {Matrix<T>(s_.length(), s_.value_dim()), Vector<T>(s_.length())};
+    if (chunks > 0) carry_[0] = std::move(carry_in);
+    for (Index c = 1; c < chunks; ++c) carry_[c] = seg_.combine(carry_[c - 1], sums_[c - 1]);
+#pragma omp parallel for num_threads(threads_) schedule(static) if (threads_ > 1)
+    for (Index c = 0; c < chunks; ++c) {
+      Summary state = carry_[c];
+      for (Index t = first(c); t < last(c); ++t) {
+        state = seg_.combine(state, token(t));
+        const Readout<T> r = seg_.read(state, s_.q.row(t).transpose());
+        terms_.num.row(t) = r.num;
+        terms_.den(t) = r.den;
+      }
     }
   }
-  const Terms<T> d_terms = upstream.adjoint(spec, terms);
-  Gradients<T> g{Matrix<T>(n, s.key_dim()), Matrix<T>(n, s.key_dim()), Matrix<T>(n, s.value_dim()),
-                 reference::backward_output(spec, terms), terms};
+
+  // After finish().
+  const Terms<T>& terms() const {
+    return terms_;
+  }
+
+  // Passes 1 and 2, after finish(), from the adjoints of the slice's readouts: the adjoint of
+  // carry_in from them.
+  Summary carry_adjoint(Terms<T> d_terms) {
+    d_terms_ = std::move(d_terms);
+    const Index chunks = layout_.count;
+    std::vector<Summary> d_carry(chunks, zero_);
+#pragma omp parallel for num_threads(threads_) schedule(static) if (threads_ > 1)
+    for (Index c = 0; c < chunks; ++c) d_carry[c] = chunk_backward(c, nullptr, nullptr);
+    for (Index c = chunks - 2; c >= 0; --c)
+      seg_.combine_adjoint(carry_[c], sums_[c], d_carry[c + 1], d_carry[c], d_sums_[c]);
+    return chunks > 0 ? d_carry[0] : zero_;
+  }
+
+  // Pass 3, after carry_adjoint: every token's gradients into g's rows, from the adjoint of the
+  // slice's summary (d_summary; none when nothing reads it) and of its readouts.
+  void token_gradients(const Summary* d_summary, Gradients<T>& g) {
+    const Index chunks = layout_.count;
+    if (d_summary && chunks > 0) {  // summary() backwards: folded_c = folded_{c-1} (+) sum_c
+      std::vector<Summary> folded{zero_};
+      for (Index c = 0; c + 1 < chunks; ++c) folded.push_back(seg_.combine(folded.back(), sums_[c]));
+      Summary d_folded = *d_summary;
+      for (Index c = chunks - 1; c >= 0; --c) {
+        Summary d_before = zero_;
+        seg_.combine_adjoint(folded[c], sums_[c], d_folded, d_before, d_sums_[c]);
+        d_folded = std::move(d_before);
+      }
+    }
+#pragma omp parallel for num_threads(threads_) schedule(static) if (threads_ > 1)
+    for (Index c = 0; c < chunks; ++c) chunk_backward(c, &d_sums_[c], &g);
+  }
+
+ private:
+  Index first(Index c) const {
+    return c * layout_.size;
+  }
+  Index last(Index c) const {
+    return std::min(s_.length(), (c + 1) * layout_.size);
+  }
+  Summary token(Index t) const {
+    return seg_.token(s_.q.row(t).transpose(), s_.k.row(t).transpose(), s_.v.row(t));
+  }
 
   // Chunk c backward from the adjoints of its readouts and, when given, of its summary: returns
-  // the adjoint of its carry from its own readouts, and writes its tokens' gradients if asked.
-  const auto chunk_backward = [&](Index c, const Summary* d_sum, bool write) {
-    std::vector<Summary> states{carry[c]}, partial{zero};  // before each token of the chunk
+  // the adjoint of its carry from its own readouts, and writes its tokens' gradients to g if given.
+  Summary chunk_backward(Index c, const Summary* d_sum, Gradients<T>* g) const {
+    std::vector<Summary> states{carry_[c]}, partial{zero_};  // before each token of the chunk
     for (Index t = first(c); t < last(c); ++t) {
       const Summary x = token(t);
-      states.push_back(seg.combine(states.back(), x));
-      if (d_sum) partial.push_back(seg.combine(partial.back(), x));
+      states.push_back(seg_.combine(states.back(), x));
+      if (d_sum) partial.push_back(seg_.combine(partial.back(), x));
     }
-    Summary d_state = zero, d_partial = d_sum ? *d_sum : zero;
+    Summary d_state = zero_, d_partial = d_sum ? *d_sum : zero_;
     for (Index t = last(c) - 1; t >= first(c); --t) {
       const std::size_t j = static_cast<std::size_t>(t - first(c));
-      const Vector<T> q = s.q.row(t).transpose(), k = s.k.row(t).transpose();
-      const RowVector<T> v = s.v.row(t);
-      const Summary x = seg.token(q, k, v);
+      const Vector<T> q = s_.q.row(t).transpose(), k = s_.k.row(t).transpose();
+      const RowVector<T> v = s_.v.row(t);
+      const Summary x = seg_.token(q, k, v);
       TokenGradient<T> tg{Vector<T>::Zero(q.size()), Vector<T>::Zero(k.size()), RowVector<T>::Zero(v.size())};
-      seg.read_adjoint(states[j + 1], q, d_terms.num.row(t), d_terms.den(t), d_state, tg.dq);
-      Summary d_token = zero, d_before = zero;
-      seg.combine_adjoint(states[j], x, d_state, d_before, d_token);
+      seg_.read_adjoint(states[j + 1], q, d_terms_.num.row(t), d_terms_.den(t), d_state, tg.dq);
+      Summary d_token = zero_, d_before = zero_;
+      seg_.combine_adjoint(states[j], x, d_state, d_before, d_token);
       d_state = std::move(d_before);
       if (d_sum) {
-        Summary d_partial_before = zero;
-        seg.combine_adjoint(partial[j], x, d_partial, d_partial_before, d_token);
+        Summary d_partial_before = zero_;
+        seg_.combine_adjoint(partial[j], x, d_partial, d_partial_before, d_token);
         d_partial = std::move(d_partial_before);
       }
-      if (!write) continue;
-      seg.token_adjoint(q, k, v, d_token, tg);
-      g.dq.row(t) = tg.dq.transpose();
-      g.dk.row(t) = tg.dk.transpose();
-      g.dv.row(t) = tg.dv;
+      if (!g) continue;
+      seg_.token_adjoint(q, k, v, d_token, tg);
+      g->dq.row(t) = tg.dq.transpose();
+      g->dk.row(t) = tg.dk.transpose();
+      g->dv.row(t) = tg.dv;
     }
     return d_state;
-  };
-  std::vector<Summary> d_carry(chunks, zero), d_sums(chunks, zero);
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
-  for (Index c = 0; c < chunks; ++c) d_carry[c] = chunk_backward(c, nullptr, false);
-  for (Index c = chunks - 2; c >= 0; --c) seg.combine_adjoint(carry[c], sums[c], d_carry[c + 1], d_carry[c], d_sums[c]);
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
-  for (Index c = 0; c < chunks; ++c) chunk_backward(c, &d_sums[c], true);
+  }
+
+  const Segments& seg_;
+  const Sequence<T>& s_;
+  ChunkLayout layout_;
+  int threads_;
+  Summary zero_;
+  std::vector<Summary> sums_, carry_, d_sums_;
+  Terms<T> terms_, d_terms_;
+};
+
+// The scan's backward over a whole sequence (ScanSlice from the identity; nothing reads its summary).
+template <class Segments, class T>
+Gradients<T> segment_gradients(const Segments& seg, const OperatorSpec& spec, const Sequence<T>& s,
+                               const Upstream<T>& upstream, const ScanOptions& options) {
+  ScanSlice<Segments, T> slice(seg, s, options);
+  slice.finish(seg.identity());
+  Gradients<T> g{Matrix<T>(s.length(), s.key_dim()), Matrix<T>(s.length(), s.key_dim()),
+                 Matrix<T>(s.length(), s.value_dim()), reference::backward_output(spec, slice.terms()),
+                 slice.terms()};
+  slice.carry_adjoint(upstream.adjoint(spec, slice.terms()));
+  slice.token_gradients(nullptr, g);
   return g;
 }
 

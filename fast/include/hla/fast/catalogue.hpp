@@ -74,6 +74,14 @@ void require_available(const OperatorSpec& spec, Implementation impl, Form form)
 // the printed ones a finding affects. Includes unavailable()'s reasons.
 std::optional<std::string> backward_unavailable(const OperatorSpec& spec, Implementation impl, Form form);
 
+// Why `impl` cannot evaluate spec in `form` with the sequence split across ranks (ranks.hpp; the
+// forward, or with `backward` its gradients too), as one line, or nullopt when it can: the CPU scan,
+// one thread a rank, forward and backward, and the generic GPU scan's forward (gpu.hpp, rank_terms),
+// in the forms that are the operator (a printed form that a finding affects is not, and its result
+// would depend on where the slices start). Includes unavailable()'s reasons.
+std::optional<std::string> ranks_unavailable(const OperatorSpec& spec, Implementation impl, Form form,
+                                             bool backward = false);
+
 // The algebra that `impl` runs for `spec` in `form`: the one map from (operator, form, strategy)
 // to code; each strategy lists its type for each AlgebraId (fast/algebra/select.hpp).
 AlgebraId algebra_for(const OperatorSpec& spec, Implementation impl, Form form);

@@ -23,6 +23,7 @@
 
 #include "hla/fast/catalogue.hpp"
 #include "hla/fast/gpu_types.hpp"
+#include "hla/fast/slices.hpp"
 #include "hla/reference/gauge.hpp"
 #include "hla/reference/gradient.hpp"
 #include "hla/reference/sequence.hpp"
@@ -44,6 +45,57 @@ template <class In, class T>
 void terms(const OperatorSpec& spec, Form form, Implementation impl, const Problem& problem,
            std::int64_t chunk, const In* q, const In* k, const In* v, T* num, T* den,
            CUstream_st* stream = nullptr);
+
+// Sequence parallelism (docs/ranks.md): one sequence split across ranks, each rank a GPU (one process
+// each, NCCL's all-gather) or simulated on one GPU (SimulatedRanks). The exchange is an all-gather of
+// device buffers in stream order: receive[r * bytes, (r + 1) * bytes) gets rank r's send, for every
+// rank r; work enqueued on `stream` afterwards sees them, and may reuse or free `send`.
+class RankExchange {
+ public:
+  virtual ~RankExchange() = default;
+  virtual int rank() const = 0;
+  virtual int ranks() const = 0;
+  virtual void all_gather(const void* send, void* receive, std::size_t bytes, CUstream_st* stream) = 0;
+};
+
+// `ranks` ranks on the current GPU, each driven by its own host thread with its own stream: the
+// exchange is a device copy from every rank's buffer after an event. A rank that fails calls
+// abandon(), after which every other rank's all_gather throws instead of waiting.
+class SimulatedRanks {
+ public:
+  explicit SimulatedRanks(int ranks);
+  ~SimulatedRanks();
+  SimulatedRanks(const SimulatedRanks&) = delete;
+  SimulatedRanks& operator=(const SimulatedRanks&) = delete;
+  RankExchange& rank(int r);
+  void abandon();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// One rank's forward by the generic GPU scan (gpu_scan, chunks of `chunk` tokens): q, k, v, num and den
+// hold this rank's slice, `slice.length` tokens of every sequence-head, in the layout of terms(); the
+// rank folds its slice into summaries, all-gathers them through `exchange`, and runs the scan from the
+// carry of the ranks before it. Asynchronous on `stream`; every rank must call it (an empty slice
+// too). Throws hla::Error where ranks_unavailable(spec, gpu_scan, form) says why. In/T as terms().
+template <class In, class T>
+void rank_terms(const OperatorSpec& spec, Form form, const Problem& slice, std::int64_t chunk, const In* q,
+                const In* k, const In* v, T* num, T* den, RankExchange& exchange,
+                CUstream_st* stream = nullptr);
+
+// Host convenience: the terms of every head (all sharing n, d, dv) with the sequence split as `slices`
+// (fast/slices.hpp), the ranks simulated on this GPU, each slice's inputs on its own device arrays.
+std::vector<Terms<float>> ranks_terms(const OperatorSpec& spec, Form form,
+                                      const std::vector<Sequence<float>>& heads, const Slices& slices,
+                                      std::int64_t chunk);
+std::vector<Terms<double>> ranks_terms(const OperatorSpec& spec, Form form,
+                                       const std::vector<Sequence<double>>& heads, const Slices& slices,
+                                       std::int64_t chunk);
+std::vector<Terms<ModP>> ranks_terms(const OperatorSpec& spec, Form form,
+                                     const std::vector<Sequence<ModP>>& heads, const Slices& slices,
+                                     std::int64_t chunk);
 
 // How the GPU backward runs. gpu_streaming: the CPU's streaming backward (fast/backward.hpp) as
 // a kernel, one thread block per sequence-head, its formulas the CPU stream's

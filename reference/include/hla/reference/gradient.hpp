@@ -16,6 +16,7 @@
 //   hla3 unmasked   M = Gamma . ((Gamma . (W A^T)) A)
 // then num = M V, den = M 1 and O = num (unnormalized) or O_t = num_t / (den_t + eps).
 
+#include <string>
 #include <type_traits>
 
 #include "hla/reference/definition.hpp"
@@ -88,6 +89,20 @@ class Upstream {
       throw Error("gradients: the readouts' adjoints must have the readouts' shapes");
     return *d_terms_;
   }
+  // The same for rows [begin, begin + rows) of the sequence, given those rows' readouts (one slice of
+  // it: the readouts' adjoints are row by row). Throws hla::Error where the rows or columns differ.
+  Terms<T> adjoint_rows(const OperatorSpec& spec, const Terms<T>& terms, Index begin) const {
+    const Index rows = terms.num.rows();
+    if (begin < 0 || begin + rows > this->rows())
+      throw Error("gradients: the upstream has no rows " + std::to_string(begin) + " to " +
+                  std::to_string(begin + rows));
+    if (!d_terms_) return reference::finish_adjoint(spec, terms, Matrix<T>(d_out_->middleRows(begin, rows)));
+    if (d_terms_->num.cols() != terms.num.cols())
+      throw Error("gradients: the readouts' adjoints must have the readouts' shapes");
+    return {d_terms_->num.middleRows(begin, rows), d_terms_->den.segment(begin, rows)};
+  }
+  // The sequence's length it covers.
+  Index rows() const { return d_terms_ ? d_terms_->num.rows() : d_out_->rows(); }
 
  private:
   Upstream() = default;

@@ -2,7 +2,9 @@
 
 #include <rapidcheck.h>
 
+#include <algorithm>
 #include <ostream>
+#include <vector>
 
 #include "hla/fast/catalogue.hpp"
 #include "hla/reference/operator_spec.hpp"
@@ -87,6 +89,23 @@ inline rc::Gen<Sequence<Rational>> gen_any_sequence(int max_n, int max_d, int mi
       });
     });
   });
+}
+
+// The lengths of 1 to max_ranks slices of n tokens, cut at uniform points in [0, n] (empty slices
+// included): a sequence split across ranks (fast/slices.hpp).
+inline std::vector<Index> gen_slice_lengths(Index n, int max_ranks) {
+  const Index ranks = *gen_position(1, max_ranks + 1).as("ranks");
+  std::vector<Index> cuts;
+  for (Index r = 1; r < ranks; ++r) cuts.push_back(*gen_position(0, n + 1).as("cut"));
+  std::sort(cuts.begin(), cuts.end());
+  std::vector<Index> lengths;
+  Index at = 0;
+  for (const Index cut : cuts) {
+    lengths.push_back(cut - at);
+    at = cut;
+  }
+  lengths.push_back(n - at);
+  return lengths;
 }
 
 // gamma = a / b with 1 <= a <= b <= 8 (often 1: no decay).

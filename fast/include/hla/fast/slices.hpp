@@ -1,0 +1,37 @@
+#pragma once
+
+// How a sequence splits across ranks (fast/ranks.hpp), apart from the drivers so that the command
+// line's parser includes none.
+
+#include <span>
+#include <vector>
+
+#include "hla/reference/linalg.hpp"
+
+namespace hla::fast {
+
+// Where the slices start: slice r holds tokens [starts[r], starts[r + 1]) with starts[ranks] = n.
+// Slices may differ in length and be empty.
+struct Slices {
+  std::vector<Index> starts;  // ranks + 1 entries, non-decreasing, from 0 to n
+
+  int ranks() const { return static_cast<int>(starts.size()) - 1; }
+  Index begin(int r) const { return starts[r]; }
+  Index length(int r) const { return starts[r + 1] - starts[r]; }
+};
+
+// The most ranks a split takes (threads on the CPU, processes on GPUs).
+inline constexpr int max_ranks = 1024;
+
+// n tokens over `ranks` ranks, ceil(n / ranks) tokens each, the last slices shorter (or empty).
+// Throws hla::Error naming --ranks for ranks outside 1 .. max_ranks.
+Slices even_slices(Index n, int ranks);
+
+// Slices of the given lengths, in rank order. Throws hla::Error for a negative length or more than
+// max_ranks of them.
+Slices slices_of_lengths(std::span<const Index> lengths);
+
+// Throws hla::Error unless `slices` covers tokens 0 .. n in order.
+void validate(const Slices& slices, Index n);
+
+}  // namespace hla::fast
