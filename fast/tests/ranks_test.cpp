@@ -66,6 +66,37 @@ TEST_CASE("ranks/split across ranks, the outputs and gradients equal the definit
         [=] { split_equals_reference(variant); }, 150);
 }
 
+// In float64 on small integers without decay or normalization every value is an integer (or a half,
+// with a ridge) far below 2^53, so the split's arithmetic is exact: its outputs and gradients equal the
+// definition's, computed in rationals, bit for bit.
+TEST_CASE("ranks/split across ranks in float64 on small integers, the outputs and gradients are exact",
+          "[ranks]") {
+  for (const Variant variant : all_variants)
+    property(
+        std::string(variant_name(variant)) + ": float64 terms, dQ, dK, dV across ranks equal the exact ones",
+        [variant] {
+          OperatorSpec spec = *testing::gen_spec(variant).as("spec");
+          spec.decay = 1;
+          spec.normalize = false;
+          spec.eps = 0;
+          const Form form = fast::default_form(spec, Implementation::scan);
+          const Sequence<Rational> s = *testing::gen_any_sequence(16, 3).as("sequence");
+          const Matrix<Rational> d_out = *testing::gen_matrix(s.length(), s.value_dim(), false).as("dO");
+          const fast::Slices slices = fast::slices_of_lengths(testing::gen_slice_lengths(s.length(), 4));
+          const fast::ScanOptions options{*testing::gen_position(1, 5).as("chunk"), 1};
+          const Gradients<double> g =
+              fast::ranks_gradients(spec, form, convert<double>(s), convert<double>(d_out), slices, options);
+          const Gradients<Rational> e = reference::gradients(spec, s, d_out);
+          RC_ASSERT(g.terms.num == convert<double>(e.terms.num));
+          RC_ASSERT(g.dq == convert<double>(e.dq));
+          RC_ASSERT(g.dk == convert<double>(e.dk));
+          RC_ASSERT(g.dv == convert<double>(e.dv));
+          RC_ASSERT(fast::ranks_terms(spec, form, convert<double>(s), slices, options).num ==
+                    convert<double>(e.terms.num));
+        },
+        60);
+}
+
 TEST_CASE("ranks/even slices cover the sequence in order, none longer than ceil(n / ranks)", "[ranks]") {
   property("even_slices", [] {
     const Index n = *testing::gen_position(0, 200).as("n");
