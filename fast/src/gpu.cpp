@@ -396,16 +396,21 @@ struct SimulatedRanks::State {
     void all_gather(const void* send, void* receive, std::size_t bytes, CUstream_st* stream) override {
       State& st = *state_;
       check(cudaEventRecord(st.ready[rank_], stream), "cudaEventRecord");
-      const std::vector<const void*> sends = st.posted.all_gather(rank_, send);
+      const std::vector<Posted> sends = st.posted.all_gather(rank_, {send, bytes});
+      for (const Posted& other : sends) {  // every rank sees the same list, so all stop here or none
+        if (other.bytes != bytes)
+          throw Error("rank exchange: the ranks gather different sizes (" + std::to_string(bytes) + " and " +
+                      std::to_string(other.bytes) + " bytes)");
+      }
       for (int from = 0; from < ranks(); ++from) {
         check(cudaStreamWaitEvent(stream, st.ready[from], 0), "cudaStreamWaitEvent");
         if (bytes > 0)
-          check(cudaMemcpyAsync(static_cast<char*>(receive) + from * bytes, sends[from], bytes,
+          check(cudaMemcpyAsync(static_cast<char*>(receive) + from * bytes, sends[from].send, bytes,
                                 cudaMemcpyDeviceToDevice, stream),
                 "cudaMemcpyAsync (rank exchange)");
       }
       check(cudaEventRecord(st.done[rank_], stream), "cudaEventRecord");
-      st.posted.all_gather(rank_, nullptr);  // every rank's copies are enqueued before anyone waits on them
+      st.posted.all_gather(rank_, {});  // every rank's copies are enqueued before anyone waits on them
       for (int from = 0; from < ranks(); ++from)
         check(cudaStreamWaitEvent(stream, st.done[from], 0), "cudaStreamWaitEvent");
     }
@@ -426,7 +431,11 @@ struct SimulatedRanks::State {
       for (cudaEvent_t e : *events) cudaEventDestroy(e);
   }
 
-  ThreadExchange<const void*> posted;
+  struct Posted {
+    const void* send = nullptr;
+    std::size_t bytes = 0;
+  };
+  ThreadExchange<Posted> posted;
   std::vector<cudaEvent_t> ready, done;
   std::vector<View> views;
 };
@@ -452,6 +461,7 @@ void rank_terms(const OperatorSpec& spec, Form form, const Problem& slice, std::
   const auto params = device_params<T>(spec, Implementation::gpu_scan, form, slice.key_dim, slice.value_dim);
   const std::int64_t heads = slice.batch * slice.heads, scalars = heads * detail::summary_scalars(params);
   const std::int64_t step = scan_chunk(chunk, slice.length);
+  // Not freed when something below throws: another rank may still be copying `mine`.
   T *mine = nullptr, *gathered = nullptr;
   check(cudaMallocAsync(reinterpret_cast<void**>(&mine), std::max<std::int64_t>(scalars, 1) * sizeof(T),
                         stream),
@@ -488,7 +498,7 @@ std::vector<Terms<T>> ranks_round_trip(const OperatorSpec& spec, Form form,
   if (heads.empty()) return {};
   check_same_shapes(heads, "GPU ranks");
   const Index n = heads.front().length(), dv = heads.front().value_dim();
-  validate(slices, n);
+  validate(slices, n, 1);
   int device = 0;
   check(cudaGetDevice(&device), "cudaGetDevice");
   std::vector<Terms<T>> out(heads.size(), Terms<T>{Matrix<T>(n, dv), Vector<T>(n)});

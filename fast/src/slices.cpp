@@ -1,6 +1,8 @@
 #include "hla/fast/slices.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <string>
 
 #include "hla/reference/error.hpp"
@@ -23,9 +25,18 @@ Slices slices_of_lengths(std::span<const Index> lengths) {
   Slices slices{{0}};
   for (const Index length : lengths) {
     if (length < 0) throw Error("--slices: a slice's length must be >= 0, got " + std::to_string(length));
+    if (length > std::numeric_limits<Index>::max() - slices.starts.back())
+      throw Error("--slices: the lengths add up past " + std::to_string(std::numeric_limits<Index>::max()));
     slices.starts.push_back(slices.starts.back() + length);
   }
   return slices;
+}
+
+void validate(const Slices& slices, Index n, int threads_a_rank) {
+  validate(slices, n);
+  if (static_cast<std::int64_t>(slices.ranks()) * threads_a_rank > max_ranks)
+    throw Error("--ranks, --threads: at most " + std::to_string(max_ranks) + " threads in all, got " +
+                std::to_string(slices.ranks()) + " ranks of " + std::to_string(threads_a_rank));
 }
 
 void validate(const Slices& slices, Index n) {

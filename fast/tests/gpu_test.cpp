@@ -21,6 +21,7 @@
 #include <utility>
 
 #include "../cuda/host.hpp"
+#include "field_sequence.hpp"
 #include "hla/checking/instances.hpp"
 #include "hla/fast/ranks.hpp"
 #include "hla/fast/scan.hpp"
@@ -34,6 +35,7 @@ using namespace hla;
 using fast::Form;
 using fast::Implementation;
 using testing::property;
+using testing::random_field_sequence;
 
 namespace {
 
@@ -392,22 +394,6 @@ TEST_CASE("gpu/float32 and bf16-input results stay within the a-priori bound", "
 }
 
 namespace {
-
-// Uniform residues: a random point of Z/p, where Schwartz-Zippel bounds the chance that two
-// different polynomials agree by their degree over p.
-Sequence<ModP> random_field_sequence(std::uint64_t seed, Index n, Index d, Index dv) {
-  Rng rng(seed);
-  const auto fill = [&](Index rows, Index cols) {
-    Matrix<ModP> m(rows, cols);
-    for (Index i = 0; i < m.size(); ++i) m.data()[i] = ModP::from_residue(rng.next() % ModP::modulus);
-    return m;
-  };
-  Sequence<ModP> s;
-  s.q = fill(n, d);
-  s.k = fill(n, d);
-  s.v = fill(n, dv);
-  return s;
-}
 
 // "" when equal, else the first differing entry (the matrices are too large to print).
 std::string first_difference(const Terms<ModP>& got, const Terms<ModP>& want) {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <limits>
 
 #include "hla/testing/generators.hpp"
 #include "hla/testing/gradients.hpp"
@@ -135,10 +136,34 @@ TEST_CASE("ranks/what cannot be split is refused with a reason", "[ranks]") {
       Catch::StartsWith("--slices: the slices must cover the 6 tokens in order"));
   const std::vector<Index> negative{7, -1};
   CHECK_THROWS_WITH(fast::slices_of_lengths(negative), "--slices: a slice's length must be >= 0, got -1");
+  CHECK_THROWS_WITH(fast::ranks_terms(OperatorSpec{}, Form::published, s, fast::even_slices(6, 5), {1, 256}),
+                    "--ranks, --threads: at most 1024 threads in all, got 5 ranks of 256");
+  const std::vector<Index> huge{std::numeric_limits<Index>::max(), 1};
+  CHECK_THROWS_WITH(fast::slices_of_lengths(huge), Catch::StartsWith("--slices: the lengths add up past"));
+  const Terms<double> short_den{Matrix<double>::Ones(6, 2), Vector<double>::Ones(3)};
+  CHECK_THROWS_WITH(fast::ranks_gradients(OperatorSpec{}, Form::published, s,
+                                          Upstream<double>::readouts(short_den), fast::even_slices(6, 2), {}),
+                    "gradients: the readouts' adjoints must have the readouts' shapes");
   const Matrix<double> d_out = Matrix<double>::Ones(5, 2);
   CHECK_THROWS_WITH(
       fast::ranks_gradients(OperatorSpec{}, Form::published, s, d_out, fast::even_slices(6, 2), {}),
       "gradients: dO must have the shape of O");
+}
+
+// A zero normalized denominator in Z/p is named by its place in the sequence, not in its slice.
+TEST_CASE("ranks/a zero denominator names its token in the whole sequence", "[ranks]") {
+  const OperatorSpec spec{.variant = Variant::linear, .normalize = true, .eps = 1};
+  Matrix<ModP> q(3, 1), k(3, 1), v(3, 1);
+  q << ModP(1), ModP(1), ModP(1);
+  k << ModP(1), ModP(1), ModP(-3);  // den = 1, 2, -1: den + eps is zero at token 2
+  v << ModP(1), ModP(2), ModP(3);
+  const Sequence<ModP> s{q, k, v};
+  const Matrix<ModP> d_out = v;
+  CHECK_THROWS_WITH(reference::gradients(spec, s, d_out), Catch::Contains("token 2 (den + eps)"));
+  const std::vector<Index> lengths{2, 1};
+  CHECK_THROWS_WITH(
+      fast::ranks_gradients(spec, Form::published, s, d_out, fast::slices_of_lengths(lengths), {}),
+      Catch::Contains("token 2 (den + eps)"));
 }
 
 TEST_CASE("ranks/a rank's failure reaches the caller and releases the ranks waiting for it", "[ranks]") {
@@ -159,6 +184,7 @@ TEST_CASE("ranks/a rank's failure reaches the caller and releases the ranks wait
                             [&] { exchange.abandon(); }),
                         "rank " + std::to_string(failing) + " failed");
       CHECK(finished == 0);
+      CHECK_THROWS_WITH(exchange.all_gather(0, 0), "another rank failed");  // spent: refuses at once
     }
   }
   fast::ThreadExchange<int> exchange(3);

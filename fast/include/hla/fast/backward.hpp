@@ -149,8 +149,7 @@ class ScanSlice {
         threads_(threads_for(options, layout_.count)),
         zero_(seg.identity()),  // also the zero adjoint: rho is not read from an adjoint
         sums_(layout_.count, zero_),
-        carry_(layout_.count, zero_),
-        d_sums_(layout_.count, zero_) {
+        carry_(layout_.count, zero_) {
     const Index chunks = layout_.count;
 #pragma omp parallel for num_threads(threads_) schedule(static) if (threads_ > 1)
     for (Index c = 0; c < chunks; ++c)
@@ -192,6 +191,7 @@ class ScanSlice {
   Summary carry_adjoint(Terms<T> d_terms) {
     d_terms_ = std::move(d_terms);
     const Index chunks = layout_.count;
+    d_sums_.assign(chunks, zero_);
     std::vector<Summary> d_carry(chunks, zero_);
 #pragma omp parallel for num_threads(threads_) schedule(static) if (threads_ > 1)
     for (Index c = 0; c < chunks; ++c) d_carry[c] = chunk_backward(c, nullptr, nullptr);
@@ -278,10 +278,11 @@ Gradients<T> segment_gradients(const Segments& seg, const OperatorSpec& spec, co
                                const Upstream<T>& upstream, const ScanOptions& options) {
   ScanSlice<Segments, T> slice(seg, s, options);
   slice.finish(seg.identity());
+  Terms<T> d_terms = upstream.adjoint(spec, slice.terms());
   Gradients<T> g{Matrix<T>(s.length(), s.key_dim()), Matrix<T>(s.length(), s.key_dim()),
                  Matrix<T>(s.length(), s.value_dim()), reference::backward_output(spec, slice.terms()),
                  slice.terms()};
-  slice.carry_adjoint(upstream.adjoint(spec, slice.terms()));
+  slice.carry_adjoint(std::move(d_terms));
   slice.token_gradients(nullptr, g);
   return g;
 }

@@ -75,6 +75,29 @@ class SimulatedRanks {
   std::unique_ptr<State> state_;
 };
 
+// Ranks in separate processes, one GPU each, exchanging through NCCL's all-gather. NCCL is loaded when
+// the first NcclRanks is made (libnccl.so.2 from the library path: the CUDA toolkit's, or the one a
+// Python wheel brings), so that nothing else needs it. The ranks meet through `id_file`: rank 0 creates
+// it (refusing one that exists) with NCCL's unique id and removes it once every rank has joined; the
+// others wait for it up to `timeout_s` seconds. scripts/ranks.sh starts the processes (docs/ranks.md).
+class NcclRanks final : public RankExchange {
+ public:
+  NcclRanks(int rank, int ranks, const std::string& id_file, double timeout_s = 60);
+  ~NcclRanks() override;
+  NcclRanks(const NcclRanks&) = delete;
+  NcclRanks& operator=(const NcclRanks&) = delete;
+  int rank() const override { return rank_; }
+  int ranks() const override { return ranks_; }
+  void all_gather(const void* send, void* receive, std::size_t bytes, CUstream_st* stream) override;
+
+ private:
+  int rank_, ranks_;
+  void* comm_ = nullptr;  // ncclComm_t
+};
+
+// Why NcclRanks cannot be made here (NCCL not loadable, or a build without nccl.h), or nullopt.
+std::optional<std::string> nccl_unavailable();
+
 // One rank's forward by the generic GPU scan (gpu_scan, chunks of `chunk` tokens): q, k, v, num and den
 // hold this rank's slice, `slice.length` tokens of every sequence-head, in the layout of terms(); the
 // rank folds its slice into summaries, all-gathers them through `exchange`, and runs the scan from the

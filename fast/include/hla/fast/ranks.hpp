@@ -70,7 +70,7 @@ Terms<T> ranks_terms(const OperatorSpec& spec, Form form, const Sequence<T>& s, 
                      const ScanOptions& options) {
   if (const auto why = ranks_unavailable(spec, Implementation::scan, form)) throw Error(*why);
   validate(options);
-  validate(slices, s.length());
+  validate(slices, s.length(), options.threads);
   return with_segments<T>(spec, form, s.key_dim(), s.value_dim(), [&](const auto& seg) {
     using Segments = std::decay_t<decltype(seg)>;
     using Summary = typename Segments::Summary;
@@ -100,7 +100,7 @@ Gradients<T> ranks_gradients(const OperatorSpec& spec, Form form, const Sequence
                              const ScanOptions& options) {
   if (const auto why = ranks_unavailable(spec, Implementation::scan, form, true)) throw Error(*why);
   validate(options);
-  validate(slices, s.length());
+  validate(slices, s.length(), options.threads);
   if (upstream.rows() != s.length()) throw Error("gradients: dO must have the shape of O");
   return with_segments<T>(spec, form, s.key_dim(), s.value_dim(), [&](const auto& seg) -> Gradients<T> {
     using Segments = std::decay_t<decltype(seg)>;

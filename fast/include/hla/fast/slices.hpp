@@ -33,5 +33,7 @@ Slices slices_of_lengths(std::span<const Index> lengths);
 
 // Throws hla::Error unless `slices` covers tokens 0 .. n in order.
 void validate(const Slices& slices, Index n);
+// The same, and at most max_ranks threads in all when each rank runs threads_a_rank of them.
+void validate(const Slices& slices, Index n, int threads_a_rank);
 
 }  // namespace hla::fast

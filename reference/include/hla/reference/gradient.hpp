@@ -34,9 +34,11 @@ namespace reference {
 
 // The adjoints of num and den from the upstream gradient dO of O = finish(spec, terms): dO itself
 // and zero unnormalized; normalized, with s_t = den_t + eps, dO_t / s_t and -(dO_t . num_t) / s_t^2.
-// @pre den_t + eps != 0 when normalized (an exact zero throws hla::Error naming the token)
+// @pre den_t + eps != 0 when normalized (an exact zero throws hla::Error naming the token, counted
+// from first_token: the rows' place in the sequence when they are a slice of it)
 template <class T>
-Terms<T> finish_adjoint(const OperatorSpec& spec, const Terms<T>& terms, const Matrix<T>& d_out) {
+Terms<T> finish_adjoint(const OperatorSpec& spec, const Terms<T>& terms, const Matrix<T>& d_out,
+                        Index first_token = 0) {
   const Index n = terms.num.rows();
   if (d_out.rows() != n || d_out.cols() != terms.num.cols()) throw Error("gradients: dO must have the shape of O");
   Terms<T> out{d_out, Vector<T>::Zero(n)};
@@ -44,7 +46,7 @@ Terms<T> finish_adjoint(const OperatorSpec& spec, const Terms<T>& terms, const M
   const T eps = from_rational<T>(spec.eps);
   for (Index t = 0; t < n; ++t) {
     const T divisor = terms.den(t) + eps;
-    const std::string what = "gradients: token " + std::to_string(t) + " (den + eps)";
+    const std::string what = "gradients: token " + std::to_string(first_token + t) + " (den + eps)";
     T weighted(0);  // dO_t . num_t
     for (Index c = 0; c < out.num.cols(); ++c) {
       out.num(t, c) = checked_divide(d_out(t, c), divisor, what);
@@ -96,8 +98,9 @@ class Upstream {
     if (begin < 0 || begin + rows > this->rows())
       throw Error("gradients: the upstream has no rows " + std::to_string(begin) + " to " +
                   std::to_string(begin + rows));
-    if (!d_terms_) return reference::finish_adjoint(spec, terms, Matrix<T>(d_out_->middleRows(begin, rows)));
-    if (d_terms_->num.cols() != terms.num.cols())
+    if (!d_terms_)
+      return reference::finish_adjoint(spec, terms, Matrix<T>(d_out_->middleRows(begin, rows)), begin);
+    if (d_terms_->num.cols() != terms.num.cols() || d_terms_->den.size() != d_terms_->num.rows())
       throw Error("gradients: the readouts' adjoints must have the readouts' shapes");
     return {d_terms_->num.middleRows(begin, rows), d_terms_->den.segment(begin, rows)};
   }
