@@ -82,8 +82,8 @@ void run_ranks(int ranks, const Rank& rank, const Abandon& abandon) {
             abandon();
           }
         });
-      } catch (
-          const std::exception& e) {  // no thread for ranks r, r + 1, ...: release those that wait for them
+      } catch (const std::exception& e) {
+        // No thread for ranks r, r + 1, ...: release the ranks that wait for them.
         not_started =
             std::make_exception_ptr(Error("--ranks: cannot start the thread of rank " + std::to_string(r) +
                                           " of " + std::to_string(ranks) + " (" + e.what() + ")"));
