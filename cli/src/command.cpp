@@ -179,7 +179,7 @@ EvalRequest CommandLine::eval_request() const {
   if (!form.empty()) out.form = parse_choice("--form", form, fast::parse_form(form), "published, corrected");
   out.impl = parse_choice("--impl", impl, fast::parse_implementation(impl), implementation_choices(", "));
   out.scalar = parse_choice("--scalar", scalar, parse_scalar_kind(scalar), "exact, mpfr, f64, f32, modp");
-  if (eval->count("--ranks") > 0) fast::even_slices(0, out.ranks);  // --ranks 0 is refused, not "unsplit"
+  if (eval->count("--ranks") > 0) fast::validate_ranks(out.ranks);  // --ranks 0 is refused, not "unsplit"
   return out;
 }
 

@@ -282,7 +282,7 @@ void run_eval(const EvalRequest& req) {
     if (req.scalar != ScalarKind::f64 && req.scalar != ScalarKind::f32 && req.scalar != ScalarKind::modp)
       throw Error("--ranks, --slices: with --scalar f64, f32 or modp, got " +
                   std::string(scalar_kind_name(req.scalar)));
-    if (req.slices.empty()) fast::even_slices(0, req.ranks);  // --ranks' range, before reading the inputs
+    if (req.slices.empty()) fast::validate_ranks(req.ranks);  // before reading the inputs
   }
   if (fast::on_gpu(req.impl)) check_device(req.impl);
   fast::validate(req.scan);

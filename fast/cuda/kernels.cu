@@ -587,27 +587,34 @@ void launch_streaming(const AlgebraParams<T>& params, std::int64_t heads, std::i
   });
 }
 
-template <class In, class T>
-void launch_scan(const AlgebraParams<T>& params, std::int64_t heads, std::int64_t length, std::int64_t chunk,
-                 const In* q, const In* k, const In* v, T* num, T* den, CUstream_st* stream) {
-  if (heads == 0 || length == 0) return;
+// f(algebra) with the device algebra of params, which the scan needs to have segments, over at most
+// 65535 sequence-heads (a grid's y).
+template <class T, class F>
+void with_scan_algebra(const AlgebraParams<T>& params, std::int64_t heads, F&& f) {
   if (heads > 65535) throw Error("GPU scan: at most 65535 sequence-heads per call");
   with_device_algebra(params, [&]<class Algebra>(const Algebra& algebra) {
     if constexpr (Algebra::has_segments) {
-      scan_with(algebra, heads, length, chunk, q, k, v, num, den, stream);
+      f(algebra);
     } else {
       throw Error("GPU scan: this algebra is a stream only (the published third-order Alg. 3)");
     }
   });
 }
 
+template <class In, class T>
+void launch_scan(const AlgebraParams<T>& params, std::int64_t heads, std::int64_t length, std::int64_t chunk,
+                 const In* q, const In* k, const In* v, T* num, T* den, CUstream_st* stream) {
+  if (heads == 0 || length == 0) return;
+  with_scan_algebra(params, heads, [&](const auto& algebra) {
+    scan_with(algebra, heads, length, chunk, q, k, v, num, den, stream);
+  });
+}
+
 template <class T>
 std::int64_t summary_scalars(const AlgebraParams<T>& params) {
   std::int64_t size = 0;
-  with_device_algebra(params, [&]<class Algebra>(const Algebra&) {
-    if constexpr (Algebra::has_segments) size = Algebra::summary_size(params.d, params.dv);
-  });
-  if (size == 0) throw Error("GPU scan: this algebra is a stream only (the published third-order Alg. 3)");
+  with_scan_algebra(
+      params, 0, [&]<class Algebra>(const Algebra&) { size = Algebra::summary_size(params.d, params.dv); });
   return size;
 }
 
@@ -616,25 +623,20 @@ void launch_rank_summaries(const AlgebraParams<T>& params, std::int64_t heads, s
                            std::int64_t chunk, const In* q, const In* k, const In* v, T* summaries,
                            CUstream_st* stream) {
   if (heads == 0) return;
-  if (heads > 65535) throw Error("GPU scan: at most 65535 sequence-heads per call");
-  with_device_algebra(params, [&]<class Algebra>(const Algebra& algebra) {
-    if constexpr (Algebra::has_segments) {
-      const int d = algebra.p.d, dv = algebra.p.dv;
-      const std::int64_t size = Algebra::summary_size(d, dv), chunks = (length + chunk - 1) / chunk;
-      const std::int64_t bytes = chunk_shared_bytes<Algebra, T>(d, dv);
-      T* sums = device_alloc<T>(std::max<std::int64_t>(heads * chunks * size, 1), "chunk summaries", stream);
-      if (chunks > 0) {
-        auto summary = chunk_summary_kernel<Algebra, In, T>;
-        allow_shared(summary, bytes);
-        summary<<<dim3(blocks_for(chunks, "chunks"), heads), threads_per_block, bytes, stream>>>(
-            algebra, length, chunk, chunks, q, k, v, sums);
-        check_launch("chunk summary kernel");
-      }
-      fold(algebra, heads, chunks, size, chunks * size, static_cast<const T*>(sums), summaries, stream);
-      check(cudaFreeAsync(sums, stream), "cudaFreeAsync");
-    } else {
-      throw Error("GPU scan: this algebra is a stream only (the published third-order Alg. 3)");
+  with_scan_algebra(params, heads, [&]<class Algebra>(const Algebra& algebra) {
+    const int d = algebra.p.d, dv = algebra.p.dv;
+    const std::int64_t size = Algebra::summary_size(d, dv), chunks = (length + chunk - 1) / chunk;
+    const std::int64_t bytes = chunk_shared_bytes<Algebra, T>(d, dv);
+    T* sums = device_alloc<T>(std::max<std::int64_t>(heads * chunks * size, 1), "chunk summaries", stream);
+    if (chunks > 0) {
+      auto summary = chunk_summary_kernel<Algebra, In, T>;
+      allow_shared(summary, bytes);
+      summary<<<dim3(blocks_for(chunks, "chunks"), heads), threads_per_block, bytes, stream>>>(
+          algebra, length, chunk, chunks, q, k, v, sums);
+      check_launch("chunk summary kernel");
     }
+    fold(algebra, heads, chunks, size, chunks * size, static_cast<const T*>(sums), summaries, stream);
+    check(cudaFreeAsync(sums, stream), "cudaFreeAsync");
   });
 }
 
@@ -643,17 +645,12 @@ void launch_rank_scan(const AlgebraParams<T>& params, std::int64_t heads, std::i
                       std::int64_t chunk, const In* q, const In* k, const In* v, const T* gathered, int rank,
                       T* num, T* den, CUstream_st* stream) {
   if (heads == 0 || length == 0) return;
-  if (heads > 65535) throw Error("GPU scan: at most 65535 sequence-heads per call");
-  with_device_algebra(params, [&]<class Algebra>(const Algebra& algebra) {
-    if constexpr (Algebra::has_segments) {
-      const std::int64_t size = Algebra::summary_size(algebra.p.d, algebra.p.dv);
-      T* carry = device_alloc<T>(heads * size, "rank carry", stream);
-      fold(algebra, heads, rank, heads * size, size, gathered, carry, stream);
-      scan_with(algebra, heads, length, chunk, q, k, v, num, den, stream, static_cast<const T*>(carry));
-      check(cudaFreeAsync(carry, stream), "cudaFreeAsync");
-    } else {
-      throw Error("GPU scan: this algebra is a stream only (the published third-order Alg. 3)");
-    }
+  with_scan_algebra(params, heads, [&]<class Algebra>(const Algebra& algebra) {
+    const std::int64_t size = Algebra::summary_size(algebra.p.d, algebra.p.dv);
+    T* carry = device_alloc<T>(heads * size, "rank carry", stream);
+    fold(algebra, heads, rank, heads * size, size, gathered, carry, stream);
+    scan_with(algebra, heads, length, chunk, q, k, v, num, den, stream, static_cast<const T*>(carry));
+    check(cudaFreeAsync(carry, stream), "cudaFreeAsync");
   });
 }
 

@@ -441,8 +441,7 @@ struct SimulatedRanks::State {
 };
 
 SimulatedRanks::SimulatedRanks(int ranks) {
-  if (ranks < 1 || ranks > max_ranks)
-    throw Error("--ranks: must be from 1 to " + std::to_string(max_ranks) + ", got " + std::to_string(ranks));
+  validate_ranks(ranks);
   state_ = std::make_unique<State>(ranks);
 }
 SimulatedRanks::~SimulatedRanks() = default;
@@ -509,9 +508,7 @@ std::vector<Terms<T>> ranks_round_trip(const OperatorSpec& spec, Form form,
         check(cudaSetDevice(device), "cudaSetDevice");
         const Index begin = slices.begin(r), length = slices.length(r);
         std::vector<Sequence<T>> mine;
-        for (const Sequence<T>& s : heads)
-          mine.push_back(
-              {s.q.middleRows(begin, length), s.k.middleRows(begin, length), s.v.middleRows(begin, length)});
+        for (const Sequence<T>& s : heads) mine.push_back(tokens_of(s, begin, length));
         cudaStream_t stream = nullptr;  // blocking: ordered after round_trip's uploads
         check(cudaStreamCreate(&stream), "cudaStreamCreate");
         try {

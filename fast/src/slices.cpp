@@ -9,9 +9,13 @@
 
 namespace hla::fast {
 
-Slices even_slices(Index n, int ranks) {
+void validate_ranks(int ranks) {
   if (ranks < 1 || ranks > max_ranks)
     throw Error("--ranks: must be from 1 to " + std::to_string(max_ranks) + ", got " + std::to_string(ranks));
+}
+
+Slices even_slices(Index n, int ranks) {
+  validate_ranks(ranks);
   const Index each = (n + ranks - 1) / ranks;
   Slices slices{{0}};
   for (int r = 1; r <= ranks; ++r) slices.starts.push_back(std::min(n, r * each));

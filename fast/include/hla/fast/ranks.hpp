@@ -56,12 +56,6 @@ typename Segments::Summary rank_summary_adjoint(const Segments& seg,
   return d_summary;
 }
 
-// Tokens [begin, begin + length) of s.
-template <class T>
-Sequence<T> tokens_of(const Sequence<T>& s, Index begin, Index length) {
-  return {s.q.middleRows(begin, length), s.k.middleRows(begin, length), s.v.middleRows(begin, length)};
-}
-
 // The forward of `spec` in `form` with the sequence split as `slices`, one thread a rank, each rank's
 // slice by the scan (chunks of options.chunk, options.threads threads a rank): num and den of every
 // token, equal to the scan's in exact arithmetic. Throws hla::Error where ranks_unavailable says why.

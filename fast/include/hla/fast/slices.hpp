@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "hla/reference/linalg.hpp"
+#include "hla/reference/sequence.hpp"
 
 namespace hla::fast {
 
@@ -22,6 +23,15 @@ struct Slices {
 
 // The most ranks a split takes (threads on the CPU, processes on GPUs).
 inline constexpr int max_ranks = 1024;
+
+// Throws hla::Error naming --ranks unless 1 <= ranks <= max_ranks.
+void validate_ranks(int ranks);
+
+// Tokens [begin, begin + length) of s: a rank's slice.
+template <class T>
+Sequence<T> tokens_of(const Sequence<T>& s, Index begin, Index length) {
+  return {s.q.middleRows(begin, length), s.k.middleRows(begin, length), s.v.middleRows(begin, length)};
+}
 
 // n tokens over `ranks` ranks, ceil(n / ranks) tokens each, the last slices shorter (or empty).
 // Throws hla::Error naming --ranks for ranks outside 1 .. max_ranks.
