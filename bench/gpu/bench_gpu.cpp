@@ -10,6 +10,14 @@
 // (normalized: from Gaussian readouts' adjoints d_num, d_den).
 // `--pass train` (method fast) times the forward that writes the checkpoints and the backward
 // together (normalized, that forward writes num and den in float32 whatever --out).
+// One sequence across ranks (docs/ranks.md; method fast, forward): under scripts/ranks.sh (HLA_RANKS >
+// 1) each process times its rank's step (gpu::rank_fast_forward through NCCL, every rank a slice of
+// n / P tokens, or of n with `--scaling weak`) and the all-gather alone, and prints its line. Without
+// it, `--ranks P` projects the same on this one GPU: each rank's step timed alone, its all-gather a
+// loopback (its own summary copied into every slot: the time of a rank's work, not of a network; the
+// carry it computes from those copies is not the operator's).
+// The last columns: ranks, rank, slice (its tokens), exchange_bytes (what a rank sends),
+// exchange_ms (the all-gather alone, median).
 
 #include <cuda_runtime_api.h>
 
@@ -19,6 +27,7 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <type_traits>
@@ -26,6 +35,7 @@
 
 #include "hla/fast/gpu.hpp"
 #include "hla/fast/gpu_status.hpp"
+#include "hla/fast/slices.hpp"
 
 using namespace hla;
 namespace gpu = hla::fast::gpu;
@@ -50,6 +60,8 @@ struct Options {
   std::string dump;  // write q, k, v (as float32) and num of the last run of each configuration here
   std::string pass = "forward";
   bool bf16_out = false;
+  int ranks = 1;      // --ranks P: the projection on this GPU
+  bool weak = false;  // --scaling weak: n tokens a rank
 };
 
 Options parse(int argc, char** argv) {
@@ -87,6 +99,12 @@ Options parse(int argc, char** argv) {
     else if (flag == "--out") {
       if (value != "f32" && value != "bf16") throw Error("--out: f32 or bf16, got " + value);
       o.bf16_out = value == "bf16";
+    } else if (flag == "--ranks") {
+      o.ranks = std::stoi(value);
+      fast::validate_ranks(o.ranks);
+    } else if (flag == "--scaling") {
+      if (value != "strong" && value != "weak") throw Error("--scaling: strong or weak, got " + value);
+      o.weak = value == "weak";
     } else if (flag == "--n") {
       o.lengths.clear();
       for (const auto& n : split(value)) o.lengths.push_back(std::stoll(n));
@@ -212,6 +230,80 @@ double time_pass(const OperatorSpec& spec, fast::Implementation impl, const gpu:
   return ms[ms.size() / 2];
 }
 
+// Every slot of the gather gets this rank's own send: one rank's work on this GPU, as if alone.
+class LoopbackExchange final : public gpu::RankExchange {
+ public:
+  LoopbackExchange(int rank, int ranks) : rank_(rank), ranks_(ranks) {}
+  int rank() const override { return rank_; }
+  int ranks() const override { return ranks_; }
+  void all_gather(const void* send, void* receive, std::size_t bytes, CUstream_st* stream) override {
+    for (int r = 0; r < ranks_; ++r)
+      check(cudaMemcpyAsync(static_cast<char*>(receive) + r * bytes, send, bytes, cudaMemcpyDeviceToDevice,
+                            stream),
+            "cudaMemcpyAsync (loopback)");
+  }
+
+ private:
+  int rank_, ranks_;
+};
+
+// The median of `reps` timed runs of f() after one warm-up, on the legacy stream.
+template <class F>
+double median_of(int reps, const F& f) {
+  f();
+  check(cudaDeviceSynchronize(), "warm-up");
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "cudaEventCreate");
+  check(cudaEventCreate(&stop), "cudaEventCreate");
+  std::vector<double> ms;
+  for (int r = 0; r < reps; ++r) {
+    check(cudaEventRecord(start), "cudaEventRecord");
+    f();
+    check(cudaEventRecord(stop), "cudaEventRecord");
+    check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    float elapsed = 0;
+    check(cudaEventElapsedTime(&elapsed, start, stop), "cudaEventElapsedTime");
+    ms.push_back(elapsed);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+// One rank's forward step on the fast path (bf16 inputs) with the sequence split as `slices`, and its
+// all-gather alone: {step ms, exchange ms}.
+std::pair<double, double> time_rank(const OperatorSpec& spec, const gpu::Problem& slice,
+                                    const fast::Slices& slices, bool bf16_out, int reps,
+                                    gpu::RankExchange& exchange) {
+  const std::int64_t rows = slice.batch * slice.heads * slice.length;
+  gpu::BFloat16 *q, *k, *v;
+  void* out;
+  const std::size_t out_bytes = rows * slice.value_dim * (bf16_out ? 2 : 4);
+  check(cudaMalloc(reinterpret_cast<void**>(&q), std::max<std::int64_t>(rows * slice.key_dim, 8) * 2),
+        "cudaMalloc");
+  check(cudaMalloc(reinterpret_cast<void**>(&k), std::max<std::int64_t>(rows * slice.key_dim, 8) * 2),
+        "cudaMalloc");
+  check(cudaMalloc(reinterpret_cast<void**>(&v), std::max<std::int64_t>(rows * slice.value_dim, 8) * 2),
+        "cudaMalloc");
+  check(cudaMalloc(&out, std::max<std::size_t>(out_bytes, 16)), "cudaMalloc");
+  const float scale = 1.0f / std::sqrt(static_cast<float>(slice.key_dim));
+  gpu::fill_gaussian(q, rows * slice.key_dim, 1 + 10 * exchange.rank(), scale);
+  gpu::fill_gaussian(k, rows * slice.key_dim, 2 + 10 * exchange.rank(), scale);
+  gpu::fill_gaussian(v, rows * slice.value_dim, 3 + 10 * exchange.rank(), 1.0f);
+  const double step = median_of(reps, [&] {
+    gpu::rank_fast_forward(spec, slice, slices, q, k, v, {out, bf16_out}, exchange);
+  });
+  const std::int64_t bytes = gpu::fast_rank_exchange_bytes(spec, slice);
+  void *send, *receive;
+  check(cudaMalloc(&send, bytes), "cudaMalloc");
+  check(cudaMalloc(&receive, bytes * exchange.ranks()), "cudaMalloc");
+  const double gather = median_of(reps, [&] { exchange.all_gather(send, receive, bytes, nullptr); });
+  for (void* p : {static_cast<void*>(q), static_cast<void*>(k), static_cast<void*>(v), out, send, receive})
+    cudaFree(p);
+  return {step, gather};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -227,7 +319,23 @@ int main(int argc, char** argv) {
     check(cudaDeviceGetDefaultMemPool(&pool, device), "cudaDeviceGetDefaultMemPool");
     std::uint64_t keep = std::numeric_limits<std::uint64_t>::max();
     check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), "cudaMemPoolSetAttribute");
-    std::cout << "variant,precision,method,batch,heads,n,d,dv,chunk,median_ms,spread_ms,pass,options,out\n";
+    // Under scripts/ranks.sh: this process is one rank of HLA_RANKS, exchanging through NCCL.
+    const char* ranks_text = std::getenv("HLA_RANKS");
+    const int process_ranks = ranks_text ? std::stoi(ranks_text) : 1;
+    std::unique_ptr<gpu::NcclRanks> nccl;
+    if (process_ranks > 1) {
+      const char* rank_text = std::getenv("HLA_RANK");
+      const char* id = std::getenv("HLA_RANK_ID");
+      if (!rank_text || !id)
+        throw Error("HLA_RANKS without HLA_RANK and HLA_RANK_ID: start it with scripts/ranks.sh");
+      nccl = std::make_unique<gpu::NcclRanks>(std::stoi(rank_text), process_ranks, id);
+    }
+    const int ranks = nccl ? process_ranks : o.ranks;
+    if (ranks > 1 && (o.pass != "forward" || o.methods != std::vector<std::string>{"fast"} ||
+                      o.precisions != std::vector<std::string>{"bf16"}))
+      throw Error("--ranks: the fast forward only (--methods fast --precisions bf16 --pass forward)");
+    std::cout << "variant,precision,method,batch,heads,n,d,dv,chunk,median_ms,spread_ms,pass,options,out,"
+                 "ranks,rank,slice,exchange_bytes,exchange_ms\n";
     for (const auto& variant_text : o.variants) {
       for (const auto& options : o.options) {
         OperatorSpec spec;
@@ -249,6 +357,31 @@ int main(int argc, char** argv) {
             if (!impl || !fast::on_gpu(*impl)) throw Error("--methods: unknown method " + method_text);
             if (impl == fast::Implementation::gpu_fast && precision != "bf16") continue;  // bf16 inputs only
             for (const std::int64_t n : o.lengths) {
+              if (ranks > 1) {
+                const std::int64_t total = o.weak ? n * ranks : n;
+                const fast::Slices slices = fast::even_slices(total, ranks);
+                const auto line = [&](int rank, std::pair<double, double> times) {
+                  const gpu::Problem slice{o.batch, o.heads, slices.length(rank), o.d, o.dv};
+                  std::cout << variant_text << ",bf16,fast," << o.batch << "," << o.heads << "," << total
+                            << "," << o.d << "," << o.dv << ",64," << times.first << ",0,forward," << options
+                            << "," << (o.bf16_out ? "bf16" : "f32") << "," << ranks << "," << rank << ","
+                            << slices.length(rank) << "," << gpu::fast_rank_exchange_bytes(spec, slice) << ","
+                            << times.second << std::endl;
+                };
+                const auto time_as = [&](gpu::RankExchange& exchange) {
+                  const gpu::Problem slice{o.batch, o.heads, slices.length(exchange.rank()), o.d, o.dv};
+                  line(exchange.rank(), time_rank(spec, slice, slices, o.bf16_out, o.reps, exchange));
+                };
+                if (nccl) {
+                  time_as(*nccl);
+                } else {
+                  for (int r = 0; r < ranks; ++r) {
+                    LoopbackExchange alone(r, ranks);
+                    time_as(alone);
+                  }
+                }
+                continue;
+              }
               const gpu::Problem p{o.batch, o.heads, n, o.d, o.dv};
               double spread = 0;
               const double ms = precision == "bf16"
@@ -261,7 +394,7 @@ int main(int argc, char** argv) {
               std::cout << variant_text << "," << precision << "," << method_text << "," << o.batch << ","
                         << o.heads << "," << n << "," << o.d << "," << o.dv << "," << o.chunk << "," << ms
                         << "," << spread << "," << o.pass << "," << options << ","
-                        << (narrow ? "bf16" : "f32") << std::endl;
+                        << (narrow ? "bf16" : "f32") << ",1,0," << n << ",0,0" << std::endl;
             }
           }
         }

@@ -54,10 +54,11 @@ CommandLine::CommandLine() {
       ->check(CLI::Range(1, fast::max_threads));
   eval->add_option(
       "--ranks", request.ranks,
-      "scan, gpu-scan: split the sequence across P ranks (one thread each; on the GPU simulated, "
-      "forward only), slices of ceil(n / P) tokens (docs/ranks.md)");
+      "scan, gpu-scan, gpu-fast: split the sequence across P ranks (one thread each; on the GPU "
+      "simulated on one device), slices of ceil(n / P) tokens, with --grad too but by gpu-fast, whose "
+      "slices but the last must be one multiple of 64 tokens (docs/ranks.md)");
   eval->add_option("--slices", request.slices,
-                   "scan, gpu-scan: split the sequence in slices of these lengths, one a rank")
+                   "scan, gpu-scan, gpu-fast: split the sequence in slices of these lengths, one a rank")
       ->delimiter(',');
   eval->add_option("--scalar", scalar, "exact | mpfr | f64 | f32 | modp")->required();
   eval->add_option("--q", request.q_path, "queries [n, d], float64 or float32 .npy")->required();

@@ -180,6 +180,9 @@ Matrix<T> evaluate(const EvalRequest& req, fast::Form form, const Sequence<T>& s
       if (req.impl == gpu_scan)
         return reference::finish(req.spec,
                                  fast::gpu::ranks_terms(req.spec, form, {s}, slices, req.scan.chunk).front());
+      if constexpr (std::is_same_v<T, float>) {
+        if (req.impl == gpu_fast) return fast::gpu::ranks_fast_outputs(req.spec, {s}, slices, false).front();
+      }
 #endif
       return reference::finish(req.spec, fast::ranks_terms(req.spec, form, s, slices, req.scan));
     }
@@ -209,8 +212,15 @@ template <class T>
 Gradients<T> evaluate_gradients(const EvalRequest& req, fast::Form form, const Sequence<T>& s, const Matrix<T>& d_out) {
   using enum fast::Implementation;
   if constexpr (splits<T>) {
-    if (split(req))
-      return fast::ranks_gradients(req.spec, form, s, d_out, slices_of(req, s.length()), req.scan);
+    if (split(req)) {
+      const fast::Slices slices = slices_of(req, s.length());
+#if defined(HLA_HAVE_CUDA)
+      if (req.impl == gpu_scan)
+        return fast::gpu::ranks_gradients(req.spec, form, {s}, {d_out}, slices, {gpu_scan, 0, req.scan.chunk})
+            .front();
+#endif
+      return fast::ranks_gradients(req.spec, form, s, d_out, slices, req.scan);
+    }
   }
   switch (req.impl) {
     case reference:

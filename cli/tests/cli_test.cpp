@@ -391,6 +391,26 @@ TEST_CASE("cli/eval on the GPU or a one-line reason why not", "[cli]") {
     REQUIRE(w.eval("--variant hla3 --decay 1/2 --scalar modp --impl reference").status == 0);
     CHECK(w.read("out.npy") == got);
   }
+  {  // the gradients split across simulated GPU ranks
+    w.matrix("do.npy", 3, 1, {2, -1, 3});
+    const std::string flags = "--variant hla2 --normalize --eps 1/4 --decay 1/2 --scalar modp --grad " +
+                              w.path("do.npy") + " --out-dq " + w.path("dq.npy") + " --out-dk " +
+                              w.path("dk.npy") + " --out-dv " + w.path("dv.npy");
+    const Run r = w.eval(flags + " --impl gpu-scan --slices 2,0,1 --chunk 1");
+    if (unavailable) {
+      check_rejected(w, r, "--impl gpu", "");
+    } else {
+      INFO(r.err);
+      REQUIRE(r.status == 0);
+      std::vector<std::string> got;
+      for (const char* name : {"out.npy", "dq.npy", "dk.npy", "dv.npy"}) got.push_back(w.read(name));
+      for (const char* name : {"out.npy", "dq.npy", "dk.npy", "dv.npy"}) fs::remove(w.path(name));
+      REQUIRE(w.eval(flags + " --impl reference").status == 0);
+      int i = 0;
+      for (const char* name : {"out.npy", "dq.npy", "dk.npy", "dv.npy"}) CHECK(w.read(name) == got[i++]);
+      for (const char* name : {"dq.npy", "dk.npy", "dv.npy"}) fs::remove(w.path(name));
+    }
+  }
   check_rejected(w, w.eval("--variant hla2 --impl gpu --scalar exact"), "--impl gpu",
                  unavailable ? "" : "no GPU form");
   check_rejected(w, w.eval("--variant hla2 --impl gpu-streaming --scalar modp --ranks 2"), "--ranks",

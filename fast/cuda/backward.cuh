@@ -104,23 +104,61 @@ HLA_HOST_DEVICE constexpr int carry_adjoint_work(const Algebra& algebra) {
 }
 
 // Pass 2 of the scan's backward for one sequence-head, sequential over its chunks. carry(c) and
-// sum(c) point at chunk c's carry and summary; adjoints[c] (streaming_state_size scalars each)
-// holds A_c on entry and, for c >= 1, E_(c-1) on exit (adjoints[0] keeps A_0, which nothing reads):
-// pass 3 starts chunk c from adjoints[c + 1], and the last chunk from zero. `work` holds
-// carry_adjoint_work scalars.
-template <class Algebra, class T, class Carry, class Sum>
+// sum(c) point at chunk c's carry and summary, adjoint(c) at its stream state of adjoints: A_c on
+// entry and, for c >= stop, E_(c-1) on exit, the adjoint of the state before chunk c from every
+// readout of chunks c on and from `after`, the adjoint of the state after the last chunk (nullptr:
+// zero). Pass 3 starts chunk c from adjoint(c + 1), and the last chunk from `after`. stop = 1 leaves
+// adjoint(0) holding A_0, which nothing reads; stop = 0 makes it the adjoint of the first carry (a
+// rank's own: docs/ranks.md). `work` holds carry_adjoint_work scalars.
+template <class Algebra, class T, class Carry, class Sum, class Adjoint>
 HLA_HOST_DEVICE void carry_adjoints(const Algebra& algebra, std::int64_t chunks, const Carry& carry,
-                                    const Sum& sum, T* adjoints, T* work) {
+                                    const Sum& sum, const Adjoint& adjoint, T* work, const T* after = nullptr,
+                                    std::int64_t stop = 1) {
   const int size = streaming_state_size(algebra);
   T *through = work, *scratch = work + size;
-  for (std::int64_t c = chunks - 1; c >= 1; --c) {
-    T* own = adjoints + c * size;  // A_c, to become E_(c-1)
-    if (c + 1 < chunks) {
-      algebra.carry_adjoint(carry(c), sum(c), adjoints + (c + 1) * size, through, scratch);
-      block::sync();
-      block::each(size, [&](int i) { own[i] += through[i]; });
-      block::sync();
-    }
+  for (std::int64_t c = chunks - 1; c >= stop; --c) {
+    const T* next = c + 1 < chunks ? adjoint(c + 1) : after;
+    if (!next) continue;
+    T* own = adjoint(c);  // A_c, to become E_(c-1)
+    algebra.carry_adjoint(carry(c), sum(c), next, through, scratch);
+    block::sync();
+    block::each(size, [&](int i) { own[i] += through[i]; });
+    block::sync();
+  }
+}
+
+// Scalars of work rank_after_adjoint needs besides the ranks' carries: a combine's scratch or
+// carry_adjoints' work.
+template <class Algebra>
+HLA_HOST_DEVICE constexpr int rank_chain_work(const Algebra& algebra) {
+  const int combine = combine_scratch<Algebra>(algebra.p.d, algebra.p.dv),
+            chain = carry_adjoint_work(algebra);
+  return combine > chain ? combine : chain;
+}
+
+// The sequence split across ranks, backward (docs/ranks.md), for one sequence-head: from every rank's
+// slice summary summary(c) and the adjoint own(c) of its carry from its own readouts (stream states),
+// the adjoint of the state after rank `rank`'s slice from every later rank's readouts, into `out`
+// (zero for the last rank). The ranks' carries C_0 = identity, C_(c+1) = C_c (+) S_c are folded into
+// `carries` (ranks summaries) as the forward folds a rank's carry; then carry_adjoints runs the chain
+// over the ranks from the last down to rank + 1, in place on own(c). `work`: rank_chain_work scalars.
+template <class Algebra, class T, class Summary, class Own>
+HLA_HOST_DEVICE void rank_after_adjoint(const Algebra& algebra, int ranks, int rank, const Summary& summary,
+                                        const Own& own, T* carries, T* work, T* out) {
+  const int size = Algebra::summary_size(algebra.p.d, algebra.p.dv), state = streaming_state_size(algebra);
+  algebra.identity(carries);
+  block::sync();
+  for (int c = 1; c < ranks; ++c) {
+    algebra.combine(carries + (c - 1) * size, summary(c - 1), carries + c * size, work);
+    block::sync();
+  }
+  carry_adjoints(
+      algebra, ranks, [&](std::int64_t c) { return carries + c * size; }, summary, own, work,
+      static_cast<const T*>(nullptr), rank + 1);
+  if (rank + 1 < ranks) {
+    block::copy(own(rank + 1), out, state);
+  } else {
+    block::fill(out, state, T(0));
   }
 }
 

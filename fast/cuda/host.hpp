@@ -12,6 +12,7 @@
 
 #include "backward.cuh"
 #include "hla/fast/scan.hpp"
+#include "hla/fast/slices.hpp"
 #include "hla/reference/gradient.hpp"
 
 namespace hla::fast::gpu::host {
@@ -62,54 +63,163 @@ Gradients<T> device_backward(const Algebra& algebra, const Sequence<T>& s, const
   return g;
 }
 
-// The GPU scan's backward of one sequence-head: the forward's chunk summaries (absorb) and carries
-// (the exclusive scan's tree, fast::exclusive_scan, as the kernels bracket it), pass 1 per chunk,
-// carry_adjoints, pass 3 per chunk. Algebra must have segments and a carry adjoint.
+// The GPU scan's backward of tokens begin .. begin + count - 1 of one sequence-head, as the kernels run
+// it: the chunk summaries (absorb), the carries (the exclusive scan's tree, fast::exclusive_scan, as
+// the kernels bracket it, each preceded by the slice's carry where it has one: precede_kernel), pass 1
+// per chunk, then carry_adjoints and pass 3 per chunk. Algebra must have segments and a carry adjoint.
+template <class Algebra, class T>
+class DeviceScanSlice {
+ public:
+  using Flat = std::vector<T>;
+
+  DeviceScanSlice(const Algebra& algebra, const Sequence<T>& s, const Terms<T>& d_terms, Index begin,
+                  Index count, Index chunk, Index checkpoint)
+      : algebra_(algebra),
+        s_(s),
+        d_terms_(d_terms),
+        begin_(begin),
+        count_(count),
+        chunk_(chunk),
+        checkpoint_(checkpoint),
+        chunks_((count + chunk - 1) / chunk),
+        size_(Algebra::summary_size(s.key_dim(), s.value_dim())),
+        state_(fast::gpu::streaming_state_size(algebra)),
+        work_(fast::gpu::combine_scratch<Algebra>(s.key_dim(), s.value_dim()) + 2 * s.key_dim() +
+                  2 * s.value_dim(),
+              T(0)),
+        identity_(size_, T(0)),
+        sums_(chunks_, Flat()),
+        adjoints_(chunks_ * state_, T(0)) {
+    const Index d = s.key_dim(), dv = s.value_dim();
+    algebra.identity(identity_.data());
+    Flat q(d, T(0)), k(d, T(0)), v(dv, T(0));
+    for (Index c = 0; c < chunks_; ++c) {
+      sums_[c] = identity_;
+      for (Index t = begin + c * chunk; t < begin + std::min(count, (c + 1) * chunk); ++t) {
+        for (Index i = 0; i < d; ++i) q[i] = s.q(t, i), k[i] = s.k(t, i);
+        for (Index j = 0; j < dv; ++j) v[j] = s.v(t, j);
+        algebra.absorb(sums_[c].data(), work_.data(), q.data(), k.data(), v.data());
+      }
+    }
+  }
+
+  // The slice's summary, its chunk summaries folded from the identity (fold_kernel).
+  Flat summary() const {
+    return fold(sums_.size(), [&](std::size_t c) { return sums_[c].data(); });
+  }
+
+  // fold_kernel's fold of count summaries from the identity, item(i) the i-th.
+  template <class Item>
+  Flat fold(std::size_t count, const Item& item) const {
+    Flat folded = identity_, next(size_);
+    for (std::size_t i = 0; i < count; ++i) {
+      algebra_.combine(folded.data(), item(i), next.data(), work_.data());
+      folded = next;
+    }
+    return folded;
+  }
+
+  // The carries from `carry_in` (nullptr: none, the unsplit scan), then pass 1 into g's rows.
+  void forward(const T* carry_in, Gradients<T>& g) {
+    carries_ = sums_;
+    fast::exclusive_scan(
+        carries_, identity_, [&](const Flat& a, const Flat& b) { return combine(a, b); }, 1);
+    if (carry_in) {
+      const Flat carry(carry_in, carry_in + size_);
+      for (Flat& c : carries_) c = combine(carry, c);
+    }
+    pass(true, nullptr, g);
+  }
+
+  // After forward(): the adjoint of the slice's carry from its own readouts (carry_adjoints to chunk 0
+  // on a copy of pass 1's adjoints).
+  Flat carry_adjoint() const {
+    Flat own = adjoints_, work(fast::gpu::carry_adjoint_work(algebra_), T(0));
+    chain(own, nullptr, 0, work);
+    return chunks_ > 0 ? Flat(own.begin(), own.begin() + state_) : Flat(state_, T(0));
+  }
+
+  // After forward(): carry_adjoints from `after` (the adjoint of the state after the slice; nullptr:
+  // zero), then pass 3: the gradients into g's rows.
+  void finish(const T* after, Gradients<T>& g) {
+    Flat work(fast::gpu::carry_adjoint_work(algebra_), T(0));
+    chain(adjoints_, after, 1, work);
+    pass(false, after, g);
+  }
+
+ private:
+  Flat combine(const Flat& a, const Flat& b) const {
+    Flat out(size_, T(0));
+    algebra_.combine(a.data(), b.data(), out.data(), work_.data());
+    return out;
+  }
+  void chain(Flat& adjoints, const T* after, Index stop, Flat& work) const {
+    fast::gpu::carry_adjoints(
+        algebra_, chunks_, [&](std::int64_t c) { return carries_[c].data(); },
+        [&](std::int64_t c) { return sums_[c].data(); },
+        [&](std::int64_t c) { return adjoints.data() + c * state_; }, work.data(), after, stop);
+  }
+  void pass(bool own, const T* after_slice, Gradients<T>& g) {
+    for (Index c = 0; c < chunks_; ++c) {
+      const Index first = c * chunk_, count = std::min(count_, first + chunk_) - first;
+      const T* after = own ? nullptr : c + 1 < chunks_ ? adjoints_.data() + (c + 1) * state_ : after_slice;
+      const Flat a = device_chunk_backward(algebra_, s_, d_terms_, begin_ + first, count, checkpoint_,
+                                           carries_[c].data(), after, g);
+      if (own) std::copy(a.begin(), a.end(), adjoints_.begin() + c * state_);
+    }
+  }
+
+  const Algebra& algebra_;
+  const Sequence<T>& s_;
+  const Terms<T>& d_terms_;
+  Index begin_, count_, chunk_, checkpoint_, chunks_, size_, state_;
+  mutable Flat work_;
+  Flat identity_;
+  std::vector<Flat> sums_, carries_;
+  Flat adjoints_;
+};
+
+// The GPU scan's backward of one sequence-head.
 template <class Algebra, class T>
 Gradients<T> device_scan_backward(const Algebra& algebra, const Sequence<T>& s, const Terms<T>& d_terms,
                                   Index chunk, Index checkpoint) {
+  Gradients<T> g = row_major_gradients<T>(s.length(), s.key_dim(), s.value_dim());
+  DeviceScanSlice<Algebra, T> slice(algebra, s, d_terms, 0, s.length(), chunk, checkpoint);
+  slice.forward(nullptr, g);
+  slice.finish(nullptr, g);
+  return g;
+}
+
+// The same with the sequence split as `slices` (docs/ranks.md), as the GPU ranks run it: each rank's
+// summary; its carry folded from those before it; pass 1 and the adjoint of its carry; the ranks'
+// chain (rank_after_adjoint, on each rank's own copy of the gathered adjoints); pass 2 and 3 from it.
+template <class Algebra, class T>
+Gradients<T> device_ranks_backward(const Algebra& algebra, const Sequence<T>& s, const Terms<T>& d_terms,
+                                   const Slices& slices, Index chunk, Index checkpoint) {
   using Flat = std::vector<T>;
-  const Index n = s.length(), d = s.key_dim(), dv = s.value_dim();
-  const Index size = Algebra::summary_size(d, dv), state = fast::gpu::streaming_state_size(algebra);
-  const Index chunks = (n + chunk - 1) / chunk;
-  Flat work(fast::gpu::combine_scratch<Algebra>(d, dv) + 2 * d + 2 * dv, T(0)), q(d, T(0)), k(d, T(0)),
-      v(dv, T(0));
-  Flat identity(size, T(0));
-  algebra.identity(identity.data());
-  std::vector<Flat> sums(chunks, identity);
-  for (Index c = 0; c < chunks; ++c) {
-    for (Index t = c * chunk; t < std::min(n, (c + 1) * chunk); ++t) {
-      for (Index i = 0; i < d; ++i) q[i] = s.q(t, i), k[i] = s.k(t, i);
-      for (Index j = 0; j < dv; ++j) v[j] = s.v(t, j);
-      algebra.absorb(sums[c].data(), work.data(), q.data(), k.data(), v.data());
-    }
+  const int ranks = slices.ranks();
+  const Index size = Algebra::summary_size(s.key_dim(), s.value_dim());
+  Gradients<T> g = row_major_gradients<T>(s.length(), s.key_dim(), s.value_dim());
+  std::vector<DeviceScanSlice<Algebra, T>> parts;
+  std::vector<Flat> summaries, own;
+  for (int r = 0; r < ranks; ++r) {
+    parts.emplace_back(algebra, s, d_terms, slices.begin(r), slices.length(r), chunk, checkpoint);
+    summaries.push_back(parts.back().summary());
   }
-  std::vector<Flat> carries = sums;
-  fast::exclusive_scan(
-      carries, identity,
-      [&](const Flat& a, const Flat& b) {
-        Flat out(size, T(0));
-        algebra.combine(a.data(), b.data(), out.data(), work.data());
-        return out;
-      },
-      1);
-  Gradients<T> g = row_major_gradients<T>(n, d, dv);
-  Flat adjoints(chunks * state, T(0));
-  const auto pass = [&](bool own) {
-    for (Index c = 0; c < chunks; ++c) {
-      const Index begin = c * chunk, count = std::min(n, begin + chunk) - begin;
-      const T* after = !own && c + 1 < chunks ? adjoints.data() + (c + 1) * state : nullptr;
-      const Flat a =
-          device_chunk_backward(algebra, s, d_terms, begin, count, checkpoint, carries[c].data(), after, g);
-      if (own) std::copy(a.begin(), a.end(), adjoints.begin() + c * state);
-    }
-  };
-  pass(true);
-  Flat carry_work(fast::gpu::carry_adjoint_work(algebra), T(0));
-  fast::gpu::carry_adjoints(
-      algebra, chunks, [&](std::int64_t c) { return carries[c].data(); },
-      [&](std::int64_t c) { return sums[c].data(); }, adjoints.data(), carry_work.data());
-  pass(false);
+  for (int r = 0; r < ranks; ++r) {
+    const Flat carry = parts[r].fold(r, [&](std::size_t i) { return summaries[i].data(); });
+    parts[r].forward(carry.data(), g);
+    own.push_back(parts[r].carry_adjoint());
+  }
+  Flat carries(ranks * size, T(0)), work(fast::gpu::rank_chain_work(algebra), T(0)),
+      after(fast::gpu::streaming_state_size(algebra), T(0));
+  for (int r = 0; r < ranks; ++r) {
+    std::vector<Flat> gathered = own;
+    fast::gpu::rank_after_adjoint(
+        algebra, ranks, r, [&](std::int64_t c) { return static_cast<const T*>(summaries[c].data()); },
+        [&](std::int64_t c) { return gathered[c].data(); }, carries.data(), work.data(), after.data());
+    parts[r].finish(after.data(), g);
+  }
   return g;
 }
 

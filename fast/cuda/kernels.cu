@@ -186,7 +186,7 @@ __global__ void precede_kernel(Algebra algebra, std::int64_t padded, const T* ca
 // `carries` ([head][padded] summaries of carry_stride scalars: the state before each chunk) and
 // `adjoints` ([head][chunks] stream states): pass 1 (own) starts each chunk from a zero adjoint and
 // writes the adjoint of its carry to adjoints[item]; pass 3 starts it from adjoints[item + 1] (the
-// last chunk from zero). Per block, in `workspace`: the adjoint where it does not fit in shared
+// last chunk from `after`, or zero). Per block, in `workspace`: the adjoint where it does not fit in shared
 // memory (adjoint_shared), the checkpoints and the segment's states.
 template <class T>
 struct BackwardWork {
@@ -194,6 +194,7 @@ struct BackwardWork {
   const T* carries = nullptr;
   std::int64_t padded = 0, carry_stride = 0;
   T* adjoints = nullptr;
+  const T* after = nullptr;  // [head] stream states: the adjoint after each head's last chunk (pass 3)
   bool own = false;
   T* workspace = nullptr;
   std::int64_t per_block = 0;
@@ -234,8 +235,14 @@ __global__ void backward_kernel(Algebra algebra, BackwardWork<T> work, const In*
     block::each(1, [&](int) { *w.d_den = d_den[first + t]; });
   };
   const T* initial = work.carries ? work.carries + (head * work.padded + c) * work.carry_stride : nullptr;
-  const T* after =
-      work.adjoints && !work.own && c + 1 < work.chunks ? work.adjoints + (item + 1) * size : nullptr;
+  const T* after = nullptr;
+  if (work.adjoints && !work.own) {
+    if (c + 1 < work.chunks) {
+      after = work.adjoints + (item + 1) * size;
+    } else if (work.after) {
+      after = work.after + head * size;
+    }
+  }
   stream_backward(algebra, count, work.checkpoint, w, load, dq + first * d, dk + first * d,
                   dv + first * value_dim, initial, after);
   if (work.own) {
@@ -245,16 +252,41 @@ __global__ void backward_kernel(Algebra algebra, BackwardWork<T> work, const In*
 }
 
 // Pass 2 of the scan's backward (backward.cuh, carry_adjoints): one block per sequence-head, its
-// chunks from the last back; carries and sums [head][padded], adjoints [head][chunks].
+// chunks from the last back down to `stop`; carries and sums [head][padded], adjoints [head][chunks],
+// after (the adjoint of the state after the last chunk; nullptr: zero) [head]; `first`, where given,
+// [head] gets adjoints[head][0].
 template <class Algebra, class T>
 __global__ void carry_adjoints_kernel(Algebra algebra, std::int64_t chunks, std::int64_t padded,
-                                      const T* carries, const T* sums, T* adjoints, T* work) {
+                                      const T* carries, const T* sums, T* adjoints, const T* after,
+                                      std::int64_t stop, T* work, T* first = nullptr) {
   const int d = algebra.p.d, dv = algebra.p.dv;
-  const std::int64_t size = Algebra::summary_size(d, dv), head = blockIdx.x;
+  const std::int64_t size = Algebra::summary_size(d, dv), state = streaming_state_size(algebra);
+  const std::int64_t head = blockIdx.x;
   carry_adjoints(
       algebra, chunks, [&](std::int64_t c) { return carries + (head * padded + c) * size; },
       [&](std::int64_t c) { return sums + (head * padded + c) * size; },
-      adjoints + head * chunks * streaming_state_size(algebra), work + head * carry_adjoint_work(algebra));
+      [&](std::int64_t c) { return adjoints + (head * chunks + c) * state; },
+      work + head * carry_adjoint_work(algebra), after ? after + head * state : nullptr, stop);
+  if (first && chunks > 0) {
+    block::sync();
+    block::copy(adjoints + head * chunks * state, first + head * state, state);
+  }
+}
+
+// The ranks' chain backward (backward.cuh, rank_after_adjoint), one block per sequence-head: from the
+// gathered slice summaries [ranks][heads][size] and carry adjoints [ranks][heads][state] (changed in
+// place), the adjoint of the state after this rank's slice into after [heads][state].
+template <class Algebra, class T>
+__global__ void rank_after_kernel(Algebra algebra, int ranks, int rank, const T* summaries, T* own, T* after,
+                                  T* work) {
+  const int d = algebra.p.d, dv = algebra.p.dv;
+  const std::int64_t size = Algebra::summary_size(d, dv), state = streaming_state_size(algebra);
+  const std::int64_t head = blockIdx.x, heads = gridDim.x;
+  T* carries = work + head * (ranks * size + rank_chain_work(algebra));
+  rank_after_adjoint(
+      algebra, ranks, rank, [&](std::int64_t c) { return summaries + (c * heads + head) * size; },
+      [&](std::int64_t c) { return own + (c * heads + head) * state; }, carries, carries + ranks * size,
+      after + head * state);
 }
 
 template <class T>
@@ -345,12 +377,14 @@ std::int64_t blocks_for(std::int64_t count, const char* what) {
 }
 
 // Stages 1 and 2 of the scan: each chunk's summary, then the carries by Blelloch's exclusive scan,
-// into `summaries` [heads][padded]; `sums`, where given, keeps the chunk summaries. `bytes`: the
-// chunk summary kernel's shared memory, checked by the caller (chunk_shared_bytes) before it allocated.
+// into `summaries` [heads][padded]; `sums`, where given, keeps the chunk summaries; `carry` [heads],
+// where given, is the state before the sequence (a rank's carry: docs/ranks.md), combined before every
+// chunk's carry. `bytes`: the chunk summary kernel's shared memory, checked by the caller
+// (chunk_shared_bytes) before it allocated.
 template <class Algebra, class In, class T>
 void scan_carries(const Algebra& algebra, std::int64_t heads, std::int64_t length, std::int64_t chunk,
                   std::int64_t padded, std::int64_t bytes, const In* q, const In* k, const In* v,
-                  T* summaries, T* sums, CUstream_st* stream) {
+                  T* summaries, T* sums, CUstream_st* stream, const T* carry = nullptr) {
   const int d = algebra.p.d, dv = algebra.p.dv;
   const std::int64_t size = Algebra::summary_size(d, dv);
   const std::int64_t scan_scratch = combine_scratch<Algebra>(d, dv);
@@ -382,6 +416,16 @@ void scan_carries(const Algebra& algebra, std::int64_t heads, std::int64_t lengt
     sweep_kernel<false, Algebra, T>
         <<<grid, threads_per_block, 0, stream>>>(algebra, padded, stride, summaries, work);
     check_launch("down-sweep kernel");
+  }
+  if (carry) {  // work holds max(padded / 2, 1) >= ceil(chunks / 2) blocks: too few for one per chunk
+    check(cudaFreeAsync(work, stream), "cudaFreeAsync");
+    const std::int64_t chunks = (length + chunk - 1) / chunk;
+    check(cudaMallocAsync(reinterpret_cast<void**>(&work), heads * chunks * (size + scan_scratch) * sizeof(T),
+                          stream),
+          "cudaMallocAsync (carry workspace)");
+    precede_kernel<Algebra, T><<<dim3(blocks_for(chunks, "chunks"), heads), threads_per_block, 0, stream>>>(
+        algebra, padded, carry, summaries, work);
+    check_launch("precede kernel");
   }
   check(cudaFreeAsync(work, stream), "cudaFreeAsync");
 }
@@ -433,15 +477,7 @@ void scan_with(const Algebra& algebra, std::int64_t heads, std::int64_t length, 
   const std::int64_t bytes = chunk_shared_bytes<Algebra, T>(d, dv);
   T* summaries = device_alloc<T>(heads * padded * size, "chunk summaries", stream);
   scan_carries(algebra, heads, length, chunk, padded, bytes, q, k, v, summaries, static_cast<T*>(nullptr),
-               stream);
-  if (carry) {
-    T* work =
-        device_alloc<T>(heads * chunks * (size + combine_scratch<Algebra>(d, dv)), "carry workspace", stream);
-    precede_kernel<Algebra, T><<<dim3(blocks_for(chunks, "chunks"), heads), threads_per_block, 0, stream>>>(
-        algebra, padded, carry, summaries, work);
-    check_launch("precede kernel");
-    check(cudaFreeAsync(work, stream), "cudaFreeAsync");
-  }
+               stream, carry);
   auto outputs = chunk_outputs_kernel<Algebra, In, T>;
   allow_shared(outputs, bytes);
   outputs<<<dim3(blocks_for(chunks, "chunks"), heads), threads_per_block, bytes, stream>>>(
@@ -488,13 +524,54 @@ void run_backward(const Algebra& algebra, BackwardWork<T> work, std::int64_t ite
   check(cudaFreeAsync(work.workspace, stream), "cudaFreeAsync");
 }
 
-// The scan's backward for one algebra (backward.cuh): the forward's carries, pass 1, pass 2, pass 3.
+// One rank's part in the scan's backward across ranks (docs/ranks.md): the ranks' summaries gathered
+// [ranks][heads][size] and the all-gather of the adjoints of the ranks' carries.
+template <class T>
+struct RankPart {
+  const T* gathered;
+  int rank, ranks;
+  const RankGather& gather;
+};
+
+// Between pass 1 and pass 2 of a rank's backward: carry_adjoints to chunk 0 on a copy of pass 1's
+// adjoints gives the adjoint of the rank's carry from its own readouts; the ranks all-gather those;
+// rank_after_kernel runs the ranks' chain. Returns the adjoint of the state after the slice [heads]
+// (device memory the caller frees).
+template <class Algebra, class T>
+T* rank_after(const Algebra& algebra, std::int64_t heads, std::int64_t chunks, std::int64_t padded,
+              const T* carries, const T* sums, const T* adjoints, const RankPart<T>& part,
+              CUstream_st* stream) {
+  const std::int64_t size = Algebra::summary_size(algebra.p.d, algebra.p.dv),
+                     state = streaming_state_size(algebra);
+  T* own = device_alloc<T>(heads * chunks * state, "own carry adjoints", stream);
+  T* work = device_alloc<T>(heads * carry_adjoint_work(algebra), "carry adjoint work", stream);
+  T* send = device_alloc<T>(heads * state, "rank carry adjoint", stream);
+  T* gathered = device_alloc<T>(part.ranks * heads * state, "gathered carry adjoints", stream);
+  check(cudaMemcpyAsync(own, adjoints, heads * chunks * state * sizeof(T), cudaMemcpyDeviceToDevice, stream),
+        "cudaMemcpyAsync (own carry adjoints)");
+  carry_adjoints_kernel<Algebra, T><<<blocks_for(heads, "carry adjoints"), threads_per_block, 0, stream>>>(
+      algebra, chunks, padded, carries, sums, own, static_cast<const T*>(nullptr), 0, work, send);
+  check_launch("carry adjoints kernel");
+  part.gather(send, gathered, heads * state * sizeof(T));
+  T* after = device_alloc<T>(heads * state, "adjoint after the slice", stream);
+  T* chain =
+      device_alloc<T>(heads * (part.ranks * size + rank_chain_work(algebra)), "rank chain work", stream);
+  rank_after_kernel<Algebra, T><<<blocks_for(heads, "rank chain"), threads_per_block, 0, stream>>>(
+      algebra, part.ranks, part.rank, part.gathered, gathered, after, chain);
+  check_launch("rank chain kernel");
+  for (T* p : {own, work, send, gathered, chain}) check(cudaFreeAsync(p, stream), "cudaFreeAsync");
+  return after;
+}
+
+// The scan's backward for one algebra (backward.cuh): the forward's carries, pass 1, pass 2, pass 3;
+// a rank's (`part`) from its carry, with rank_after between pass 1 and pass 2.
 // Device memory besides run_backward's: the carries and the chunk summaries (2 heads padded
-// summaries) and one stream state per chunk.
+// summaries) and one stream state per chunk (a rank: twice that).
 template <class Algebra, class In, class T>
 void scan_backward_with(const Algebra& algebra, std::int64_t heads, std::int64_t length, std::int64_t chunk,
                         std::int64_t checkpoint, const In* q, const In* k, const In* v, const T* d_num,
-                        const T* d_den, T* dq, T* dk, T* dv, CUstream_st* stream) {
+                        const T* d_den, T* dq, T* dk, T* dv, CUstream_st* stream,
+                        const RankPart<T>* part = nullptr) {
   const int d = algebra.p.d, value_dim = algebra.p.dv;
   const std::int64_t size = Algebra::summary_size(d, value_dim), state = streaming_state_size(algebra);
   const std::int64_t chunks = (length + chunk - 1) / chunk, padded = padded_count(chunks);
@@ -502,11 +579,17 @@ void scan_backward_with(const Algebra& algebra, std::int64_t heads, std::int64_t
   const std::int64_t bytes = chunk_shared_bytes<Algebra, T>(d, value_dim);
   bool adjoint_shared = false;
   backward_shared_bytes<T>(algebra, adjoint_shared);
+  T* carry = nullptr;
+  if (part) {
+    carry = device_alloc<T>(heads * size, "rank carry", stream);
+    fold(algebra, heads, part->rank, heads * size, size, part->gathered, carry, stream);
+  }
   T* carries = device_alloc<T>(heads * padded * size, "chunk carries", stream);
   T* sums = device_alloc<T>(heads * padded * size, "chunk summaries", stream);
   T* adjoints = device_alloc<T>(heads * chunks * state, "chunk adjoints", stream);
   T* work = device_alloc<T>(heads * carry_adjoint_work(algebra), "carry adjoint work", stream);
-  scan_carries(algebra, heads, length, chunk, padded, bytes, q, k, v, carries, sums, stream);
+  scan_carries(algebra, heads, length, chunk, padded, bytes, q, k, v, carries, sums, stream,
+               static_cast<const T*>(carry));
   BackwardWork<T> pass{};
   pass.length = length;
   pass.chunk = chunk;
@@ -518,12 +601,17 @@ void scan_backward_with(const Algebra& algebra, std::int64_t heads, std::int64_t
   pass.adjoints = adjoints;
   pass.own = true;
   run_backward(algebra, pass, heads * chunks, q, k, v, d_num, d_den, dq, dk, dv, stream);
+  T* after =
+      part ? rank_after(algebra, heads, chunks, padded, carries, sums, adjoints, *part, stream) : nullptr;
   carry_adjoints_kernel<Algebra, T><<<blocks_for(heads, "carry adjoints"), threads_per_block, 0, stream>>>(
-      algebra, chunks, padded, carries, sums, adjoints, work);
+      algebra, chunks, padded, carries, sums, adjoints, static_cast<const T*>(after), 1, work);
   check_launch("carry adjoints kernel");
   pass.own = false;
+  pass.after = after;
   run_backward(algebra, pass, heads * chunks, q, k, v, d_num, d_den, dq, dk, dv, stream);
-  for (T* p : {carries, sums, adjoints, work}) check(cudaFreeAsync(p, stream), "cudaFreeAsync");
+  for (T* p : {carries, sums, adjoints, work, carry, after}) {
+    if (p) check(cudaFreeAsync(p, stream), "cudaFreeAsync");
+  }
 }
 
 }  // namespace
@@ -684,6 +772,34 @@ void launch_scan_backward(const AlgebraParams<T>& params, std::int64_t heads, st
   });
 }
 
+template <class In, class T>
+void launch_rank_scan_backward(const AlgebraParams<T>& params, std::int64_t heads, std::int64_t length,
+                               std::int64_t chunk, std::int64_t checkpoint, const In* q, const In* k,
+                               const In* v, const T* d_num, const T* d_den, T* dq, T* dk, T* dv,
+                               const T* gathered, int rank, int ranks, const RankGather& gather,
+                               CUstream_st* stream) {
+  if (heads == 0) return;
+  with_scan_algebra(params, heads, [&]<class Algebra>(const Algebra& algebra) {
+    if constexpr (requires { Algebra::carry_adjoint_scratch_size(0, 0); }) {
+      if (length == 0) {  // no tokens: the adjoint of its carry is zero, and the others still gather it
+        const std::int64_t state = streaming_state_size(algebra);
+        T* zero = device_alloc<T>(heads * state, "rank carry adjoint", stream);
+        T* gathered_own = device_alloc<T>(ranks * heads * state, "gathered carry adjoints", stream);
+        check(cudaMemsetAsync(zero, 0, heads * state * sizeof(T), stream), "cudaMemsetAsync");
+        gather(zero, gathered_own, heads * state * sizeof(T));
+        for (T* p : {zero, gathered_own}) check(cudaFreeAsync(p, stream), "cudaFreeAsync");
+        return;
+      }
+      const RankPart<T> part{gathered, rank, ranks, gather};
+      scan_backward_with(algebra, heads, length, chunk, checkpoint, q, k, v, d_num, d_den, dq, dk, dv, stream,
+                         &part);
+    } else {
+      throw Error(
+          "GPU scan backward: this algebra has no carry adjoint (the catalogue's backward_unavailable)");
+    }
+  });
+}
+
 template <class T>
 std::int64_t launch_finish(const T& eps, std::int64_t rows, int dv, const T* num, const T* den, T* out,
                            CUstream_st* stream) {
@@ -741,6 +857,15 @@ template std::int64_t summary_scalars<ModP>(const AlgebraParams<ModP>&);
   template void launch_scan_backward<In, T>(const AlgebraParams<T>&, std::int64_t, std::int64_t,          \
                                             std::int64_t, std::int64_t, const In*, const In*, const In*,  \
                                             const T*, const T*, T*, T*, T*, CUstream_st*);
+#define HLA_GPU_INSTANTIATE_RANK_BACKWARD(In, T)                                                             \
+  template void launch_rank_scan_backward<In, T>(                                                            \
+      const AlgebraParams<T>&, std::int64_t, std::int64_t, std::int64_t, std::int64_t, const In*, const In*, \
+      const In*, const T*, const T*, T*, T*, T*, const T*, int, int, const RankGather&, CUstream_st*);
+HLA_GPU_INSTANTIATE_RANK_BACKWARD(float, float)
+HLA_GPU_INSTANTIATE_RANK_BACKWARD(BFloat16, float)
+HLA_GPU_INSTANTIATE_RANK_BACKWARD(double, double)
+HLA_GPU_INSTANTIATE_RANK_BACKWARD(ModP, ModP)
+#undef HLA_GPU_INSTANTIATE_RANK_BACKWARD
 HLA_GPU_INSTANTIATE_BACKWARD(float, float)
 HLA_GPU_INSTANTIATE_BACKWARD(BFloat16, float)
 HLA_GPU_INSTANTIATE_BACKWARD(double, double)

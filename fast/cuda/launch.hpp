@@ -4,7 +4,9 @@
 // kernels (fast/cuda/kernels.cu, compiled by nvcc): plain types only, so that neither side sees
 // the other's headers (Boost and Eigen stay out of nvcc, CUDA's headers out of the C++ side).
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include "hla/fast/algebra/select.hpp"
 #include "hla/fast/gpu_types.hpp"
@@ -37,6 +39,20 @@ template <class In, class T>
 void launch_rank_scan(const AlgebraParams<T>& params, std::int64_t heads, std::int64_t length,
                       std::int64_t chunk, const In* q, const In* k, const In* v, const T* gathered, int rank,
                       T* num, T* den, CUstream_st* stream);
+// One rank's backward on the generic scan (docs/ranks.md), after launch_rank_summaries and the gather of
+// the summaries (`gathered`, as launch_rank_scan reads them): the rank's carry folded from the ranks
+// before it, the chunk carries from it, pass 1, the adjoint of the carry from the rank's own readouts
+// ([heads] stream states), all-gathered across the ranks by `gather(send, receive, bytes)` (receive:
+// ranks times bytes in rank order; every rank calls it exactly once, an empty slice too), the ranks'
+// chain down to this rank (the adjoint of the state after its slice), then passes 2 and 3 from it.
+// dq, dk, dv and the adjoints as launch_scan_backward's.
+using RankGather = std::function<void(const void* send, void* receive, std::size_t bytes)>;
+template <class In, class T>
+void launch_rank_scan_backward(const AlgebraParams<T>& params, std::int64_t heads, std::int64_t length,
+                               std::int64_t chunk, std::int64_t checkpoint, const In* q, const In* k,
+                               const In* v, const T* d_num, const T* d_den, T* dq, T* dk, T* dv,
+                               const T* gathered, int rank, int ranks, const RankGather& gather,
+                               CUstream_st* stream);
 // dq, dk [heads, n, d] and dv [heads, n, dv]: the streaming backward (backward.cuh) from the
 // adjoints d_num, d_den of the readouts, a state kept every `checkpoint` tokens.
 template <class In, class T>
@@ -101,6 +117,24 @@ constexpr std::int64_t checkpoint_bytes(bool normalized) {
 }
 void launch_fast(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
                  const BFloat16* k, const BFloat16* v, CUstream_st* stream);
+
+// Floats of one summary of the fast path (a segment's, or a rank's, which the ranks exchange): hla2 and
+// ahla three 64 x 64 matrices and two vectors of 64, hla3 six and three (tensor_core.cu).
+constexpr std::int64_t fast_summary_floats(bool third) {
+  return third ? 6 * 64 * 64 + 3 * 64 : 3 * 64 * 64 + 2 * 64;
+}
+
+// One rank of a sequence split across ranks on the fast path (docs/ranks.md): its slice of `length`
+// tokens of each sequence-head, `how` as launch_fast's (no checkpoints). Every rank before the last
+// holds slice_tokens tokens, a multiple of 64; `gather` all-gathers the slices' summaries (every rank
+// calls it once, an empty slice too).
+struct FastRank {
+  int rank = 0, ranks = 1;
+  std::int64_t slice_tokens = 0;
+  RankGather gather;
+};
+void launch_fast_rank(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
+                      const BFloat16* k, const BFloat16* v, const FastRank& rank, CUstream_st* stream);
 
 // The fast path's backward (masked hla2 or ahla, normalized or not, any decay or hla2's ridge): dq, dk
 // [heads, length, key_dim] and dv [heads, length, value_dim] in float32 from q, k, v, the adjoint of num

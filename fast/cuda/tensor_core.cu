@@ -244,8 +244,9 @@ enum class Pass { outputs, summary };
 // vectors; hla3 six matrices (S^K, P, F, S^Q, X, Y) and three vectors (m, eta, x), its carry three
 // matrices (S^K, P, F) and two vectors (m, eta).
 constexpr int summary_floats(bool third) {
-  return third ? 6 * matrix_floats + 3 * width : 3 * matrix_floats + 2 * width;
+  return static_cast<int>(fast_summary_floats(third));
 }
+static_assert(width == 64 && fast_summary_floats(true) == 6 * matrix_floats + 3 * width);
 constexpr int carry_floats(bool third) {
   return third ? 3 * matrix_floats + 2 * width : 2 * matrix_floats + 2 * width;
 }
@@ -269,6 +270,8 @@ struct Arguments {
   // of their vectors (launch.hpp, checkpoint_bytes), for the backward (tensor_core_backward.cu).
   unsigned char* checkpoints;
   long long* phases;  // built with HLA_FAST_PHASES: each block's cycles per phase (phases.cuh)
+  // A rank's slice (docs/ranks.md, launch_rank): its first segment starts from carries[head] too.
+  bool carry_first = false;
 };
 
 // hla2's ridge without decay: the weights of the masked form, (Q U^T) . L + ridge (Q Q^T) . L, and
@@ -365,6 +368,8 @@ struct Block {
   __device__ unsigned char* checkpoint(std::int64_t c) const {
     return args.checkpoints + (head * total_chunks + first + c) * checkpoint_bytes(Normalized);
   }
+  // Whether the outputs pass starts this segment from a carry-in (else from zero).
+  __device__ bool carried() const { return segment > 0 || args.carry_first; }
   // This segment's carry-in or summary.
   __device__ const float* carry() const {
     return args.carries + (head * segments + segment) * carry_floats(third);
@@ -390,7 +395,7 @@ __device__ void key_side(const Block& b) {
   Accumulator sum1;  // hla2 S, ahla P
   Column vector1;    // normalized ahla: m
   wgmma::zero(vector1);
-  if (pass == Pass::outputs && b.segment > 0) {
+  if (pass == Pass::outputs && b.carried()) {
     load_rows(sum1, b.carry());
     if constexpr (Ahla && Normalized) load_vector(vector1, b.carry() + 2 * matrix_floats + width);
   } else {
@@ -542,7 +547,7 @@ __device__ void value_side(const Block& b) {
   wgmma::zero(sum3);
   wgmma::zero(vector1);
   wgmma::zero(vector2);
-  if (pass == Pass::outputs && b.segment > 0) {
+  if (pass == Pass::outputs && b.carried()) {
     load_rows(sum2, b.carry() + matrix_floats);
     if constexpr (Normalized) load_vector(vector2, b.carry() + 2 * matrix_floats);
   } else {
@@ -762,7 +767,7 @@ __device__ void hla3_key_side(const Block& b) {
   Accumulator key_moment, key_value;  // S^K, P
   Column key_mass;                    // normalized: m
   wgmma::zero(key_mass);
-  if (pass == Pass::outputs && b.segment > 0) {
+  if (pass == Pass::outputs && b.carried()) {
     load_rows(key_moment, b.carry());
     load_rows(key_value, b.carry() + matrix_floats);
     if constexpr (Normalized) load_vector(key_mass, b.carry() + 3 * matrix_floats);
@@ -882,7 +887,7 @@ __device__ void hla3_value_side(const Block& b) {
   Accumulator query_moment, query_value, key_query;
   Column query_mass;
   wgmma::zero(corrected_mass);
-  if (pass == Pass::outputs && b.segment > 0) {
+  if (pass == Pass::outputs && b.carried()) {
     load_rows(corrected_value, b.carry() + 2 * matrix_floats);
     if constexpr (Normalized) load_vector(corrected_mass, b.carry() + 3 * matrix_floats + width);
   } else {
@@ -1141,6 +1146,8 @@ __device__ void update_and_store(float (&block)[4][4], float* to, Next next) {
 
 // The carry-ins of every segment of one sequence-head (block): the running combination of the
 // summaries before it, in float32 on the ordinary cores. Segment 0 starts from zero and needs none.
+// Segment g's summary of head h is summaries[h * head_stride + g * segment_stride] (a split: head_stride
+// segments - 1 and segment_stride 1; ranks' gathered summaries: 1 and the heads).
 // With l = g^L for a segment of L tokens (every summarized segment has L = 64 segment_chunks):
 //   hla2: F = l^2 F + F_g + l S C_g, f = l^2 f + f_g + l S m_g, then S = l S + S_g;
 //   ahla: E = l E + E_g + l D_g P, n = l n + n_g + l D_g m, then P = l P + P_g, m = l m + m_g.
@@ -1148,8 +1155,9 @@ __device__ void update_and_store(float (&block)[4][4], float* to, Next next) {
 // is hla2's running S and ahla's D_g, its right one hla2's C_g and ahla's running P.
 template <bool Ahla, bool Normalized>
 __global__ void __launch_bounds__(256)
-    carry_kernel(const float* summaries, float* carries, int segments, std::int64_t segment_tokens,
-                 std::int64_t heads_per_batch, const double* head_decays, double decay) {
+    carry_kernel(const float* summaries, std::int64_t head_stride, std::int64_t segment_stride,
+                 float* carries, int segments, std::int64_t segment_tokens, std::int64_t heads_per_batch,
+                 const double* head_decays, double decay) {
   __shared__ float left[width * padded_row], right[matrix_floats], vector1[width];
   float* const state1 = Ahla ? right : left;  // the running S (P)
   float* const third = Ahla ? left : right;   // the segment's C_g (D_g)
@@ -1165,7 +1173,7 @@ __global__ void __launch_bounds__(256)
   for (int i = threadIdx.x; i < matrix_floats; i += 256) state1[state1_at(i)] = 0;
   if (threadIdx.x < width) vector1[threadIdx.x] = 0;
   for (int g = 0; g + 1 < segments; ++g) {
-    const float* summary = summaries + (head * (segments - 1) + g) * summary_floats(false);
+    const float* summary = summaries + (head * head_stride + g * segment_stride) * summary_floats(false);
     const float* summary_vector2 = summary + 3 * matrix_floats;
     const float* summary_vector1 = summary_vector2 + width;
     __syncthreads();  // the last step's reads of state1, vector1 and third are done
@@ -1205,14 +1213,15 @@ __global__ void __launch_bounds__(256)
 //   F = l (S T + Y_g P) + (l^3 F + F_g),  eta = l (S t + Y_g m) + (l^3 eta + eta_g),
 //   then S = l S + S_g, P = l P + P_g, m = l m + m_g
 // (l S_A X_B + l^2 S_A S^Q_B P_A + l Y_B P_A, Hla3Segments' cross terms). The vectors only when
-// Normalized. Shared memory: the left factors S, S^Q_g, Y_g in rows of 65 floats (a warp's rows fall
-// in distinct banks), the right ones P, T in rows of 64, then m and t.
+// Normalized. The summaries' layout as carry_kernel's. Shared memory: the left factors S, S^Q_g, Y_g in rows
+// of 65 floats (a warp's rows fall in distinct banks), the right ones P, T in rows of 64, then m and t.
 constexpr int hla3_carry_shared_bytes = (3 * width * padded_row + 2 * matrix_floats + 2 * width) * 4;
 
 template <bool Normalized>
 __global__ void __launch_bounds__(256)
-    hla3_carry_kernel(const float* summaries, float* carries, int segments, std::int64_t segment_tokens,
-                      std::int64_t heads_per_batch, const double* head_decays, double decay) {
+    hla3_carry_kernel(const float* summaries, std::int64_t head_stride, std::int64_t segment_stride,
+                      float* carries, int segments, std::int64_t segment_tokens, std::int64_t heads_per_batch,
+                      const double* head_decays, double decay) {
   extern __shared__ float carry_shared[];
   float* const key_moment = carry_shared;                       // S (padded rows)
   float* const query_moment = key_moment + width * padded_row;  // S^Q_g (padded rows)
@@ -1232,7 +1241,7 @@ __global__ void __launch_bounds__(256)
   for (int i = threadIdx.x; i < matrix_floats; i += 256) key_value[i] = 0;
   if (threadIdx.x < width) key_mass[threadIdx.x] = 0;
   for (int g = 0; g + 1 < segments; ++g) {
-    const float* summary = summaries + (head * (segments - 1) + g) * summary_floats(true);
+    const float* summary = summaries + (head * head_stride + g * segment_stride) * summary_floats(true);
     const float *key_moment_g = summary, *key_value_g = summary + matrix_floats,
                 *corrected_g = summary + 2 * matrix_floats, *query_value_g = summary + 4 * matrix_floats,
                 *key_mass_g = summary + 6 * matrix_floats, *corrected_mass_g = key_mass_g + width,
@@ -1333,6 +1342,28 @@ class PhaseSums {
 };
 #endif
 
+// The carry-ins of `segments` segments of every sequence-head from the summaries of all but the last
+// (carry_kernel's layout: head_stride, segment_stride), each summarized segment segment_tokens long.
+template <Algebra algebra, bool Normalized>
+void launch_carries(const FastLaunch& how, std::int64_t heads, const float* summaries,
+                    std::int64_t head_stride, std::int64_t segment_stride, float* carries, int segments,
+                    std::int64_t segment_tokens, CUstream_st* stream) {
+  const unsigned blocks = static_cast<unsigned>(heads);
+  if constexpr (algebra == Algebra::hla3) {
+    const auto carry = hla3_carry_kernel<Normalized>;
+    check(cudaFuncSetAttribute(carry, cudaFuncAttributeMaxDynamicSharedMemorySize, hla3_carry_shared_bytes),
+          "cudaFuncSetAttribute");
+    carry<<<blocks, 256, hla3_carry_shared_bytes, stream>>>(summaries, head_stride, segment_stride, carries,
+                                                            segments, segment_tokens, how.heads_per_batch,
+                                                            how.head_decays, how.decay);
+  } else {
+    carry_kernel<algebra == Algebra::ahla, Normalized>
+        <<<blocks, 256, 0, stream>>>(summaries, head_stride, segment_stride, carries, segments,
+                                     segment_tokens, how.heads_per_batch, how.head_decays, how.decay);
+  }
+  check_launch("fast kernel (carry-ins)");
+}
+
 template <Algebra algebra, bool Normalized, bool Decayed, bool Ridge>
 void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
             const BFloat16* k, const BFloat16* v, CUstream_st* stream) {
@@ -1388,23 +1419,118 @@ void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, cons
         check_launch("fast kernel (segment summaries)");
       },
       [&](const float* summaries, float* carries) {
-        const unsigned blocks = static_cast<unsigned>(heads);
-        const std::int64_t segment_tokens = split.segment_chunks * width;
-        if constexpr (third) {
-          const auto carry = hla3_carry_kernel<Normalized>;
-          check(cudaFuncSetAttribute(carry, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     hla3_carry_shared_bytes),
-                "cudaFuncSetAttribute");
-          carry<<<blocks, 256, hla3_carry_shared_bytes, stream>>>(summaries, carries, split.segments,
-                                                                  segment_tokens, how.heads_per_batch,
-                                                                  how.head_decays, how.decay);
-        } else {
-          carry_kernel<algebra == Algebra::ahla, Normalized>
-              <<<blocks, 256, 0, stream>>>(summaries, carries, split.segments, segment_tokens,
-                                           how.heads_per_batch, how.head_decays, how.decay);
-        }
-        check_launch("fast kernel (carry-ins)");
+        launch_carries<algebra, Normalized>(how, heads, summaries, split.segments - 1, 1, carries,
+                                            split.segments, split.segment_chunks * width, stream);
       });
+}
+
+// One rank's slice (docs/ranks.md): the summary pass over the whole slice (all ranks but the last;
+// the last sends zeros, which no rank reads), the all-gather, the carry of the ranks before it (the
+// carry kernel over the gathered summaries, every rank before it `slice_tokens` long), then the outputs
+// pass from it, one block per sequence-head (no split within the slice).
+template <Algebra algebra, bool Normalized, bool Decayed, bool Ridge>
+void launch_rank(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
+                 const BFloat16* k, const BFloat16* v, const FastRank& rank, CUstream_st* stream) {
+  tma::require_hopper();
+  constexpr bool third = algebra == Algebra::hla3;
+  constexpr int shared = shared_bytes(third, Normalized, Decayed);
+  const std::int64_t chunks = (length + width - 1) / width;
+  const std::size_t summary_bytes = heads * summary_floats(third) * sizeof(float);
+  // Not freed when something below throws: another rank may still be copying `mine`.
+  float *mine = nullptr, *gathered = nullptr;
+  check(cudaMallocAsync(reinterpret_cast<void**>(&mine), summary_bytes, stream), "cudaMallocAsync");
+  check(cudaMallocAsync(reinterpret_cast<void**>(&gathered), rank.ranks * summary_bytes, stream),
+        "cudaMallocAsync");
+  check(cudaMemsetAsync(mine, 0, summary_bytes, stream), "cudaMemsetAsync");
+  const auto with_maps = [&](const auto& run) {
+    if (chunks == 0) return;
+    run(tma::tile_map(q, heads, length, how.key_dim), tma::tile_map(k, heads, length, how.key_dim),
+        tma::tile_map(v, heads, length, how.value_dim));
+  };
+  Arguments args{.length = length,
+                 .segment_chunks = std::max<std::int64_t>(chunks, 1),
+                 .segments = 1,
+                 .value_dim = how.value_dim,
+                 .heads_per_batch = how.heads_per_batch,
+                 .head_decays = how.head_decays,
+                 .decay = how.decay,
+                 .ridge = how.ridge,
+                 .eps = how.eps,
+                 .out = how.out,
+                 .bf16_out = how.bf16_out,
+                 .den = how.den,
+                 .carries = nullptr,
+                 .summaries = nullptr,
+                 .checkpoints = nullptr,
+                 .phases = nullptr};
+  if (rank.rank + 1 < rank.ranks) {
+    with_maps([&](const CUtensorMap& q_map, const CUtensorMap& k_map, const CUtensorMap& v_map) {
+      const auto summary = fast_kernel<algebra, Pass::summary, Normalized, Decayed, Ridge>;
+      check(cudaFuncSetAttribute(summary, cudaFuncAttributeMaxDynamicSharedMemorySize, shared),
+            "cudaFuncSetAttribute");
+      Arguments with = args;
+      with.segments = 2;  // the slice is segment 0 of 2, the one summarized
+      with.summaries = mine;
+      summary<<<static_cast<unsigned>(heads), threads, shared, stream>>>(q_map, k_map, v_map, with);
+      check_launch("fast kernel (rank summary)");
+    });
+  }
+  rank.gather(mine, gathered, summary_bytes);
+  check(cudaFreeAsync(mine, stream), "cudaFreeAsync");
+  float* carry = nullptr;
+  if (rank.rank > 0) {  // carries of "segments" 1 .. rank, of which the last is this rank's
+    const std::size_t carry_bytes = heads * carry_floats(third) * sizeof(float);
+    const StreamScratch all(heads * (rank.rank + 1) * carry_floats(third), stream);
+    check(cudaMallocAsync(reinterpret_cast<void**>(&carry), carry_bytes, stream), "cudaMallocAsync");
+    launch_carries<algebra, Normalized>(how, heads, gathered, 1, heads, all.get(), rank.rank + 1,
+                                        rank.slice_tokens, stream);
+    check(cudaMemcpy2DAsync(carry, carry_bytes / heads, all.get() + rank.rank * carry_floats(third),
+                            (rank.rank + 1) * carry_bytes / heads, carry_bytes / heads, heads,
+                            cudaMemcpyDeviceToDevice, stream),
+          "cudaMemcpy2DAsync (rank carry)");
+    args.carries = carry;
+    args.carry_first = true;
+  }
+  check(cudaFreeAsync(gathered, stream), "cudaFreeAsync");
+  with_maps([&](const CUtensorMap& q_map, const CUtensorMap& k_map, const CUtensorMap& v_map) {
+    const auto outputs = fast_kernel<algebra, Pass::outputs, Normalized, Decayed, Ridge>;
+    check(cudaFuncSetAttribute(outputs, cudaFuncAttributeMaxDynamicSharedMemorySize, shared),
+          "cudaFuncSetAttribute");
+    outputs<<<static_cast<unsigned>(heads), threads, shared, stream>>>(q_map, k_map, v_map, args);
+    check_launch("fast kernel (rank outputs)");
+  });
+  if (carry) check(cudaFreeAsync(carry, stream), "cudaFreeAsync");
+}
+
+// f.template operator()<algebra, Normalized, Decayed, Ridge>() for the kernel that `how` takes.
+template <class F>
+void with_fast_kernel(const FastLaunch& how, const F& f) {
+  // The catalogue refuses a ridge with decay, and ahla and hla3 have none (gpu::fast_forward also
+  // refuses checkpoints for hla3, whose kernel writes none).
+  if (how.ridge != 0 && (how.variant != Variant::hla2 || how.head_decays || how.decay != 1))
+    throw Error("fast path: the ridge is hla2's, without decay");
+  const auto run = [&]<Algebra algebra, bool Normalized>() {
+    if (how.head_decays || how.decay != 1) {
+      f.template operator()<algebra, Normalized, true, false>();
+    } else if (algebra == Algebra::hla2 && how.ridge != 0) {
+      f.template operator()<Algebra::hla2, Normalized, false, true>();
+    } else {
+      f.template operator()<algebra, Normalized, false, false>();
+    }
+  };
+  const auto normalized = [&]<Algebra algebra>() {
+    how.normalize ? run.template operator()<algebra, true>() : run.template operator()<algebra, false>();
+  };
+  switch (how.variant) {
+    case Variant::hla2:
+      return normalized.template operator()<Algebra::hla2>();
+    case Variant::ahla:
+      return normalized.template operator()<Algebra::ahla>();
+    case Variant::hla3:
+      return normalized.template operator()<Algebra::hla3>();
+    default:
+      throw Error("fast path: covers hla2, ahla and hla3");
+  }
 }
 
 }  // namespace
@@ -1412,32 +1538,17 @@ void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, cons
 void launch_fast(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
                  const BFloat16* k, const BFloat16* v, CUstream_st* stream) {
   if (heads == 0 || length == 0) return;
-  // The catalogue refuses a ridge with decay, and ahla and hla3 have none (gpu::fast_forward also
-  // refuses checkpoints for hla3, whose kernel writes none).
-  if (how.ridge != 0 && (how.variant != Variant::hla2 || how.head_decays || how.decay != 1))
-    throw Error("fast path: the ridge is hla2's, without decay");
-  const auto run = [&]<Algebra algebra, bool Normalized>() {
-    if (how.head_decays || how.decay != 1) {
-      launch<algebra, Normalized, true, false>(how, heads, length, q, k, v, stream);
-    } else if (algebra == Algebra::hla2 && how.ridge != 0) {
-      launch<Algebra::hla2, Normalized, false, true>(how, heads, length, q, k, v, stream);
-    } else {
-      launch<algebra, Normalized, false, false>(how, heads, length, q, k, v, stream);
-    }
-  };
-  const auto normalized = [&]<Algebra algebra>() {
-    how.normalize ? run.operator()<algebra, true>() : run.operator()<algebra, false>();
-  };
-  switch (how.variant) {
-    case Variant::hla2:
-      return normalized.operator()<Algebra::hla2>();
-    case Variant::ahla:
-      return normalized.operator()<Algebra::ahla>();
-    case Variant::hla3:
-      return normalized.operator()<Algebra::hla3>();
-    default:
-      throw Error("fast path: covers hla2, ahla and hla3");
-  }
+  with_fast_kernel(how, [&]<Algebra algebra, bool Normalized, bool Decayed, bool Ridge>() {
+    launch<algebra, Normalized, Decayed, Ridge>(how, heads, length, q, k, v, stream);
+  });
+}
+
+void launch_fast_rank(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
+                      const BFloat16* k, const BFloat16* v, const FastRank& rank, CUstream_st* stream) {
+  if (heads == 0) return;
+  with_fast_kernel(how, [&]<Algebra algebra, bool Normalized, bool Decayed, bool Ridge>() {
+    launch_rank<algebra, Normalized, Decayed, Ridge>(how, heads, length, q, k, v, rank, stream);
+  });
 }
 
 }  // namespace hla::fast::gpu::detail

@@ -229,18 +229,18 @@ std::optional<std::string> unavailable(const OperatorSpec& spec, Implementation 
 std::optional<std::string> ranks_unavailable(const OperatorSpec& spec, Implementation impl, Form form,
                                              bool backward) {
   if (auto why = unavailable(spec, impl, form)) return why;
-  if (impl != scan && impl != gpu_scan)
-    return "--ranks: the sequence splits across ranks by --impl scan (one thread a rank) and gpu-scan; "
-           "--impl " +
+  if (impl != scan && impl != gpu_scan && impl != gpu_fast)
+    return "--ranks: the sequence splits across ranks by --impl scan (one thread a rank), gpu-scan and "
+           "gpu-fast; --impl " +
            std::string(implementation_name(impl)) + " does not split it";
-  if (impl == gpu_scan && backward)
-    return "--ranks with --grad: the GPU scan splits the forward only; the CPU scan (--impl scan) splits "
-           "both";
+  if (impl == gpu_fast && backward)
+    return "--ranks with --grad: the fast path splits the forward only; --impl scan and gpu-scan split both";
   if (const Finding* f = finding_for(spec, impl, form))
     return "--form published: the printed scan of " + describe(spec) +
            " is not the operator (docs/findings.md, " + std::string(f->id) +
            "), so split across ranks its result would depend on the slices; the corrected "
            "form splits";
+  if (backward) return backward_unavailable(spec, impl, form);
   return std::nullopt;
 }
 

@@ -452,15 +452,14 @@ void SimulatedRanks::abandon() {
   state_->posted.abandon();
 }
 
+namespace {
+
+// Every rank's slice summaries, all-gathered: [ranks][heads][size] in device memory the caller frees
+// with cudaFreeAsync on `stream`. Not freed when something throws: another rank may still be copying.
 template <class In, class T>
-void rank_terms(const OperatorSpec& spec, Form form, const Problem& slice, std::int64_t chunk, const In* q,
-                const In* k, const In* v, T* num, T* den, RankExchange& exchange, CUstream_st* stream) {
-  if (const auto why = ranks_unavailable(spec, Implementation::gpu_scan, form)) throw Error(*why);
-  validate_problem(slice);
-  const auto params = device_params<T>(spec, Implementation::gpu_scan, form, slice.key_dim, slice.value_dim);
+T* gather_summaries(const AlgebraParams<T>& params, const Problem& slice, std::int64_t step, const In* q,
+                    const In* k, const In* v, RankExchange& exchange, CUstream_st* stream) {
   const std::int64_t heads = slice.batch * slice.heads, scalars = heads * detail::summary_scalars(params);
-  const std::int64_t step = scan_chunk(chunk, slice.length);
-  // Not freed when something below throws: another rank may still be copying `mine`.
   T *mine = nullptr, *gathered = nullptr;
   check(cudaMallocAsync(reinterpret_cast<void**>(&mine), std::max<std::int64_t>(scalars, 1) * sizeof(T),
                         stream),
@@ -470,10 +469,48 @@ void rank_terms(const OperatorSpec& spec, Form form, const Problem& slice, std::
         "cudaMallocAsync (gathered summaries)");
   detail::launch_rank_summaries(params, heads, slice.length, step, q, k, v, mine, stream);
   exchange.all_gather(mine, gathered, scalars * sizeof(T), stream);
-  detail::launch_rank_scan(params, heads, slice.length, step, q, k, v, static_cast<const T*>(gathered),
-                           exchange.rank(), num, den, stream);
-  check(cudaFreeAsync(gathered, stream), "cudaFreeAsync");
   check(cudaFreeAsync(mine, stream), "cudaFreeAsync");
+  return gathered;
+}
+
+}  // namespace
+
+template <class In, class T>
+void rank_terms(const OperatorSpec& spec, Form form, const Problem& slice, std::int64_t chunk, const In* q,
+                const In* k, const In* v, T* num, T* den, RankExchange& exchange, CUstream_st* stream) {
+  if (const auto why = ranks_unavailable(spec, Implementation::gpu_scan, form)) throw Error(*why);
+  validate_problem(slice);
+  const auto params = device_params<T>(spec, Implementation::gpu_scan, form, slice.key_dim, slice.value_dim);
+  const std::int64_t step = scan_chunk(chunk, slice.length);
+  T* gathered = gather_summaries(params, slice, step, q, k, v, exchange, stream);
+  detail::launch_rank_scan(params, slice.batch * slice.heads, slice.length, step, q, k, v,
+                           static_cast<const T*>(gathered), exchange.rank(), num, den, stream);
+  check(cudaFreeAsync(gathered, stream), "cudaFreeAsync");
+}
+
+template <class In, class T>
+void rank_gradients(const OperatorSpec& spec, Form form, const Problem& slice, const BackwardOptions& options,
+                    const In* q, const In* k, const In* v, const T* d_num, const T* d_den, T* dq, T* dk,
+                    T* dv, RankExchange& exchange, CUstream_st* stream) {
+  if (options.impl != Implementation::gpu_scan)
+    throw Error("GPU ranks: the backward splits by gpu-scan, not " +
+                std::string(implementation_name(options.impl)));
+  if (const auto why = ranks_unavailable(spec, Implementation::gpu_scan, form, true)) throw Error(*why);
+  validate_problem(slice);
+  if (options.checkpoint < 0)
+    throw Error("checkpoint: must be >= 0 (0: the default), got " + std::to_string(options.checkpoint));
+  const auto params = device_params<T>(spec, Implementation::gpu_scan, form, slice.key_dim, slice.value_dim);
+  const std::int64_t step = scan_chunk(options.chunk, slice.length);
+  const std::int64_t checkpoint = options.checkpoint ? options.checkpoint : default_checkpoint(step);
+  T* gathered = gather_summaries(params, slice, step, q, k, v, exchange, stream);
+  detail::launch_rank_scan_backward(
+      params, slice.batch * slice.heads, slice.length, step, checkpoint, q, k, v, d_num, d_den, dq, dk, dv,
+      static_cast<const T*>(gathered), exchange.rank(), exchange.ranks(),
+      [&](const void* send, void* receive, std::size_t bytes) {
+        exchange.all_gather(send, receive, bytes, stream);
+      },
+      stream);
+  check(cudaFreeAsync(gathered, stream), "cudaFreeAsync");
 }
 
 #define HLA_GPU_RANK_TERMS(In, T)                                                                     \
@@ -484,11 +521,45 @@ HLA_GPU_RANK_TERMS(BFloat16, float)
 HLA_GPU_RANK_TERMS(double, double)
 HLA_GPU_RANK_TERMS(ModP, ModP)
 #undef HLA_GPU_RANK_TERMS
+#define HLA_GPU_RANK_GRADIENTS(In, T)                                                                    \
+  template void rank_gradients<In, T>(const OperatorSpec&, Form, const Problem&, const BackwardOptions&, \
+                                      const In*, const In*, const In*, const T*, const T*, T*, T*, T*,   \
+                                      RankExchange&, CUstream_st*);
+HLA_GPU_RANK_GRADIENTS(float, float)
+HLA_GPU_RANK_GRADIENTS(BFloat16, float)
+HLA_GPU_RANK_GRADIENTS(double, double)
+HLA_GPU_RANK_GRADIENTS(ModP, ModP)
+#undef HLA_GPU_RANK_GRADIENTS
 
 namespace {
 
-// ranks_terms: each rank a thread with its own stream on the caller's device, its slice of every head
-// uploaded to its own arrays (round_trip), rank_terms, its rows of the results downloaded.
+// body(r, exchange, stream) for each rank r of `slices`, simulated: a thread each with its own stream on
+// the caller's device. The stream is blocking, so ordered after the legacy stream's uploads.
+template <class Body>
+void on_simulated_ranks(const Slices& slices, const Body& body) {
+  int device = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  SimulatedRanks ranks(slices.ranks());
+  run_ranks(
+      slices.ranks(),
+      [&](int r) {
+        check(cudaSetDevice(device), "cudaSetDevice");
+        cudaStream_t stream = nullptr;
+        check(cudaStreamCreate(&stream), "cudaStreamCreate");
+        try {
+          body(r, ranks.rank(r), stream);
+        } catch (...) {
+          cudaStreamSynchronize(stream);
+          cudaStreamDestroy(stream);
+          throw;
+        }
+        check(cudaStreamDestroy(stream), "cudaStreamDestroy");
+      },
+      [&] { ranks.abandon(); });
+}
+
+// ranks_terms: each rank's slice of every head uploaded to its own arrays (round_trip), rank_terms, its
+// rows of the results downloaded.
 template <class T>
 std::vector<Terms<T>> ranks_round_trip(const OperatorSpec& spec, Form form,
                                        const std::vector<Sequence<T>>& heads, const Slices& slices,
@@ -498,37 +569,66 @@ std::vector<Terms<T>> ranks_round_trip(const OperatorSpec& spec, Form form,
   check_same_shapes(heads, "GPU ranks");
   const Index n = heads.front().length(), dv = heads.front().value_dim();
   validate(slices, n, 1);
-  int device = 0;
-  check(cudaGetDevice(&device), "cudaGetDevice");
   std::vector<Terms<T>> out(heads.size(), Terms<T>{Matrix<T>(n, dv), Vector<T>(n)});
-  SimulatedRanks ranks(slices.ranks());
-  run_ranks(
-      slices.ranks(),
-      [&](int r) {
-        check(cudaSetDevice(device), "cudaSetDevice");
-        const Index begin = slices.begin(r), length = slices.length(r);
-        std::vector<Sequence<T>> mine;
-        for (const Sequence<T>& s : heads) mine.push_back(tokens_of(s, begin, length));
-        cudaStream_t stream = nullptr;  // blocking: ordered after round_trip's uploads
-        check(cudaStreamCreate(&stream), "cudaStreamCreate");
-        try {
-          const std::vector<Terms<T>> part = round_trip<T, T>(
-              mine, "GPU ranks", [](T x) { return x; },
-              [&](const Problem& problem, const T* q, const T* k, const T* v, T* num, T* den) {
-                rank_terms<T, T>(spec, form, problem, chunk, q, k, v, num, den, ranks.rank(r), stream);
-              });
-          for (std::size_t h = 0; h < heads.size(); ++h) {
-            out[h].num.middleRows(begin, length) = part[h].num;
-            out[h].den.segment(begin, length) = part[h].den;
-          }
-        } catch (...) {
-          cudaStreamSynchronize(stream);
-          cudaStreamDestroy(stream);
-          throw;
-        }
-        check(cudaStreamDestroy(stream), "cudaStreamDestroy");
-      },
-      [&] { ranks.abandon(); });
+  on_simulated_ranks(slices, [&](int r, RankExchange& exchange, cudaStream_t stream) {
+    const Index begin = slices.begin(r), length = slices.length(r);
+    std::vector<Sequence<T>> mine;
+    for (const Sequence<T>& s : heads) mine.push_back(tokens_of(s, begin, length));
+    const std::vector<Terms<T>> part = round_trip<T, T>(
+        mine, "GPU ranks", [](T x) { return x; },
+        [&](const Problem& problem, const T* q, const T* k, const T* v, T* num, T* den) {
+          rank_terms<T, T>(spec, form, problem, chunk, q, k, v, num, den, exchange, stream);
+        });
+    for (std::size_t h = 0; h < heads.size(); ++h) {
+      out[h].num.middleRows(begin, length) = part[h].num;
+      out[h].den.segment(begin, length) = part[h].den;
+    }
+  });
+  return out;
+}
+
+// ranks_gradients: the split forward, the readouts' adjoints on the host, then each rank's slice of
+// every head and of those adjoints uploaded, rank_gradients, its rows of the gradients downloaded.
+template <class T>
+std::vector<Gradients<T>> ranks_gradients_round_trip(const OperatorSpec& spec, Form form,
+                                                     const std::vector<Sequence<T>>& heads,
+                                                     const std::vector<Matrix<T>>& d_outs,
+                                                     const Slices& slices, const BackwardOptions& options) {
+  if (const auto why = ranks_unavailable(spec, Implementation::gpu_scan, form, true)) throw Error(*why);
+  if (options.impl != Implementation::gpu_scan)
+    throw Error("GPU ranks: the backward splits by gpu-scan, not " +
+                std::string(implementation_name(options.impl)));
+  if (d_outs.size() != heads.size()) throw Error("GPU ranks backward: one dO per sequence-head");
+  const std::vector<Terms<T>> forward = ranks_round_trip(spec, form, heads, slices, options.chunk);
+  if (heads.empty()) return {};
+  const Index n = heads.front().length(), d = heads.front().key_dim(), dv = heads.front().value_dim();
+  std::vector<Terms<T>> adjoints;
+  std::vector<Gradients<T>> out;
+  for (std::size_t h = 0; h < heads.size(); ++h) {
+    adjoints.push_back(reference::finish_adjoint(spec, forward[h], d_outs[h]));
+    out.push_back({Matrix<T>(n, d), Matrix<T>(n, d), Matrix<T>(n, dv), reference::finish(spec, forward[h]),
+                   forward[h]});
+  }
+  on_simulated_ranks(slices, [&](int r, RankExchange& exchange, cudaStream_t stream) {
+    const Index begin = slices.begin(r), length = slices.length(r);
+    std::vector<Sequence<T>> mine;
+    for (const Sequence<T>& s : heads) mine.push_back(tokens_of(s, begin, length));
+    DeviceHeads<T> in(mine, "GPU ranks backward", [](T x) { return x; });
+    const std::size_t h = heads.size(), keys = in.keys, values = in.values;
+    DeviceArray<T> d_num(h * values), d_den(h * length), dq(h * keys), dk(h * keys), dvalue(h * values);
+    for (std::size_t i = 0; i < h; ++i) {
+      d_num.upload(adjoints[i].num.data() + begin * dv, i * values, values);
+      d_den.upload(adjoints[i].den.data() + begin, i * length, length);
+    }
+    rank_gradients<T, T>(spec, form, in.problem, options, in.q.data(), in.k.data(), in.v.data(), d_num.data(),
+                         d_den.data(), dq.data(), dk.data(), dvalue.data(), exchange, stream);
+    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    for (std::size_t i = 0; i < h; ++i) {
+      dq.download(out[i].dq.data() + begin * d, i * keys, keys);
+      dk.download(out[i].dk.data() + begin * d, i * keys, keys);
+      dvalue.download(out[i].dv.data() + begin * dv, i * values, values);
+    }
+  });
   return out;
 }
 
@@ -548,6 +648,25 @@ std::vector<Terms<ModP>> ranks_terms(const OperatorSpec& spec, Form form,
                                      const std::vector<Sequence<ModP>>& heads, const Slices& slices,
                                      std::int64_t chunk) {
   return ranks_round_trip(spec, form, heads, slices, chunk);
+}
+
+std::vector<Gradients<float>> ranks_gradients(const OperatorSpec& spec, Form form,
+                                              const std::vector<Sequence<float>>& heads,
+                                              const std::vector<Matrix<float>>& d_outs, const Slices& slices,
+                                              const BackwardOptions& options) {
+  return ranks_gradients_round_trip(spec, form, heads, d_outs, slices, options);
+}
+std::vector<Gradients<double>> ranks_gradients(const OperatorSpec& spec, Form form,
+                                               const std::vector<Sequence<double>>& heads,
+                                               const std::vector<Matrix<double>>& d_outs,
+                                               const Slices& slices, const BackwardOptions& options) {
+  return ranks_gradients_round_trip(spec, form, heads, d_outs, slices, options);
+}
+std::vector<Gradients<ModP>> ranks_gradients(const OperatorSpec& spec, Form form,
+                                             const std::vector<Sequence<ModP>>& heads,
+                                             const std::vector<Matrix<ModP>>& d_outs, const Slices& slices,
+                                             const BackwardOptions& options) {
+  return ranks_gradients_round_trip(spec, form, heads, d_outs, slices, options);
 }
 
 std::vector<Terms<float>> terms(const OperatorSpec& spec, Form form, Implementation impl,
@@ -699,9 +818,12 @@ class DeviceDecays {
 
 }  // namespace
 
-void fast_forward(const OperatorSpec& spec, const Problem& problem, const BFloat16* q, const BFloat16* k,
-                  const BFloat16* v, const FastOutput& out, CUstream_st* stream,
-                  std::span<const double> head_decays) {
+namespace {
+
+// fast_forward's checks, and the launch they allow (head_decays still to be put on the device).
+detail::FastLaunch fast_launch(const OperatorSpec& spec, const Problem& problem, const BFloat16* q,
+                               const BFloat16* k, const BFloat16* v, const FastOutput& out,
+                               std::span<const double> head_decays) {
   require_available(spec, Implementation::gpu_fast, Form::published);
   validate_fast_problem(problem, "fast path");
   if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(out.out)) {
@@ -731,9 +853,47 @@ void fast_forward(const OperatorSpec& spec, const Problem& problem, const BFloat
   how.bf16_out = out.bf16;
   how.den = out.den;
   how.checkpoints = out.checkpoints;
+  return how;
+}
+
+}  // namespace
+
+void fast_forward(const OperatorSpec& spec, const Problem& problem, const BFloat16* q, const BFloat16* k,
+                  const BFloat16* v, const FastOutput& out, CUstream_st* stream,
+                  std::span<const double> head_decays) {
+  detail::FastLaunch how = fast_launch(spec, problem, q, k, v, out, head_decays);
   const DeviceDecays decays(head_decays, stream);
   how.head_decays = decays.data();
   detail::launch_fast(how, problem.batch * problem.heads, problem.length, q, k, v, stream);
+}
+
+void rank_fast_forward(const OperatorSpec& spec, const Problem& slice, const Slices& slices,
+                       const BFloat16* q, const BFloat16* k, const BFloat16* v, const FastOutput& out,
+                       RankExchange& exchange, CUstream_st* stream, std::span<const double> head_decays) {
+  detail::FastLaunch how = fast_launch(spec, slice, q, k, v, out, head_decays);
+  if (out.checkpoints)
+    throw Error("fast path across ranks: no checkpoints (its backward does not split yet)");
+  const int rank = exchange.rank(), ranks = exchange.ranks();
+  if (slices.ranks() != ranks)
+    throw Error("fast path across ranks: " + std::to_string(slices.ranks()) + " slices for " +
+                std::to_string(ranks) + " ranks");
+  if (slices.length(rank) != slice.length)
+    throw Error("fast path across ranks: rank " + std::to_string(rank) + " holds " +
+                std::to_string(slice.length) + " tokens, its slice " + std::to_string(slices.length(rank)));
+  for (int r = 0; r + 1 < ranks; ++r) {
+    if (slices.length(r) != slices.length(0) || slices.length(r) % 64 != 0)
+      throw Error(
+          "fast path across ranks: every slice but the last must have the same length, a multiple of "
+          "64 tokens (slice " +
+          std::to_string(r) + " has " + std::to_string(slices.length(r)) + ")");
+  }
+  const DeviceDecays decays(head_decays, stream);
+  how.head_decays = decays.data();
+  const detail::FastRank part{rank, ranks, slices.length(0),
+                              [&](const void* send, void* receive, std::size_t bytes) {
+                                exchange.all_gather(send, receive, bytes, stream);
+                              }};
+  detail::launch_fast_rank(how, slice.batch * slice.heads, slice.length, q, k, v, part, stream);
 }
 
 std::int64_t fast_checkpoint_bytes(const OperatorSpec& spec, const Problem& problem) {
@@ -939,6 +1099,47 @@ std::vector<Matrix<float>> fast_outputs(const OperatorSpec& spec, const std::vec
   for (Terms<float>& t : fast_round_trip(spec, heads, false, bf16, head_decays))
     outputs.push_back(std::move(t.num));
   return outputs;
+}
+
+std::int64_t fast_rank_exchange_bytes(const OperatorSpec& spec, const Problem& slice) {
+  return slice.batch * slice.heads * detail::fast_summary_floats(spec.variant == Variant::hla3) *
+         static_cast<std::int64_t>(sizeof(float));
+}
+
+std::vector<Matrix<float>> ranks_fast_outputs(const OperatorSpec& spec,
+                                              const std::vector<Sequence<float>>& heads, const Slices& slices,
+                                              bool bf16) {
+  if (heads.empty()) return {};
+  check_same_shapes(heads, "fast path across ranks");
+  const Index n = heads.front().length(), dv = heads.front().value_dim();
+  validate(slices, n, 1);
+  std::vector<Matrix<float>> out(heads.size(), Matrix<float>(n, dv));
+  on_simulated_ranks(slices, [&](int r, RankExchange& exchange, cudaStream_t stream) {
+    const Index begin = slices.begin(r), length = slices.length(r);
+    std::vector<Sequence<float>> mine;
+    for (const Sequence<float>& s : heads) mine.push_back(tokens_of(s, begin, length));
+    DeviceHeads<BFloat16> in(mine, "fast path across ranks", [](float x) { return to_bfloat16(x); });
+    const std::size_t values = in.values;
+    std::vector<float> host(heads.size() * values);
+    if (bf16) {
+      DeviceArray<BFloat16> narrow(host.size());
+      rank_fast_forward(spec, in.problem, slices, in.q.data(), in.k.data(), in.v.data(),
+                        {narrow.data(), true}, exchange, stream);
+      check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+      std::vector<BFloat16> got(host.size());
+      narrow.download(got.data(), 0, got.size());
+      for (std::size_t i = 0; i < got.size(); ++i) host[i] = to_float(got[i]);
+    } else {
+      DeviceArray<float> wide(host.size());
+      rank_fast_forward(spec, in.problem, slices, in.q.data(), in.k.data(), in.v.data(), {wide.data(), false},
+                        exchange, stream);
+      check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+      wide.download(host.data(), 0, host.size());
+    }
+    for (std::size_t h = 0; h < heads.size(); ++h)
+      for (Index i = 0; i < length * dv; ++i) out[h].data()[begin * dv + i] = host[h * values + i];
+  });
+  return out;
 }
 
 template <class In>

@@ -249,8 +249,12 @@ TEST_CASE("device algebra/the streaming backward equals the CPU stream's in Z/p"
   }
 }
 
-TEST_CASE("device algebra/the scan's backward equals the reference gradients in Z/p",
-          "[device][exact][backward]") {
+// Whole, and split across ranks as the GPU ranks run it (docs/ranks.md): the sequence cut into 1 to 4
+// slices anywhere (empty ones too), each rank's pass 1 from its carry, the ranks' chain
+// (rank_after_adjoint), passes 2 and 3 from the adjoint after each slice.
+TEST_CASE(
+    "device algebra/the scan's backward whole and split across ranks equals the reference gradients in Z/p",
+    "[device][exact][backward][ranks]") {
   for (const Config& c : configs()) {
     if (c.impl != Implementation::gpu_scan || fast::backward_unavailable(c.spec, c.impl, c.form)) continue;
     property(name(c), [&c] {
@@ -258,6 +262,7 @@ TEST_CASE("device algebra/the scan's backward equals the reference gradients in 
       const Index n = s.length(), dv = s.value_dim();
       const Index chunk = *testing::gen_position(1, n + 2).as("chunk");
       const Index checkpoint = *testing::gen_position(1, std::min(n, chunk) + 2).as("checkpoint");
+      const fast::Slices slices = fast::slices_of_lengths(testing::gen_slice_lengths(n, 4));
       Gradients<T> expected;
       Terms<T> d_terms;
       try {
@@ -266,15 +271,22 @@ TEST_CASE("device algebra/the scan's backward equals the reference gradients in 
       } catch (const Error&) {
         RC_DISCARD("a normalized denominator is zero");
       }
+      const bool splits = !fast::ranks_unavailable(spec, c.impl, c.form, true);
       gpu::with_device_algebra(
           fast::algebra_params<T>(spec, c.impl, c.form, s.key_dim(), dv),
           [&]<class Algebra>(const Algebra& algebra) {
             if constexpr (Algebra::has_segments && requires { Algebra::carry_adjoint_scratch_size(0, 0); }) {
-              const Gradients<T> actual = gpu::host::device_scan_backward(
-                  algebra, s, d_terms, std::max<Index>(1, std::min(chunk, n)), checkpoint);
-              RC_ASSERT(actual.dq == expected.dq);
-              RC_ASSERT(actual.dk == expected.dk);
-              RC_ASSERT(actual.dv == expected.dv);
+              const Index step = std::max<Index>(1, std::min(chunk, n));
+              std::vector<Gradients<T>> actual{
+                  gpu::host::device_scan_backward(algebra, s, d_terms, step, checkpoint)};
+              if (splits)
+                actual.push_back(
+                    gpu::host::device_ranks_backward(algebra, s, d_terms, slices, step, checkpoint));
+              for (const Gradients<T>& g : actual) {
+                RC_ASSERT(g.dq == expected.dq);
+                RC_ASSERT(g.dk == expected.dk);
+                RC_ASSERT(g.dv == expected.dv);
+              }
             } else {
               RC_FAIL("the catalogue lists a GPU scan backward without a carry adjoint");
             }

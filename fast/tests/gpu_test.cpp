@@ -21,6 +21,7 @@
 #include <utility>
 
 #include "../cuda/host.hpp"
+#include "../cuda/segments.cuh"
 #include "field_sequence.hpp"
 #include "hla/checking/instances.hpp"
 #include "hla/fast/ranks.hpp"
@@ -83,6 +84,29 @@ std::vector<Sequence<Rational>> gen_heads(int max_n, int max_d) {
   for (Index h = 0; h < heads; ++h)
     out.push_back(*testing::gen_sequence(n, d, dv, std::is_same_v<T, ModP>).as("head"));
   return out;
+}
+
+Matrix<ModP> random_field_matrix(std::uint64_t seed, Index rows, Index cols) {
+  return random_field_sequence(seed, rows, 1, cols).v;
+}
+
+// "" when equal, else the first differing entry of dQ, dK or dV.
+std::string first_difference(const Gradients<ModP>& got, const Gradients<ModP>& want) {
+  const std::pair<const char*, Matrix<ModP> Gradients<ModP>::*> parts[] = {
+      {"dQ", &Gradients<ModP>::dq}, {"dK", &Gradients<ModP>::dk}, {"dV", &Gradients<ModP>::dv}};
+  for (const auto& [name, part] : parts) {
+    const Matrix<ModP>&a = got.*part, &b = want.*part;
+    if (a.rows() != b.rows() || a.cols() != b.cols()) return std::string(name) + ": shapes differ";
+    for (Index i = 0; i < b.size(); ++i) {
+      if (a.data()[i] != b.data()[i]) {
+        std::ostringstream out;
+        out << name << "(" << i / b.cols() << ", " << i % b.cols() << "): " << a.data()[i]
+            << " != " << b.data()[i];
+        return out.str();
+      }
+    }
+  }
+  return "";
 }
 
 }  // namespace
@@ -154,8 +178,16 @@ TEST_CASE("gpu/what the GPU cannot split is refused with a reason", "[gpu][ranks
   CHECK_THROWS_WITH(
       fast::gpu::ranks_terms(decayed, Form::corrected, heads, fast::slices_of_lengths(short_slices), 2),
       Catch::StartsWith("--slices: the slices must cover the 4 tokens"));
-  CHECK_THAT(*fast::ranks_unavailable(decayed, Implementation::gpu_scan, Form::corrected, true),
-             Catch::Contains("splits the forward only"));
+  const std::vector<Matrix<ModP>> d_outs{Matrix<ModP>::Ones(4, 2)};
+  CHECK_THROWS_WITH(fast::gpu::ranks_gradients(decayed, Form::published, heads, d_outs,
+                                               fast::even_slices(4, 2), {Implementation::gpu_scan}),
+                    Catch::Contains("F4"));
+  CHECK_THROWS_WITH(fast::gpu::ranks_gradients(decayed, Form::corrected, heads, d_outs,
+                                               fast::even_slices(4, 2), {Implementation::gpu_streaming}),
+                    Catch::Contains("splits by gpu-scan"));
+  CHECK_THROWS_WITH(fast::gpu::ranks_gradients(decayed, Form::corrected, heads, {}, fast::even_slices(4, 2),
+                                               {Implementation::gpu_scan}),
+                    Catch::Contains("one dO per sequence-head"));
 }
 
 // Device pointers, batch 2 x heads 3, and the device-side normalization, in Z/p.
@@ -475,19 +507,31 @@ TEST_CASE("gpu/large/hla3 masked decayed (corrected) equals the CPU stream in Z/
   check_large(make_spec(Variant::hla3, true, Rational(7, 8)), Form::corrected, true);
 }
 TEST_CASE("gpu/large/hla2 normalized with decay across 4 uneven simulated ranks equals the CPU split in Z/p",
-          "[gpu][exact][ranks][large]") {
+          "[gpu][exact][ranks][large][backward]") {
   const OperatorSpec spec{
       .variant = Variant::hla2, .normalize = true, .eps = Rational(1, 4), .decay = Rational(7, 8)};
   const std::vector<Index> lengths{1500, 0, 2600, 901};
   const fast::Slices slices = fast::slices_of_lengths(lengths);
   std::vector<Sequence<ModP>> heads;
-  for (int h = 0; h < 2; ++h) heads.push_back(random_field_sequence(17 + h, 5001, 16, 16));
+  std::vector<Matrix<ModP>> d_outs;
+  for (int h = 0; h < 2; ++h) {
+    heads.push_back(random_field_sequence(17 + h, 5001, 16, 16));
+    d_outs.push_back(random_field_matrix(41 + h, 5001, 16));
+  }
+  const fast::gpu::BackwardOptions options{Implementation::gpu_scan, 0, 64};
+  const fast::ScanOptions cpu_options{64, 2};
   const auto split = fast::gpu::ranks_terms(spec, Form::corrected, heads, slices, 64);
+  const auto split_gradients =
+      fast::gpu::ranks_gradients(spec, Form::corrected, heads, d_outs, slices, options);
+  const auto whole_gradients = fast::gpu::gradients(spec, Form::corrected, heads, d_outs, options);
   for (std::size_t h = 0; h < heads.size(); ++h) {
-    const Terms<ModP> want =
-        fast::ranks_terms(spec, Form::corrected, heads[h], slices, fast::ScanOptions{64, 2});
+    const Terms<ModP> want = fast::ranks_terms(spec, Form::corrected, heads[h], slices, cpu_options);
     CHECK(split[h].num == want.num);
     CHECK(split[h].den == want.den);
+    const Gradients<ModP> cpu =
+        fast::ranks_gradients(spec, Form::corrected, heads[h], d_outs[h], slices, cpu_options);
+    CHECK(first_difference(split_gradients[h], cpu) == "");
+    CHECK(first_difference(split_gradients[h], whole_gradients[h]) == "");
   }
 }
 TEST_CASE("gpu/large/hla3 unmasked decayed equals the CPU stream in Z/p", "[gpu][large]") {
@@ -578,29 +622,6 @@ TEST_CASE("gpu/one upload serves float64 float32 and gauge runs of every head", 
 
 namespace {
 
-Matrix<ModP> random_field_matrix(std::uint64_t seed, Index rows, Index cols) {
-  return random_field_sequence(seed, rows, 1, cols).v;
-}
-
-// "" when equal, else the first differing entry of dQ, dK or dV.
-std::string first_difference(const Gradients<ModP>& got, const Gradients<ModP>& want) {
-  const std::pair<const char*, Matrix<ModP> Gradients<ModP>::*> parts[] = {
-      {"dQ", &Gradients<ModP>::dq}, {"dK", &Gradients<ModP>::dk}, {"dV", &Gradients<ModP>::dv}};
-  for (const auto& [name, part] : parts) {
-    const Matrix<ModP>&a = got.*part, &b = want.*part;
-    if (a.rows() != b.rows() || a.cols() != b.cols()) return std::string(name) + ": shapes differ";
-    for (Index i = 0; i < b.size(); ++i) {
-      if (a.data()[i] != b.data()[i]) {
-        std::ostringstream out;
-        out << name << "(" << i / b.cols() << ", " << i % b.cols() << "): " << a.data()[i]
-            << " != " << b.data()[i];
-        return out.str();
-      }
-    }
-  }
-  return "";
-}
-
 // The GPU backward of one sequence-head at n = 65536 (HLA_GPU_LARGE_N), d = dv = 64, by the
 // streaming kernel and the scan's (chunks of 64), each in the form that equals the definition,
 // against the CPU streaming backward, which the suite proves equal to the definition's gradients.
@@ -654,8 +675,10 @@ TEST_CASE("gpu backward/every variant option and form equals the CPU streaming b
   }
 }
 
-TEST_CASE("gpu backward/the scan's backward equals the definition's gradients in Z/p",
-          "[gpu][exact][backward]") {
+// Whole, and split across 1 to 4 ranks simulated on this GPU (docs/ranks.md) with slices of any lengths.
+TEST_CASE(
+    "gpu backward/the scan's backward whole and split across simulated ranks equals the definition's in Z/p",
+    "[gpu][exact][backward][ranks]") {
   for (const Variant variant : all_variants) {
     property(std::string(variant_name(variant)) + ": dQ, dK, dV and O equal the reference's", [variant] {
       const OperatorSpec spec = *testing::gen_spec(variant).as("spec");
@@ -663,9 +686,11 @@ TEST_CASE("gpu backward/the scan's backward equals the definition's gradients in
       const Index n = heads.front().length(), dv = heads.front().value_dim();
       const auto chunk = *testing::gen_position(1, n + 2).as("chunk");
       const auto checkpoint = *testing::gen_position(0, chunk + 2).as("checkpoint (0: the default)");
+      const fast::Slices slices = fast::slices_of_lengths(testing::gen_slice_lengths(n, 4));
       const auto seed = *rc::gen::arbitrary<std::uint64_t>().as("cotangent seed");
       std::vector<Matrix<ModP>> d_outs;
       for (std::size_t h = 0; h < heads.size(); ++h) d_outs.push_back(random_field_matrix(seed + h, n, dv));
+      const fast::gpu::BackwardOptions options{Implementation::gpu_scan, checkpoint, chunk};
       for (const Form form : forms_of(spec, Implementation::gpu_scan)) {
         RC_LOG() << "form " << fast::form_name(form) << "\n";
         if (const auto why = fast::backward_unavailable(spec, Implementation::gpu_scan, form)) {
@@ -680,11 +705,15 @@ TEST_CASE("gpu backward/the scan's backward equals the definition's gradients in
         } catch (const Error&) {
           RC_DISCARD("a normalized denominator is zero in Z/p");
         }
-        const auto gpu =
-            fast::gpu::gradients(spec, form, heads, d_outs, {Implementation::gpu_scan, checkpoint, chunk});
-        for (std::size_t h = 0; h < heads.size(); ++h) {
-          RC_ASSERT(first_difference(gpu[h], exact[h]) == "");
-          RC_ASSERT(gpu[h].output == exact[h].output);
+        std::vector<std::vector<Gradients<ModP>>> runs{
+            fast::gpu::gradients(spec, form, heads, d_outs, options)};
+        if (!fast::ranks_unavailable(spec, Implementation::gpu_scan, form, true))
+          runs.push_back(fast::gpu::ranks_gradients(spec, form, heads, d_outs, slices, options));
+        for (const auto& gpu : runs) {
+          for (std::size_t h = 0; h < heads.size(); ++h) {
+            RC_ASSERT(first_difference(gpu[h], exact[h]) == "");
+            RC_ASSERT(gpu[h].output == exact[h].output);
+          }
         }
       }
     });
@@ -770,6 +799,28 @@ TEST_CASE("gpu backward/float32 and bf16-input gradients stay within gamma(K) ti
         const Sequence<float> inputs = convert<float>(s);
         const Matrix<float> d_out32 =
             d_out.unaryExpr([](const Rational& x) { return from_rational<float>(x); });
+        // The scan's kernels on the host (unnormalized: the readouts' adjoints are dO and zero), whole or
+        // split across ranks as `slices`.
+        const auto emulate = [&]<class T>(const Sequence<T>& in, const Matrix<T>& d_num,
+                                          const fast::Slices* slices) {
+          const Form form = fast::default_form(spec, Implementation::scan);
+          Gradients<T> g;
+          fast::gpu::with_device_algebra(
+              fast::algebra_params<T>(spec, Implementation::gpu_scan, form, d, dv),
+              [&]<class Algebra>(const Algebra& algebra) {
+                if constexpr (Algebra::has_segments &&
+                              requires { Algebra::carry_adjoint_scratch_size(0, 0); }) {
+                  const Terms<T> d_terms{d_num, Vector<T>::Zero(n)};
+                  const Index checkpoint = fast::default_checkpoint(chunk);
+                  g = slices ? fast::gpu::host::device_ranks_backward(algebra, in, d_terms, *slices, chunk,
+                                                                      checkpoint)
+                             : fast::gpu::host::device_scan_backward(algebra, in, d_terms, chunk, checkpoint);
+                } else {
+                  FAIL("the catalogue lists a GPU scan backward without a carry adjoint");
+                }
+              });
+          return g;
+        };
         for (const Implementation method : methods) {
           const Form form =
               fast::default_form(spec, fast::cpu_twin(method));  // the one equal to the definition
@@ -779,48 +830,53 @@ TEST_CASE("gpu backward/float32 and bf16-input gradients stay within gamma(K) ti
           if (method == Implementation::gpu_streaming) {
             gauge = fast::streaming_gradients(spec, form, gauge_inputs, magnitude(d_out));
             depth = fast::streaming_gradients(spec, form, depth_inputs, symbolic(n, dv));
-          } else {  // unnormalized: the readouts' adjoints are dO and zero
-            const auto emulate = [&]<class T>(const Sequence<T>& in, const Matrix<T>& d_num) {
-              Gradients<T> g;
-              fast::gpu::with_device_algebra(
-                  fast::algebra_params<T>(spec, method, form, d, dv),
-                  [&]<class Algebra>(const Algebra& algebra) {
-                    if constexpr (Algebra::has_segments &&
-                                  requires { Algebra::carry_adjoint_scratch_size(0, 0); })
-                      g = fast::gpu::host::device_scan_backward(algebra, in,
-                                                                Terms<T>{d_num, Vector<T>::Zero(n)}, chunk,
-                                                                fast::default_checkpoint(chunk));
-                    else
-                      FAIL("the catalogue lists a GPU scan backward without a carry adjoint");
-                  });
-              return g;
-            };
-            gauge = emulate(gauge_inputs, magnitude(d_out));
-            depth = emulate(depth_inputs, symbolic(n, dv));
+          } else {
+            gauge = emulate(gauge_inputs, magnitude(d_out), nullptr);
+            depth = emulate(depth_inputs, symbolic(n, dv), nullptr);
           }
           const fast::gpu::BackwardOptions options{method, 0, chunk};
           const Gradients<float> gpu =
               bf16 ? fast::gpu::gradients_bf16(spec, form, {inputs}, {d_out32}, options)[0]
                    : fast::gpu::gradients(spec, form, {inputs}, {d_out32}, options)[0];
           const Rational unit = exact_value(std::numeric_limits<float>::epsilon() / 2);
-          Rational worst = 0;
-          const auto within = [&](const Matrix<float>& got, const Matrix<Rational>& want, const Matrix<G>& g,
-                                  const Matrix<D>& k) {
-            for (Index i = 0; i < want.size(); ++i) {
-              const Rational depth_k(k.data()[i].count());
-              const Rational bound = depth_k * unit / (1 - depth_k * unit) * g.data()[i].value();
-              const Rational error = abs(exact_value(got.data()[i]) - want.data()[i]);
-              if (error > 0) worst = std::max(worst, bound > 0 ? error / bound : Rational(1000000));
-            }
+          // The worst |error| / (gamma(K) gauge) over dQ, dK and dV.
+          const auto worst_of = [&](const Gradients<float>& got, const Gradients<G>& g,
+                                    const Gradients<D>& k) {
+            Rational worst = 0;
+            const auto within = [&](const Matrix<float>& x, const Matrix<Rational>& want, const Matrix<G>& gx,
+                                    const Matrix<D>& kx) {
+              for (Index i = 0; i < want.size(); ++i) {
+                const Rational depth_k(kx.data()[i].count());
+                const Rational bound = depth_k * unit / (1 - depth_k * unit) * gx.data()[i].value();
+                const Rational error = abs(exact_value(x.data()[i]) - want.data()[i]);
+                if (error > 0) worst = std::max(worst, bound > 0 ? error / bound : Rational(1000000));
+              }
+            };
+            within(got.dq, exact.dq, g.dq, k.dq);
+            within(got.dk, exact.dk, g.dk, k.dk);
+            within(got.dv, exact.dv, g.dv, k.dv);
+            return worst;
           };
-          within(gpu.dq, exact.dq, gauge.dq, depth.dq);
-          within(gpu.dk, exact.dk, gauge.dk, depth.dk);
-          within(gpu.dv, exact.dv, gauge.dv, depth.dv);
+          const Rational worst = worst_of(gpu, gauge, depth);
           INFO(describe(spec) << (bf16 ? ", bf16 inputs" : ", float32") << ", GPU " << method_name(method)
                               << ": worst |error| / bound = " << to_double(worst));
           CHECK(worst <= 1);
           std::cout << "  backward " << method_name(method) << " " << describe(spec)
                     << (bf16 ? " bf16" : " f32") << ": worst error / bound = " << to_double(worst) << "\n";
+          if (method == Implementation::gpu_scan && !bf16 &&
+              !fast::ranks_unavailable(spec, method, form, true)) {  // split across three uneven ranks
+            const std::vector<Index> lengths{23, 0, 41};
+            const fast::Slices slices = fast::slices_of_lengths(lengths);
+            const Gradients<float> split =
+                fast::gpu::ranks_gradients(spec, form, {inputs}, {d_out32}, slices, options)[0];
+            const Rational split_worst = worst_of(split, emulate(gauge_inputs, magnitude(d_out), &slices),
+                                                  emulate(depth_inputs, symbolic(n, dv), &slices));
+            INFO("split across ranks of 23, 0 and 41 tokens: worst |error| / bound = "
+                 << to_double(split_worst));
+            CHECK(split_worst <= 1);
+            std::cout << "  backward gpu-scan across 3 ranks " << describe(spec)
+                      << " f32: worst error / bound = " << to_double(split_worst) << "\n";
+          }
         }
       }
     }
@@ -1070,6 +1126,54 @@ TEST_CASE("gpu/fast/one decay per head gives each head its own operator", "[gpu]
 TEST_CASE("gpu/fast/several segments carry decayed states and denominators", "[gpu][fast]") {
   check_fast_path(130 * 64, 2, 20261209, {true, Rational(1023, 1024)});
   check_fast_path(130 * 64 + 5, 2, 20261210, {false, Rational(1023, 1024)});
+}
+
+// The sequence split across ranks on the fast path (docs/ranks.md), simulated on this GPU: with the
+// slices where the unsplit run's segments fall (two heads leave the SMs idle, so it splits each sequence
+// into segments of equal chunks), each rank's summary pass, carry kernel and outputs pass from its carry
+// compute what that segment does, so its outputs equal the unsplit fast path's bit for bit (which the
+// tests above bound), float32 and bf16, every variant and option; the same with an empty last rank.
+TEST_CASE("gpu/fast/split across simulated ranks equals the unsplit fast path bit for bit",
+          "[gpu][fast][ranks]") {
+  for (const Index n : {Index{130 * 64 + 5}, Index{99 * 64}}) {
+    const Index chunks = (n + 63) / 64;
+    const fast::gpu::detail::Split split = fast::gpu::detail::split_sequences(2, chunks);
+    REQUIRE(split.segments > 1);
+    std::vector<Index> lengths;
+    for (int g = 0; g < split.segments; ++g)
+      lengths.push_back(std::min(n, (g + 1) * split.segment_chunks * 64) - g * split.segment_chunks * 64);
+    if (n % 64 == 0) lengths.push_back(0);  // an empty last rank
+    const fast::Slices slices = fast::slices_of_lengths(lengths);
+    for (const FastCase& c : fast_cases) {
+      for (const Variant variant : {Variant::hla2, Variant::ahla, Variant::hla3}) {
+        if (c.ridge != 0 && variant != Variant::hla2) continue;
+        const OperatorSpec spec{.variant = variant,
+                                .normalize = c.normalize,
+                                .eps = c.normalize ? Rational(1, 4) : Rational(0),
+                                .ridge = c.ridge,
+                                .decay = c.decay};
+        Rng rng(20261205 + static_cast<int>(variant));
+        std::vector<Sequence<float>> inputs;
+        for (int h = 0; h < 2; ++h) inputs.push_back(bf16_gaussian_sequence(rng, n, 64, c.normalize));
+        INFO(variant_name(variant) << " " << describe_case(c) << ", n = " << n << ", " << slices.ranks()
+                                   << " ranks of " << slices.length(0) << " tokens but the last");
+        for (const bool bf16 : {false, true}) {
+          const auto whole = fast::gpu::fast_outputs(spec, inputs, bf16);
+          const auto split_outputs = fast::gpu::ranks_fast_outputs(spec, inputs, slices, bf16);
+          for (int h = 0; h < 2; ++h) CHECK((split_outputs[h].array() == whole[h].array()).all());
+        }
+      }
+    }
+  }
+  const OperatorSpec hla2{.variant = Variant::hla2};
+  std::vector<Sequence<float>> inputs;
+  Rng rng(7);
+  inputs.push_back(bf16_gaussian_sequence(rng, 200, 64));
+  const std::vector<Index> uneven{64, 128, 8}, ragged{100, 100};
+  CHECK_THROWS_WITH(fast::gpu::ranks_fast_outputs(hla2, inputs, fast::slices_of_lengths(uneven), false),
+                    Catch::Contains("every slice but the last must have the same length"));
+  CHECK_THROWS_WITH(fast::gpu::ranks_fast_outputs(hla2, inputs, fast::slices_of_lengths(ragged), false),
+                    Catch::Contains("a multiple of 64 tokens"));
 }
 
 // Heads narrower than the tiles (the copy engine reads their rows padded with zeros, the outputs leave

@@ -119,9 +119,13 @@ TEST_CASE("ranks/what cannot be split is refused with a reason", "[ranks]") {
   REQUIRE(other);
   CHECK_THAT(*other, Catch::Contains("--impl chunked does not split"));
   CHECK_FALSE(fast::ranks_unavailable(decayed, Implementation::gpu_scan, Form::corrected));
-  const auto gpu_backward = fast::ranks_unavailable(decayed, Implementation::gpu_scan, Form::corrected, true);
+  CHECK_FALSE(fast::ranks_unavailable(decayed, Implementation::gpu_scan, Form::corrected, true));
+  const auto gpu_backward = fast::ranks_unavailable(decayed, Implementation::gpu_scan, Form::published, true);
   REQUIRE(gpu_backward);
-  CHECK_THAT(*gpu_backward, Catch::Contains("splits the forward only"));
+  CHECK_THAT(*gpu_backward, Catch::Contains("F3"));
+  CHECK_FALSE(fast::ranks_unavailable(decayed, Implementation::gpu_fast, Form::published));
+  CHECK_THAT(*fast::ranks_unavailable(decayed, Implementation::gpu_fast, Form::published, true),
+             Catch::Contains("the fast path splits the forward only"));
   CHECK_THAT(*fast::ranks_unavailable(decayed, Implementation::gpu_scan, Form::published),
              Catch::Contains("F3"));
 

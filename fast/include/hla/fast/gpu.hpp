@@ -165,6 +165,35 @@ std::vector<Gradients<float>> gradients_bf16(const OperatorSpec& spec, Form form
                                              const std::vector<Matrix<float>>& d_outs,
                                              const BackwardOptions& options = {});
 
+// One rank's gradients by the generic GPU scan's backward (options.impl gpu_scan, its chunk and
+// checkpoint), the sequence split as in rank_terms: q, k, v, d_num, d_den (the adjoints of this slice's
+// readouts: reference::finish_adjoint of its rows of the forward) and dq, dk, dv hold this rank's slice
+// in the layout of gradients(). The rank folds its slice into summaries and all-gathers them, runs
+// pass 1 of the scan's backward from its carry, all-gathers the adjoints of the ranks' carries from
+// their own readouts, runs the ranks' chain back to its slice (the adjoint of the state after it),
+// then passes 2 and 3 from there (docs/ranks.md). Asynchronous on `stream`; every rank must call it
+// (an empty slice too). Throws hla::Error where ranks_unavailable(spec, gpu_scan, form, true) says why.
+template <class In, class T>
+void rank_gradients(const OperatorSpec& spec, Form form, const Problem& slice, const BackwardOptions& options,
+                    const In* q, const In* k, const In* v, const T* d_num, const T* d_den, T* dq, T* dk,
+                    T* dv, RankExchange& exchange, CUstream_st* stream = nullptr);
+
+// Host convenience: the gradients of <dO_h, O_h> of every head (and O_h) with the sequence split as
+// `slices`, the ranks simulated on this GPU: the split forward (ranks_terms), the readouts' adjoints on
+// the host, the split backward (rank_gradients); options.impl must be gpu_scan.
+std::vector<Gradients<float>> ranks_gradients(const OperatorSpec& spec, Form form,
+                                              const std::vector<Sequence<float>>& heads,
+                                              const std::vector<Matrix<float>>& d_outs, const Slices& slices,
+                                              const BackwardOptions& options);
+std::vector<Gradients<double>> ranks_gradients(const OperatorSpec& spec, Form form,
+                                               const std::vector<Sequence<double>>& heads,
+                                               const std::vector<Matrix<double>>& d_outs,
+                                               const Slices& slices, const BackwardOptions& options);
+std::vector<Gradients<ModP>> ranks_gradients(const OperatorSpec& spec, Form form,
+                                             const std::vector<Sequence<ModP>>& heads,
+                                             const std::vector<Matrix<ModP>>& d_outs, const Slices& slices,
+                                             const BackwardOptions& options);
+
 // Why `impl` (gpu_streaming or gpu_scan) cannot run spec in `form` at d, dv in scalars of
 // scalar_bytes bytes on this device: the block's state or summary does not fit in shared memory
 // (or what unavailable() says); nullopt when it can. Needs a device (unavailable_reason()).
@@ -241,6 +270,23 @@ struct FastOutput {
 void fast_forward(const OperatorSpec& spec, const Problem& problem, const BFloat16* q, const BFloat16* k,
                   const BFloat16* v, const FastOutput& out, CUstream_st* stream = nullptr,
                   std::span<const double> head_decays = {});
+// One rank's fast forward with the sequence split as `slices` (docs/ranks.md; q, k, v and out hold this
+// rank's slice of every sequence-head): fast_forward's operators, options and outputs, no checkpoints.
+// Every slice but the last must have the same length, a multiple of 64 tokens. The rank runs the
+// summary pass over its slice, all-gathers the summaries through `exchange`, folds those of the ranks
+// before it into its carry (the carry kernel) and runs the outputs pass from it, one block per
+// sequence-head. Every rank must call it (an empty last slice too); a bad split throws hla::Error on
+// every rank alike.
+void rank_fast_forward(const OperatorSpec& spec, const Problem& slice, const Slices& slices,
+                       const BFloat16* q, const BFloat16* k, const BFloat16* v, const FastOutput& out,
+                       RankExchange& exchange, CUstream_st* stream = nullptr,
+                       std::span<const double> head_decays = {});
+// Bytes each rank sends in rank_fast_forward's all-gather (one summary per sequence-head of `slice`).
+std::int64_t fast_rank_exchange_bytes(const OperatorSpec& spec, const Problem& slice);
+// Host convenience: fast_outputs with the sequence split as `slices`, the ranks simulated on this GPU.
+std::vector<Matrix<float>> ranks_fast_outputs(const OperatorSpec& spec,
+                                              const std::vector<Sequence<float>>& heads, const Slices& slices,
+                                              bool bf16);
 // The forward's checkpoints for the backward, whatever d and dv: the two bf16 state tiles (64 x 64)
 // its products read at each chunk boundary (hla2 S, F; ahla P, E) and, normalized, their vectors
 // (hla2 f; ahla n, m: 256 bytes), 16 KiB per chunk of 64 tokens and sequence-head (256 bytes per

@@ -22,7 +22,8 @@ inline constexpr std::array<Implementation, 7> all_implementations{
 constexpr std::string_view implementation_name(Implementation impl) {
   constexpr std::array<std::string_view, 7> names{"reference",     "streaming", "scan",    "chunked",
                                                   "gpu-streaming", "gpu-scan",  "gpu-fast"};
-  return names[static_cast<std::size_t>(impl)];
+  const auto i = static_cast<std::size_t>(impl);
+  return i < names.size() ? names[i] : "unknown";
 }
 
 // The names above; "gpu" is accepted for gpu-scan.
