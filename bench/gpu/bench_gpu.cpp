@@ -134,6 +134,33 @@ void dump_array(const std::string& path, const In* device, std::int64_t count) {
   if (!out) throw Error(path + ": cannot write");
 }
 
+// The median of `reps` timed runs of f() after one warm-up, on the legacy stream, and their spread.
+struct Timing {
+  double median, spread;
+};
+template <class F>
+Timing time_runs(int reps, const F& f) {
+  f();
+  check(cudaDeviceSynchronize(), "warm-up");
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "cudaEventCreate");
+  check(cudaEventCreate(&stop), "cudaEventCreate");
+  std::vector<double> ms;
+  for (int r = 0; r < reps; ++r) {
+    check(cudaEventRecord(start), "cudaEventRecord");
+    f();
+    check(cudaEventRecord(stop), "cudaEventRecord");
+    check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    float elapsed = 0;
+    check(cudaEventElapsedTime(&elapsed, start, stop), "cudaEventElapsedTime");
+    ms.push_back(elapsed);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(ms.begin(), ms.end());
+  return {ms[ms.size() / 2], ms.back() - ms.front()};
+}
+
 // gpu-fast: the tensor-core path (gpu::fast_forward; bf16 inputs only), else gpu::terms; with
 // `backward`, gpu::gradients (num holds dO, den zero, as for an unnormalized operator) or
 // gpu::fast_backward (dO in bf16, the checkpoints from one forward before the timed runs; normalized,
@@ -196,21 +223,7 @@ double time_pass(const OperatorSpec& spec, fast::Implementation impl, const gpu:
   if (on_matrix_units && pass == "backward") {  // the checkpoints the timed backward reads
     if constexpr (std::is_same_v<In, gpu::BFloat16>) gpu::fast_forward(spec, p, q, k, v, forward_out);
   }
-  run();  // warm-up
-  check(cudaDeviceSynchronize(), "warm-up");
-  cudaEvent_t start, stop;
-  check(cudaEventCreate(&start), "cudaEventCreate");
-  check(cudaEventCreate(&stop), "cudaEventCreate");
-  std::vector<double> ms;
-  for (int r = 0; r < reps; ++r) {
-    check(cudaEventRecord(start), "cudaEventRecord");
-    run();
-    check(cudaEventRecord(stop), "cudaEventRecord");
-    check(cudaEventSynchronize(stop), "cudaEventSynchronize");
-    float elapsed = 0;
-    check(cudaEventElapsedTime(&elapsed, start, stop), "cudaEventElapsedTime");
-    ms.push_back(elapsed);
-  }
+  const Timing timing = time_runs(reps, run);
   if (!dump.empty()) {
     dump_array(dump + "/q.f32", q, rows * p.key_dim);
     dump_array(dump + "/k.f32", k, rows * p.key_dim);
@@ -223,11 +236,8 @@ double time_pass(const OperatorSpec& spec, fast::Implementation impl, const gpu:
         static_cast<void*>(d_out), static_cast<void*>(d_den), checkpoints}) {
     cudaFree(ptr);
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(ms.begin(), ms.end());
-  *spread = ms.back() - ms.front();
-  return ms[ms.size() / 2];
+  *spread = timing.spread;
+  return timing.median;
 }
 
 // Every slot of the gather gets this rank's own send: one rank's work on this GPU, as if alone.
@@ -246,30 +256,6 @@ class LoopbackExchange final : public gpu::RankExchange {
  private:
   int rank_, ranks_;
 };
-
-// The median of `reps` timed runs of f() after one warm-up, on the legacy stream.
-template <class F>
-double median_of(int reps, const F& f) {
-  f();
-  check(cudaDeviceSynchronize(), "warm-up");
-  cudaEvent_t start, stop;
-  check(cudaEventCreate(&start), "cudaEventCreate");
-  check(cudaEventCreate(&stop), "cudaEventCreate");
-  std::vector<double> ms;
-  for (int r = 0; r < reps; ++r) {
-    check(cudaEventRecord(start), "cudaEventRecord");
-    f();
-    check(cudaEventRecord(stop), "cudaEventRecord");
-    check(cudaEventSynchronize(stop), "cudaEventSynchronize");
-    float elapsed = 0;
-    check(cudaEventElapsedTime(&elapsed, start, stop), "cudaEventElapsedTime");
-    ms.push_back(elapsed);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
 
 // One rank's forward step on the fast path (bf16 inputs) with the sequence split as `slices`, and its
 // all-gather alone: {step ms, exchange ms}.
@@ -291,14 +277,14 @@ std::pair<double, double> time_rank(const OperatorSpec& spec, const gpu::Problem
   gpu::fill_gaussian(q, rows * slice.key_dim, 1 + 10 * exchange.rank(), scale);
   gpu::fill_gaussian(k, rows * slice.key_dim, 2 + 10 * exchange.rank(), scale);
   gpu::fill_gaussian(v, rows * slice.value_dim, 3 + 10 * exchange.rank(), 1.0f);
-  const double step = median_of(reps, [&] {
-    gpu::rank_fast_forward(spec, slice, slices, q, k, v, {out, bf16_out}, exchange);
-  });
+  const double step = time_runs(reps, [&] {
+                        gpu::rank_fast_forward(spec, slice, slices, q, k, v, {out, bf16_out}, exchange);
+                      }).median;
   const std::int64_t bytes = gpu::fast_rank_exchange_bytes(spec, slice);
   void *send, *receive;
   check(cudaMalloc(&send, bytes), "cudaMalloc");
   check(cudaMalloc(&receive, bytes * exchange.ranks()), "cudaMalloc");
-  const double gather = median_of(reps, [&] { exchange.all_gather(send, receive, bytes, nullptr); });
+  const double gather = time_runs(reps, [&] { exchange.all_gather(send, receive, bytes, nullptr); }).median;
   for (void* p : {static_cast<void*>(q), static_cast<void*>(k), static_cast<void*>(v), out, send, receive})
     cudaFree(p);
   return {step, gather};

@@ -1342,6 +1342,28 @@ class PhaseSums {
 };
 #endif
 
+// A launch's arguments for `how` over sequences of `length` tokens in `segments` segments of
+// segment_chunks chunks (no carries or summaries yet).
+inline Arguments arguments_of(const FastLaunch& how, std::int64_t length, std::int64_t segment_chunks,
+                              int segments) {
+  return {.length = length,
+          .segment_chunks = segment_chunks,
+          .segments = segments,
+          .value_dim = how.value_dim,
+          .heads_per_batch = how.heads_per_batch,
+          .head_decays = how.head_decays,
+          .decay = how.decay,
+          .ridge = how.ridge,
+          .eps = how.eps,
+          .out = how.out,
+          .bf16_out = how.bf16_out,
+          .den = how.den,
+          .carries = nullptr,
+          .summaries = nullptr,
+          .checkpoints = static_cast<unsigned char*>(how.checkpoints),
+          .phases = nullptr};
+}
+
 // The carry-ins of `segments` segments of every sequence-head from the summaries of all but the last
 // (carry_kernel's layout: head_stride, segment_stride), each summarized segment segment_tokens long.
 template <Algebra algebra, bool Normalized>
@@ -1378,22 +1400,7 @@ void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, cons
   const CUtensorMap q_map = tma::tile_map(q, heads, length, how.key_dim),
                     k_map = tma::tile_map(k, heads, length, how.key_dim),
                     v_map = tma::tile_map(v, heads, length, how.value_dim);
-  const Arguments args{.length = length,
-                       .segment_chunks = split.segment_chunks,
-                       .segments = split.segments,
-                       .value_dim = how.value_dim,
-                       .heads_per_batch = how.heads_per_batch,
-                       .head_decays = how.head_decays,
-                       .decay = how.decay,
-                       .ridge = how.ridge,
-                       .eps = how.eps,
-                       .out = how.out,
-                       .bf16_out = how.bf16_out,
-                       .den = how.den,
-                       .carries = nullptr,
-                       .summaries = nullptr,
-                       .checkpoints = static_cast<unsigned char*>(how.checkpoints),
-                       .phases = nullptr};
+  const Arguments args = arguments_of(how, length, split.segment_chunks, split.segments);
   const auto summary = fast_kernel<algebra, Pass::summary, Normalized, Decayed, Ridge>;
   check(cudaFuncSetAttribute(summary, cudaFuncAttributeMaxDynamicSharedMemorySize, shared),
         "cudaFuncSetAttribute");
@@ -1447,22 +1454,8 @@ void launch_rank(const FastLaunch& how, std::int64_t heads, std::int64_t length,
     run(tma::tile_map(q, heads, length, how.key_dim), tma::tile_map(k, heads, length, how.key_dim),
         tma::tile_map(v, heads, length, how.value_dim));
   };
-  Arguments args{.length = length,
-                 .segment_chunks = std::max<std::int64_t>(chunks, 1),
-                 .segments = 1,
-                 .value_dim = how.value_dim,
-                 .heads_per_batch = how.heads_per_batch,
-                 .head_decays = how.head_decays,
-                 .decay = how.decay,
-                 .ridge = how.ridge,
-                 .eps = how.eps,
-                 .out = how.out,
-                 .bf16_out = how.bf16_out,
-                 .den = how.den,
-                 .carries = nullptr,
-                 .summaries = nullptr,
-                 .checkpoints = nullptr,
-                 .phases = nullptr};
+  Arguments args = arguments_of(how, length, std::max<std::int64_t>(chunks, 1), 1);
+  args.checkpoints = nullptr;
   if (rank.rank + 1 < rank.ranks) {
     with_maps([&](const CUtensorMap& q_map, const CUtensorMap& k_map, const CUtensorMap& v_map) {
       const auto summary = fast_kernel<algebra, Pass::summary, Normalized, Decayed, Ridge>;
