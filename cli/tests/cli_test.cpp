@@ -367,6 +367,8 @@ TEST_CASE("cli/eval --ranks and --slices split the sequence and write the refere
   check_rejected(w, w.eval("--impl scan --scalar f64 --ranks 2 --slices 3"), "--ranks, --slices", "give one");
   check_rejected(w, w.eval("--impl scan --scalar f64 --decay 1/2 --form published --ranks 2"),
                  "--form published", "F3");
+  check_rejected(w, w.eval("--impl gpu-fast --scalar f32 --ranks 2 --grad " + w.path("do.npy")),
+                 "--ranks with --grad", "the fast path splits the forward only");
 }
 
 // Where the GPU can run, --impl gpu and gpu-streaming equal the reference in Z/p; elsewhere (no
