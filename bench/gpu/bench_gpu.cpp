@@ -346,17 +346,16 @@ int main(int argc, char** argv) {
               if (ranks > 1) {
                 const std::int64_t total = o.weak ? n * ranks : n;
                 const fast::Slices slices = fast::even_slices(total, ranks);
-                const auto line = [&](int rank, std::pair<double, double> times) {
+                const auto time_as = [&](gpu::RankExchange& exchange) {
+                  const int rank = exchange.rank();
                   const gpu::Problem slice{o.batch, o.heads, slices.length(rank), o.d, o.dv};
+                  const auto [step_ms, exchange_ms] =
+                      time_rank(spec, slice, slices, o.bf16_out, o.reps, exchange);
                   std::cout << variant_text << ",bf16,fast," << o.batch << "," << o.heads << "," << total
-                            << "," << o.d << "," << o.dv << ",64," << times.first << ",0,forward," << options
+                            << "," << o.d << "," << o.dv << ",64," << step_ms << ",0,forward," << options
                             << "," << (o.bf16_out ? "bf16" : "f32") << "," << ranks << "," << rank << ","
                             << slices.length(rank) << "," << gpu::fast_rank_exchange_bytes(spec, slice) << ","
-                            << times.second << std::endl;
-                };
-                const auto time_as = [&](gpu::RankExchange& exchange) {
-                  const gpu::Problem slice{o.batch, o.heads, slices.length(exchange.rank()), o.d, o.dv};
-                  line(exchange.rank(), time_rank(spec, slice, slices, o.bf16_out, o.reps, exchange));
+                            << exchange_ms << std::endl;
                 };
                 if (nccl) {
                   time_as(*nccl);

@@ -39,6 +39,21 @@ std::int64_t scan_chunk(std::int64_t chunk, std::int64_t length) {
   return std::min<std::int64_t>(chunk, std::max<std::int64_t>(length, 1));
 }
 
+// The backward's tokens between kept states: `checkpoint` (>= 0), or for 0 the default over `span` tokens.
+std::int64_t checkpoint_or_default(std::int64_t checkpoint, std::int64_t span) {
+  if (checkpoint < 0)
+    throw Error("checkpoint: must be >= 0 (0: the default), got " + std::to_string(checkpoint));
+  return checkpoint ? checkpoint : default_checkpoint(span);
+}
+
+// What rank_gradients refuses: another implementation than gpu_scan, or what ranks_unavailable says.
+void require_rank_backward(const OperatorSpec& spec, Form form, const BackwardOptions& options) {
+  if (options.impl != Implementation::gpu_scan)
+    throw Error("GPU ranks: the backward splits by gpu-scan, not " +
+                std::string(implementation_name(options.impl)));
+  if (const auto why = ranks_unavailable(spec, Implementation::gpu_scan, form, true)) throw Error(*why);
+}
+
 // An owning device array.
 template <class T>
 class DeviceArray {
@@ -205,19 +220,16 @@ void gradients(const OperatorSpec& spec, Form form, const Problem& problem, cons
   require_generic(impl, "gpu::gradients");
   if (const auto why = backward_unavailable(spec, impl, form)) throw Error(*why);
   validate_problem(problem);
-  if (options.checkpoint < 0)
-    throw Error("checkpoint: must be >= 0 (0: the default), got " + std::to_string(options.checkpoint));
   const auto params = device_params<T>(spec, impl, form, problem.key_dim, problem.value_dim);
   const std::int64_t heads = problem.batch * problem.heads;
   if (impl == Implementation::gpu_streaming) {
-    const std::int64_t checkpoint =
-        options.checkpoint ? options.checkpoint : default_checkpoint(problem.length);
+    const std::int64_t checkpoint = checkpoint_or_default(options.checkpoint, problem.length);
     detail::launch_streaming_backward(params, heads, problem.length, checkpoint, q, k, v, d_num, d_den, dq,
                                       dk, dv, stream);
     return;
   }
   const std::int64_t chunk = scan_chunk(options.chunk, problem.length);
-  const std::int64_t checkpoint = options.checkpoint ? options.checkpoint : default_checkpoint(chunk);
+  const std::int64_t checkpoint = checkpoint_or_default(options.checkpoint, chunk);
   detail::launch_scan_backward(params, heads, problem.length, chunk, checkpoint, q, k, v, d_num, d_den, dq,
                                dk, dv, stream);
 }
@@ -492,16 +504,11 @@ template <class In, class T>
 void rank_gradients(const OperatorSpec& spec, Form form, const Problem& slice, const BackwardOptions& options,
                     const In* q, const In* k, const In* v, const T* d_num, const T* d_den, T* dq, T* dk,
                     T* dv, RankExchange& exchange, CUstream_st* stream) {
-  if (options.impl != Implementation::gpu_scan)
-    throw Error("GPU ranks: the backward splits by gpu-scan, not " +
-                std::string(implementation_name(options.impl)));
-  if (const auto why = ranks_unavailable(spec, Implementation::gpu_scan, form, true)) throw Error(*why);
+  require_rank_backward(spec, form, options);
   validate_problem(slice);
-  if (options.checkpoint < 0)
-    throw Error("checkpoint: must be >= 0 (0: the default), got " + std::to_string(options.checkpoint));
   const auto params = device_params<T>(spec, Implementation::gpu_scan, form, slice.key_dim, slice.value_dim);
   const std::int64_t step = scan_chunk(options.chunk, slice.length);
-  const std::int64_t checkpoint = options.checkpoint ? options.checkpoint : default_checkpoint(step);
+  const std::int64_t checkpoint = checkpoint_or_default(options.checkpoint, step);
   T* gathered = gather_summaries(params, slice, step, q, k, v, exchange, stream);
   detail::launch_rank_scan_backward(
       params, slice.batch * slice.heads, slice.length, step, checkpoint, q, k, v, d_num, d_den, dq, dk, dv,
@@ -594,10 +601,7 @@ std::vector<Gradients<T>> ranks_gradients_round_trip(const OperatorSpec& spec, F
                                                      const std::vector<Sequence<T>>& heads,
                                                      const std::vector<Matrix<T>>& d_outs,
                                                      const Slices& slices, const BackwardOptions& options) {
-  if (const auto why = ranks_unavailable(spec, Implementation::gpu_scan, form, true)) throw Error(*why);
-  if (options.impl != Implementation::gpu_scan)
-    throw Error("GPU ranks: the backward splits by gpu-scan, not " +
-                std::string(implementation_name(options.impl)));
+  require_rank_backward(spec, form, options);  // before the forward
   if (d_outs.size() != heads.size()) throw Error("GPU ranks backward: one dO per sequence-head");
   const std::vector<Terms<T>> forward = ranks_round_trip(spec, form, heads, slices, options.chunk);
   if (heads.empty()) return {};
@@ -1061,6 +1065,15 @@ FastRoundings fast_backward_roundings(const OperatorSpec& spec, std::int64_t n, 
 
 namespace {
 
+// The first `count` bf16 values of a device array, downloaded and widened to float32 (exactly).
+std::vector<float> widened(const DeviceArray<BFloat16>& narrow, std::size_t count) {
+  std::vector<BFloat16> host(count);
+  narrow.download(host.data(), 0, count);
+  std::vector<float> wide(count);
+  for (std::size_t i = 0; i < count; ++i) wide[i] = to_float(host[i]);
+  return wide;
+}
+
 // The fast path on host sequences: its terms (`terms`) or its outputs, float32 either way.
 std::vector<Terms<float>> fast_round_trip(const OperatorSpec& spec, const std::vector<Sequence<float>>& heads,
                                           bool terms, bool bf16, std::span<const double> head_decays) {
@@ -1077,10 +1090,7 @@ std::vector<Terms<float>> fast_round_trip(const OperatorSpec& spec, const std::v
         }
         DeviceArray<BFloat16> narrow(rows * problem.value_dim);
         fast_forward(spec, problem, q, k, v, {narrow.data(), true, nullptr}, nullptr, head_decays);
-        std::vector<BFloat16> host(rows * problem.value_dim);
-        narrow.download(host.data(), 0, host.size());
-        std::vector<float> wide(host.size());
-        for (std::size_t i = 0; i < host.size(); ++i) wide[i] = to_float(host[i]);
+        const std::vector<float> wide = widened(narrow, rows * problem.value_dim);
         check(cudaMemcpy(num, wide.data(), wide.size() * sizeof(float), cudaMemcpyHostToDevice),
               "cudaMemcpy");
       });
@@ -1126,9 +1136,7 @@ std::vector<Matrix<float>> ranks_fast_outputs(const OperatorSpec& spec,
       rank_fast_forward(spec, in.problem, slices, in.q.data(), in.k.data(), in.v.data(),
                         {narrow.data(), true}, exchange, stream);
       check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-      std::vector<BFloat16> got(host.size());
-      narrow.download(got.data(), 0, got.size());
-      for (std::size_t i = 0; i < got.size(); ++i) host[i] = to_float(got[i]);
+      host = widened(narrow, host.size());
     } else {
       DeviceArray<float> wide(host.size());
       rank_fast_forward(spec, in.problem, slices, in.q.data(), in.k.data(), in.v.data(), {wide.data(), false},
