@@ -10,9 +10,11 @@
 // (normalized: from Gaussian readouts' adjoints d_num, d_den).
 // `--pass train` (method fast) times the forward that writes the checkpoints and the backward
 // together (normalized, that forward writes num and den in float32 whatever --out).
-// One sequence across ranks (docs/ranks.md; method fast, forward): under scripts/ranks.sh (HLA_RANKS >
-// 1) each process times its rank's step (gpu::rank_fast_forward through NCCL, every rank a slice of
-// n / P tokens, or of n with `--scaling weak`) and the all-gather alone, and prints its line. Without
+// One sequence across ranks (docs/ranks.md; method fast, --pass forward or train): under scripts/ranks.sh
+// (HLA_RANKS > 1) each process times its rank's step (gpu::rank_fast_forward through NCCL, with train
+// its checkpoints and then gpu::rank_fast_backward, every rank a slice of n / P tokens, or of n with
+// `--scaling weak`) and its all-gathers alone (train: two, the forward's and the backward's), and
+// prints its line. Without
 // it, `--ranks P` projects the same on this one GPU: each rank's step timed alone, its all-gather a
 // loopback (its own summary copied into every slot: the time of a rank's work, not of a network; the
 // carry it computes from those copies is not the operator's).
@@ -257,36 +259,62 @@ class LoopbackExchange final : public gpu::RankExchange {
   int rank_, ranks_;
 };
 
-// One rank's forward step on the fast path (bf16 inputs) with the sequence split as `slices`, and its
-// all-gather alone: {step ms, exchange ms}.
+// One rank's step on the fast path (bf16 inputs) with the sequence split as `slices`, and its
+// all-gathers alone: {step ms, exchange ms}. `train`: the forward with checkpoints (normalized: num and
+// den in float32, whatever bf16_out) and the backward from Gaussian dO (bf16) and d_den, two all-gathers.
 std::pair<double, double> time_rank(const OperatorSpec& spec, const gpu::Problem& slice,
-                                    const fast::Slices& slices, bool bf16_out, int reps,
+                                    const fast::Slices& slices, bool bf16_out, bool train, int reps,
                                     gpu::RankExchange& exchange) {
   const std::int64_t rows = slice.batch * slice.heads * slice.length;
-  gpu::BFloat16 *q, *k, *v;
-  void* out;
-  const std::size_t out_bytes = rows * slice.value_dim * (bf16_out ? 2 : 4);
-  check(cudaMalloc(reinterpret_cast<void**>(&q), std::max<std::int64_t>(rows * slice.key_dim, 8) * 2),
-        "cudaMalloc");
-  check(cudaMalloc(reinterpret_cast<void**>(&k), std::max<std::int64_t>(rows * slice.key_dim, 8) * 2),
-        "cudaMalloc");
-  check(cudaMalloc(reinterpret_cast<void**>(&v), std::max<std::int64_t>(rows * slice.value_dim, 8) * 2),
-        "cudaMalloc");
-  check(cudaMalloc(&out, std::max<std::size_t>(out_bytes, 16)), "cudaMalloc");
+  std::vector<void*> owned;
+  const auto allocate = [&owned](std::int64_t bytes) {  // at least 16 bytes: an empty slice too
+    void* p = nullptr;
+    check(cudaMalloc(&p, std::max<std::int64_t>(bytes, 16)), "cudaMalloc");
+    owned.push_back(p);
+    return p;
+  };
+  const auto bf16_array = [&](std::int64_t count) {
+    return static_cast<gpu::BFloat16*>(allocate(count * 2));
+  };
+  const auto float_array = [&](std::int64_t count) { return static_cast<float*>(allocate(count * 4)); };
+  gpu::BFloat16 *q = bf16_array(rows * slice.key_dim), *k = bf16_array(rows * slice.key_dim),
+                *v = bf16_array(rows * slice.value_dim);
   const float scale = 1.0f / std::sqrt(static_cast<float>(slice.key_dim));
-  gpu::fill_gaussian(q, rows * slice.key_dim, 1 + 10 * exchange.rank(), scale);
-  gpu::fill_gaussian(k, rows * slice.key_dim, 2 + 10 * exchange.rank(), scale);
-  gpu::fill_gaussian(v, rows * slice.value_dim, 3 + 10 * exchange.rank(), 1.0f);
+  const int seed = 10 * exchange.rank();
+  gpu::fill_gaussian(q, rows * slice.key_dim, 1 + seed, scale);
+  gpu::fill_gaussian(k, rows * slice.key_dim, 2 + seed, scale);
+  gpu::fill_gaussian(v, rows * slice.value_dim, 3 + seed, 1.0f);
+  const bool narrow = bf16_out && !(train && spec.normalize);
+  gpu::FastOutput forward_out{allocate(rows * slice.value_dim * (narrow ? 2 : 4)), narrow};
+  gpu::BFloat16* d_num = nullptr;
+  float *d_den = nullptr, *dq = nullptr, *dk = nullptr, *dv = nullptr;
+  if (train) {
+    if (spec.normalize) {
+      forward_out.den = float_array(rows);
+      d_den = float_array(rows);
+      gpu::fill_gaussian(d_den, rows, 5 + seed, 1.0f);
+    }
+    forward_out.checkpoints = allocate(gpu::fast_checkpoint_bytes(spec, slice));
+    d_num = bf16_array(rows * slice.value_dim);
+    gpu::fill_gaussian(d_num, rows * slice.value_dim, 4 + seed, 1.0f);
+    dq = float_array(rows * slice.key_dim);
+    dk = float_array(rows * slice.key_dim);
+    dv = float_array(rows * slice.value_dim);
+  }
   const double step = time_runs(reps, [&] {
-                        gpu::rank_fast_forward(spec, slice, slices, q, k, v, {out, bf16_out}, exchange);
+                        gpu::rank_fast_forward(spec, slice, slices, q, k, v, forward_out, exchange);
+                        if (train)
+                          gpu::rank_fast_backward(spec, slice, slices, q, k, v, d_num, d_den,
+                                                  forward_out.checkpoints, dq, dk, dv, exchange);
                       }).median;
   const std::int64_t bytes = gpu::fast_rank_exchange_bytes(spec, slice);
-  void *send, *receive;
-  check(cudaMalloc(&send, bytes), "cudaMalloc");
-  check(cudaMalloc(&receive, bytes * exchange.ranks()), "cudaMalloc");
-  const double gather = time_runs(reps, [&] { exchange.all_gather(send, receive, bytes, nullptr); }).median;
-  for (void* p : {static_cast<void*>(q), static_cast<void*>(k), static_cast<void*>(v), out, send, receive})
-    cudaFree(p);
+  void* send = allocate(bytes);
+  void* receive = allocate(bytes * exchange.ranks());
+  const double gather = time_runs(reps, [&] {
+                          for (int i = 0; i < (train ? 2 : 1); ++i)
+                            exchange.all_gather(send, receive, bytes, nullptr);
+                        }).median;
+  for (void* p : owned) cudaFree(p);
   return {step, gather};
 }
 
@@ -317,9 +345,11 @@ int main(int argc, char** argv) {
       nccl = std::make_unique<gpu::NcclRanks>(std::stoi(rank_text), process_ranks, id);
     }
     const int ranks = nccl ? process_ranks : o.ranks;
-    if (ranks > 1 && (o.pass != "forward" || o.methods != std::vector<std::string>{"fast"} ||
+    if (ranks > 1 && (o.pass == "backward" || o.methods != std::vector<std::string>{"fast"} ||
                       o.precisions != std::vector<std::string>{"bf16"}))
-      throw Error("--ranks: the fast forward only (--methods fast --precisions bf16 --pass forward)");
+      throw Error(
+          "--ranks: the fast path's forward or training step (--methods fast --precisions bf16 --pass "
+          "forward or train)");
     std::cout << "variant,precision,method,batch,heads,n,d,dv,chunk,median_ms,spread_ms,pass,options,out,"
                  "ranks,rank,slice,exchange_bytes,exchange_ms\n";
     for (const auto& variant_text : o.variants) {
@@ -349,13 +379,15 @@ int main(int argc, char** argv) {
                 const auto time_as = [&](gpu::RankExchange& exchange) {
                   const int rank = exchange.rank();
                   const gpu::Problem slice{o.batch, o.heads, slices.length(rank), o.d, o.dv};
+                  const bool train = o.pass == "train";
                   const auto [step_ms, exchange_ms] =
-                      time_rank(spec, slice, slices, o.bf16_out, o.reps, exchange);
+                      time_rank(spec, slice, slices, o.bf16_out, train, o.reps, exchange);
+                  const bool narrow = o.bf16_out && !(train && spec.normalize);
                   std::cout << variant_text << ",bf16,fast," << o.batch << "," << o.heads << "," << total
-                            << "," << o.d << "," << o.dv << ",64," << step_ms << ",0,forward," << options
-                            << "," << (o.bf16_out ? "bf16" : "f32") << "," << ranks << "," << rank << ","
-                            << slices.length(rank) << "," << gpu::fast_rank_exchange_bytes(spec, slice) << ","
-                            << exchange_ms << std::endl;
+                            << "," << o.d << "," << o.dv << ",64," << step_ms << ",0," << o.pass << ","
+                            << options << "," << (narrow ? "bf16" : "f32") << "," << ranks << "," << rank
+                            << "," << slices.length(rank) << "," << gpu::fast_rank_exchange_bytes(spec, slice)
+                            << "," << exchange_ms << std::endl;
                 };
                 if (nccl) {
                   time_as(*nccl);

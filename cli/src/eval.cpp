@@ -218,6 +218,10 @@ Gradients<T> evaluate_gradients(const EvalRequest& req, fast::Form form, const S
       if (req.impl == gpu_scan)
         return fast::gpu::ranks_gradients(req.spec, form, {s}, {d_out}, slices, {gpu_scan, 0, req.scan.chunk})
             .front();
+      if constexpr (std::is_same_v<T, float>) {
+        if (req.impl == gpu_fast)
+          return fast::gpu::ranks_fast_gradients(req.spec, {s}, {d_out}, slices).front();
+      }
 #endif
       return fast::ranks_gradients(req.spec, form, s, d_out, slices, req.scan);
     }

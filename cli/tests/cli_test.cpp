@@ -367,8 +367,9 @@ TEST_CASE("cli/eval --ranks and --slices split the sequence and write the refere
   check_rejected(w, w.eval("--impl scan --scalar f64 --ranks 2 --slices 3"), "--ranks, --slices", "give one");
   check_rejected(w, w.eval("--impl scan --scalar f64 --decay 1/2 --form published --ranks 2"),
                  "--form published", "F3");
-  check_rejected(w, w.eval("--impl gpu-fast --scalar f32 --ranks 2 --grad " + w.path("do.npy")),
-                 "--ranks with --grad", "the fast path splits the forward only");
+  check_rejected(w,
+                 w.eval("--variant hla3 --impl gpu-fast --scalar f32 --ranks 2 --grad " + w.path("do.npy")),
+                 "--impl gpu-fast", "the fast backward covers hla2 and ahla");
 }
 
 // Where the GPU can run, --impl gpu and gpu-streaming equal the reference in Z/p; elsewhere (no
@@ -412,6 +413,47 @@ TEST_CASE("cli/eval on the GPU or a one-line reason why not", "[cli]") {
       for (const char* name : {"out.npy", "dq.npy", "dk.npy", "dv.npy"}) CHECK(w.read(name) == got[i++]);
       for (const char* name : {"dq.npy", "dk.npy", "dv.npy"}) fs::remove(w.path(name));
     }
+  }
+  {  // the fast path split across simulated ranks, forward and gradients: gpu::ranks_fast_gradients' values
+    const Index n = 100, d = 8;
+    Sequence<float> s{Matrix<float>(n, d), Matrix<float>(n, d), Matrix<float>(n, d)};
+    Matrix<float> d_out(n, d);
+    int i = 0;  // multiples of 1/8 in [0, 1) (bf16 exactly), d_out in [-1/2, 1/2)
+    for (Matrix<float>* m : {&s.q, &s.k, &s.v, &d_out})
+      for (Index j = 0; j < m->size(); ++j) m->data()[j] = ((i++ * 37) % 8) / 8.0f - (m == &d_out ? 0.5f : 0);
+    const auto write = [&](const char* name, const Matrix<float>& m) {
+      std::vector<double> values;
+      for (Index r = 0; r < n; ++r)
+        for (Index c = 0; c < d; ++c) values.push_back(m(r, c));
+      w.matrix(name, n, d, values);
+    };
+    write("fq.npy", s.q), write("fk.npy", s.k), write("fv.npy", s.v), write("fdo.npy", d_out);
+    const Run r =
+        w.eval("--variant ahla --normalize --eps 1/4 --decay 63/64 --impl gpu-fast --scalar f32 --q " +
+               w.path("fq.npy") + " --k " + w.path("fk.npy") + " --v " + w.path("fv.npy") +
+               " --slices 64,36 --grad " + w.path("fdo.npy") + " --out-dq " + w.path("dq.npy") +
+               " --out-dk " + w.path("dk.npy") + " --out-dv " + w.path("dv.npy"));
+#if defined(HLA_HAVE_CUDA)
+    if (!unavailable) {
+      INFO(r.err);
+      REQUIRE(r.status == 0);
+      const OperatorSpec spec{
+          .variant = Variant::ahla, .normalize = true, .eps = Rational(1, 4), .decay = Rational(63, 64)};
+      const std::vector<Index> lengths{64, 36};
+      const Gradients<float> want =
+          fast::gpu::ranks_fast_gradients(spec, {s}, {d_out}, fast::slices_of_lengths(lengths)).front();
+      const std::pair<const char*, const Matrix<float>*> files[] = {
+          {"out.npy", &want.output}, {"dq.npy", &want.dq}, {"dk.npy", &want.dk}, {"dv.npy", &want.dv}};
+      for (const auto& [name, expected] : files) {
+        const io::NpyMatrix got = io::read_npy_matrix(w.path(name));
+        INFO(name);
+        REQUIRE((got.rows == n && got.cols == d));
+        for (Index j = 0; j < n * d; ++j) CHECK(got.values[j] == double((*expected)(j / d, j % d)));
+      }
+      for (const char* name : {"dq.npy", "dk.npy", "dv.npy"}) fs::remove(w.path(name));
+    }
+#endif
+    if (unavailable) check_rejected(w, r, "--impl gpu-fast", "");
   }
   check_rejected(w, w.eval("--variant hla2 --impl gpu --scalar exact"), "--impl gpu",
                  unavailable ? "" : "no GPU form");

@@ -125,9 +125,9 @@ constexpr std::int64_t fast_summary_floats(bool third) {
 }
 
 // One rank of a sequence split across ranks on the fast path (docs/ranks.md): its slice of `length`
-// tokens of each sequence-head, `how` as launch_fast's (no checkpoints). Every rank before the last
-// holds slice_tokens tokens, a multiple of 64; `gather` all-gathers the slices' summaries (every rank
-// calls it once, an empty slice too).
+// tokens of each sequence-head, `how` as launch_fast's (the checkpoints those of the slice's chunks).
+// Every rank before the last holds slice_tokens tokens, a multiple of 64; `gather` all-gathers the
+// slices' summaries (every rank calls it once, an empty slice too).
 struct FastRank {
   int rank = 0, ranks = 1;
   std::int64_t slice_tokens = 0;
@@ -155,6 +155,12 @@ struct FastBackwardLaunch {
 void launch_fast_backward(const FastBackwardLaunch& how, std::int64_t heads, std::int64_t length,
                           const BFloat16* q, const BFloat16* k, const BFloat16* v, const BFloat16* d_num,
                           CUstream_st* stream);
+// One rank's slice of the fast backward across ranks, after its launch_fast_rank with checkpoints (`how`
+// as launch_fast_backward's, over the slice; `rank` as that forward's): one more all-gather, of the
+// slices' adjoint summaries.
+void launch_fast_rank_backward(const FastBackwardLaunch& how, std::int64_t heads, std::int64_t length,
+                               const BFloat16* q, const BFloat16* k, const BFloat16* v, const BFloat16* d_num,
+                               const FastRank& rank, CUstream_st* stream);
 
 // Shared memory one block may use (opt-in limit), and the device's description; throws hla::Error
 // when no device is usable.

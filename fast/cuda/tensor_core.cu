@@ -1434,7 +1434,8 @@ void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, cons
 // One rank's slice (docs/ranks.md): the summary pass over the whole slice (all ranks but the last;
 // the last sends zeros, which no rank reads), the all-gather, the carry of the ranks before it (the
 // carry kernel over the gathered summaries, every rank before it `slice_tokens` long), then the outputs
-// pass from it, one block per sequence-head (no split within the slice).
+// pass from it, one block per sequence-head (no split within the slice), writing the checkpoints of the
+// slice's chunks when asked (the backward across ranks reads them).
 template <Algebra algebra, bool Normalized, bool Decayed, bool Ridge>
 void launch_rank(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
                  const BFloat16* k, const BFloat16* v, const FastRank& rank, CUstream_st* stream) {
@@ -1455,7 +1456,6 @@ void launch_rank(const FastLaunch& how, std::int64_t heads, std::int64_t length,
         tma::tile_map(v, heads, length, how.value_dim));
   };
   Arguments args = arguments_of(how, length, std::max<std::int64_t>(chunks, 1), 1);
-  args.checkpoints = nullptr;
   if (rank.rank + 1 < rank.ranks) {
     with_maps([&](const CUtensorMap& q_map, const CUtensorMap& k_map, const CUtensorMap& v_map) {
       const auto summary = fast_kernel<algebra, Pass::summary, Normalized, Decayed, Ridge>;

@@ -592,6 +592,7 @@ constexpr int matrix_floats = width * width;
 constexpr int summary_floats = 3 * matrix_floats + 2 * width;
 constexpr int carry_floats =
     2 * matrix_floats + 2 * width;  // and the vectors (hla2: unused, df; ahla: dm, dn)
+static_assert(summary_floats == fast_summary_floats(false), "a rank's exchange is the forward's size");
 
 // hla2's summary of a chunk: dW, dU, the adjoints' updates and M's (mu's), none of the gradients.
 // `m_factor(r)`: rho2^(e - c) g^(128 - tau) for row r (tau = r + 1); normalized, kept in Tiles::x
@@ -683,13 +684,16 @@ struct Arguments {
   float ridge;           // hla2 without decay
   const float* carries;  // the gradient pass of a split sequence: the adjoints after each segment
   float* summaries;      // the summary pass: (dS0, dF0, M and the vectors) of each segment but the first
+  // A rank's slice (docs/ranks.md, launch_rank): one segment, which the summary pass summarizes whole
+  // (summaries[head]) and the gradient pass runs from carries[head] when carries are given.
+  bool rank_slice = false;
 };
 
 // q, k, v, d_num: tensor maps of the [heads, length, d or dv] bf16 inputs with 64 x 64 boxes (a short
 // last chunk read with zeros past the end, a narrower head with zeros past its columns); checkpoints: the
 // forward's, [heads, chunks] of checkpoint_bytes(Normalized). Decayed: some head's gamma is not 1 (the kernel
 // takes any gamma, 1 included). One block per segment (of each sequence-head); the summary pass has one for
-// each segment but the first.
+// each segment but the first (a rank's slice: one block per sequence-head in both).
 template <bool Ahla, bool Decayed, bool Normalized, Pass pass>
 __global__ void __launch_bounds__(threads, 1)
     fast_backward_kernel(const __grid_constant__ CUtensorMap q, const __grid_constant__ CUtensorMap k,
@@ -702,9 +706,10 @@ __global__ void __launch_bounds__(threads, 1)
   __shared__ Arrival loaded[stages];
   const Shared s(shared);
   const int segments = args.segments;
-  const int per_head = pass == Pass::gradients ? segments : segments - 1;
+  const bool rank_slice = args.rank_slice;
+  const int per_head = rank_slice ? 1 : pass == Pass::gradients ? segments : segments - 1;
   const std::int64_t head = blockIdx.x / per_head;
-  const std::int64_t segment = blockIdx.x % per_head + (pass == Pass::summary ? 1 : 0);
+  const std::int64_t segment = rank_slice ? 0 : blockIdx.x % per_head + (pass == Pass::summary ? 1 : 0);
   const std::int64_t length = args.length, chunks = (length + width - 1) / width;
   const std::int64_t first = segment * args.segment_chunks;
   const std::int64_t count = std::min(args.segment_chunks, chunks - first);  // this segment's chunks
@@ -742,7 +747,8 @@ __global__ void __launch_bounds__(threads, 1)
   StateAdjoints d;
   Accumulator m;  // the summary pass's M
   wgmma::zero(m);
-  const bool carried_in = pass == Pass::gradients && segment + 1 < segments;
+  const bool carried_in =
+      pass == Pass::gradients && (rank_slice ? args.carries != nullptr : segment + 1 < segments);
   const float* carry = carried_in ? args.carries + (head * segments + segment) * carry_floats : nullptr;
   if (carried_in) {
     wgmma::load_rows(d.state1, carry);
@@ -817,7 +823,7 @@ __global__ void __launch_bounds__(threads, 1)
   }
   if constexpr (pass == Pass::summary) {
     wgmma::fence_operand(m);
-    float* to = args.summaries + (head * (segments - 1) + segment - 1) * summary_floats;
+    float* to = args.summaries + (rank_slice ? head : head * (segments - 1) + segment - 1) * summary_floats;
     wgmma::store_rows(to, d.state1);
     wgmma::store_rows(to + matrix_floats, d.state2);
     wgmma::store_rows(to + 2 * matrix_floats, m);
@@ -832,15 +838,17 @@ __global__ void __launch_bounds__(threads, 1)
   }
 }
 
-// The adjoints after each segment of one sequence-head (block) but the last (which starts from
-// zero): from the last segment back, in float32 on the ordinary cores, with L the segment's chunks,
-// r = g^(64 L) and r2 = g^(128 L) (ahla: r):
+// The adjoints after segments stop - 1 .. segments - 2 of one sequence-head (block), from the last
+// segment (which starts from zero) back, in float32 on the ordinary cores; segment g's summary at
+// summaries[head * head_stride + (g - 1) * segment_stride] (g >= 1), the adjoints after segment g - 1 to
+// carries[head * segments + g - 1]. With L the segment's chunks, r = g^(64 L) and r2 = g^(128 L) (ahla: r):
 //   hla2: dF = r2 dF + dF0,  dS = r dS + dS0 + M dF^T (the dF before this step);
 //   ahla: dE = r dE + dE0,   dP = r (dP + M dE) + dP0;
 // normalized also hla2 df = r2 df + df0 and dS gains mu df^T; ahla dn = r dn + dn0, dm = r (dm + M dn) + dm0.
 template <bool Ahla, bool Normalized>
 __global__ void __launch_bounds__(256)
-    backward_carry_kernel(const float* summaries, float* carries, int segments, std::int64_t segment_chunks,
+    backward_carry_kernel(const float* summaries, std::int64_t head_stride, std::int64_t segment_stride,
+                          float* carries, int segments, int stop, std::int64_t segment_chunks,
                           std::int64_t chunks, const double* head_decays, std::int64_t heads_per_batch,
                           double decay) {
   __shared__ float state1[matrix_floats], state2[matrix_floats], vector1[width], vector2[width];
@@ -849,11 +857,11 @@ __global__ void __launch_bounds__(256)
   const double gamma = decay::gamma_of(head_decays, heads_per_batch, decay, head);
   for (int i = threadIdx.x; i < matrix_floats; i += 256) state1[i] = state2[i] = 0;
   if (threadIdx.x < width) vector1[threadIdx.x] = vector2[threadIdx.x] = 0;
-  for (int g = segments - 1; g >= 1; --g) {
+  for (int g = segments - 1; g >= stop; --g) {
     const std::int64_t length = std::min(segment_chunks, chunks - g * segment_chunks);
     const float r = static_cast<float>(pow(gamma, 64.0 * static_cast<double>(length)));
     const float r2 = Ahla ? r : static_cast<float>(pow(gamma, 128.0 * static_cast<double>(length)));
-    const float* summary = summaries + (head * (segments - 1) + g - 1) * summary_floats;
+    const float* summary = summaries + (head * head_stride + (g - 1) * segment_stride) * summary_floats;
     const float* m = summary + 2 * matrix_floats;
     const float* summary_vectors = summary + 3 * matrix_floats;  // hla2 (mu, df0), ahla (dm0, dn0)
     float next1[per_thread], next2[per_thread], next_vector = 0;
@@ -897,57 +905,160 @@ __global__ void __launch_bounds__(256)
   }
 }
 
+// A launch's arguments for `how` over sequences of `length` tokens in `segments` segments of
+// segment_chunks chunks (no carries or summaries yet).
+inline Arguments arguments_of(const FastBackwardLaunch& how, std::int64_t length, std::int64_t segment_chunks,
+                              int segments) {
+  return {.length = length,
+          .segment_chunks = segment_chunks,
+          .segments = segments,
+          .key_dim = how.key_dim,
+          .value_dim = how.value_dim,
+          .checkpoints = static_cast<const unsigned char*>(how.checkpoints),
+          .d_den = how.d_den,
+          .dq = how.dq,
+          .dk = how.dk,
+          .dv = how.dv,
+          .head_decays = how.head_decays,
+          .heads_per_batch = how.heads_per_batch,
+          .decay = how.decay,
+          .ridge = how.ridge,
+          .carries = nullptr,
+          .summaries = nullptr};
+}
+
+// The tensor maps of the kernel's four bf16 inputs, 64 x 64 boxes.
+struct Maps {
+  CUtensorMap q, k, v, d_num;
+  Maps(const FastBackwardLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q_,
+       const BFloat16* k_, const BFloat16* v_, const BFloat16* d_num_)
+      : q(tma::tile_map(q_, heads, length, how.key_dim)),
+        k(tma::tile_map(k_, heads, length, how.key_dim)),
+        v(tma::tile_map(v_, heads, length, how.value_dim)),
+        d_num(tma::tile_map(d_num_, heads, length, how.value_dim)) {}
+};
+
+// The kernel of `pass`, allowed its dynamic shared memory.
+template <bool Ahla, bool Decayed, bool Normalized, Pass pass>
+auto backward_kernel() {
+  const auto kernel = fast_backward_kernel<Ahla, Decayed, Normalized, pass>;
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             shared_bytes(Decayed, Normalized)),
+        "cudaFuncSetAttribute");
+  return kernel;
+}
+
 template <bool Ahla, bool Decayed, bool Normalized>
 void launch(const FastBackwardLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
             const BFloat16* k, const BFloat16* v, const BFloat16* d_num, CUstream_st* stream) {
-  const auto gradients = fast_backward_kernel<Ahla, Decayed, Normalized, Pass::gradients>;
-  const auto summary = fast_backward_kernel<Ahla, Decayed, Normalized, Pass::summary>;
+  const auto gradients = backward_kernel<Ahla, Decayed, Normalized, Pass::gradients>();
+  const auto summary = backward_kernel<Ahla, Decayed, Normalized, Pass::summary>();
   constexpr int shared = shared_bytes(Decayed, Normalized);
-  for (const auto kernel : {gradients, summary})
-    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared),
-          "cudaFuncSetAttribute");
   const std::int64_t chunks = (length + width - 1) / width;
   const Split split = split_sequences(heads, chunks);
-  const CUtensorMap q_map = tma::tile_map(q, heads, length, how.key_dim),
-                    k_map = tma::tile_map(k, heads, length, how.key_dim),
-                    v_map = tma::tile_map(v, heads, length, how.value_dim),
-                    d_num_map = tma::tile_map(d_num, heads, length, how.value_dim);
-  const Arguments args{.length = length,
-                       .segment_chunks = split.segment_chunks,
-                       .segments = split.segments,
-                       .key_dim = how.key_dim,
-                       .value_dim = how.value_dim,
-                       .checkpoints = static_cast<const unsigned char*>(how.checkpoints),
-                       .d_den = how.d_den,
-                       .dq = how.dq,
-                       .dk = how.dk,
-                       .dv = how.dv,
-                       .head_decays = how.head_decays,
-                       .heads_per_batch = how.heads_per_batch,
-                       .decay = how.decay,
-                       .ridge = how.ridge,
-                       .carries = nullptr,
-                       .summaries = nullptr};
+  const Maps maps(how, heads, length, q, k, v, d_num);
+  const Arguments args = arguments_of(how, length, split.segment_chunks, split.segments);
   launch_split(
       heads, split, summary_floats, carry_floats, stream,
       [&](unsigned blocks, const float* carries) {
         Arguments with = args;
         with.carries = carries;
-        gradients<<<blocks, threads, shared, stream>>>(q_map, k_map, v_map, d_num_map, with);
+        gradients<<<blocks, threads, shared, stream>>>(maps.q, maps.k, maps.v, maps.d_num, with);
         check_launch("fast backward kernel");
       },
       [&](unsigned blocks, float* summaries) {
         Arguments with = args;
         with.summaries = summaries;
-        summary<<<blocks, threads, shared, stream>>>(q_map, k_map, v_map, d_num_map, with);
+        summary<<<blocks, threads, shared, stream>>>(maps.q, maps.k, maps.v, maps.d_num, with);
         check_launch("fast backward kernel (segment summaries)");
       },
       [&](const float* summaries, float* carries) {
         backward_carry_kernel<Ahla, Normalized><<<static_cast<unsigned>(heads), 256, 0, stream>>>(
-            summaries, carries, split.segments, split.segment_chunks, chunks, how.head_decays,
-            how.heads_per_batch, how.decay);
+            summaries, split.segments - 1, 1, carries, split.segments, 1, split.segment_chunks, chunks,
+            how.head_decays, how.heads_per_batch, how.decay);
         check_launch("fast backward kernel (carry-ins)");
       });
+}
+
+// One rank's slice of the backward (docs/ranks.md), the forward's mirror: the summary pass over the
+// whole slice (every rank but the first; the first sends zeros, which no rank reads), the all-gather,
+// the adjoints after the slice from the ranks after it (the carry kernel over the gathered summaries
+// from the last rank down to this one's successor; every rank before the last `slice_tokens` long, and
+// the last one's length never enters: its step starts from zero adjoints), then the gradient pass from
+// them, one block per sequence-head. `how.checkpoints`: the rank forward's, of its own chunks.
+template <bool Ahla, bool Decayed, bool Normalized>
+void launch_rank(const FastBackwardLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
+                 const BFloat16* k, const BFloat16* v, const BFloat16* d_num, const FastRank& rank,
+                 CUstream_st* stream) {
+  constexpr int shared = shared_bytes(Decayed, Normalized);
+  const std::int64_t chunks = (length + width - 1) / width;
+  const std::size_t summary_bytes = heads * summary_floats * sizeof(float);
+  // Not freed when something below throws: another rank may still be copying `mine`.
+  float *mine = nullptr, *gathered = nullptr;
+  check(cudaMallocAsync(reinterpret_cast<void**>(&mine), summary_bytes, stream), "cudaMallocAsync");
+  check(cudaMallocAsync(reinterpret_cast<void**>(&gathered), rank.ranks * summary_bytes, stream),
+        "cudaMallocAsync");
+  check(cudaMemsetAsync(mine, 0, summary_bytes, stream), "cudaMemsetAsync");
+  Arguments args = arguments_of(how, length, std::max<std::int64_t>(chunks, 1), 1);
+  args.rank_slice = true;
+  if (rank.rank > 0 && chunks > 0) {
+    const auto summary = backward_kernel<Ahla, Decayed, Normalized, Pass::summary>();
+    const Maps maps(how, heads, length, q, k, v, d_num);
+    Arguments with = args;
+    with.summaries = mine;
+    summary<<<static_cast<unsigned>(heads), threads, shared, stream>>>(maps.q, maps.k, maps.v, maps.d_num,
+                                                                       with);
+    check_launch("fast backward kernel (rank summary)");
+  }
+  rank.gather(mine, gathered, summary_bytes);
+  check(cudaFreeAsync(mine, stream), "cudaFreeAsync");
+  float* carry = nullptr;
+  if (rank.rank + 1 < rank.ranks) {  // the adjoints after "segments" 0 .. ranks - 2; this rank's is one
+    const std::size_t carry_bytes = heads * carry_floats * sizeof(float);
+    const StreamScratch all(heads * rank.ranks * carry_floats, stream);
+    check(cudaMallocAsync(reinterpret_cast<void**>(&carry), carry_bytes, stream), "cudaMallocAsync");
+    const std::int64_t slice_chunks = rank.slice_tokens / width;
+    backward_carry_kernel<Ahla, Normalized><<<static_cast<unsigned>(heads), 256, 0, stream>>>(
+        gathered + heads * summary_floats, 1, heads, all.get(), rank.ranks, rank.rank + 1, slice_chunks,
+        rank.ranks * slice_chunks, how.head_decays, how.heads_per_batch, how.decay);
+    check_launch("fast backward kernel (rank carry)");
+    check(cudaMemcpy2DAsync(carry, carry_bytes / heads, all.get() + rank.rank * carry_floats,
+                            rank.ranks * carry_bytes / heads, carry_bytes / heads, heads,
+                            cudaMemcpyDeviceToDevice, stream),
+          "cudaMemcpy2DAsync (rank carry)");
+    args.carries = carry;
+  }
+  check(cudaFreeAsync(gathered, stream), "cudaFreeAsync");
+  if (chunks > 0) {
+    const auto gradients = backward_kernel<Ahla, Decayed, Normalized, Pass::gradients>();
+    const Maps maps(how, heads, length, q, k, v, d_num);
+    gradients<<<static_cast<unsigned>(heads), threads, shared, stream>>>(maps.q, maps.k, maps.v, maps.d_num,
+                                                                         args);
+    check_launch("fast backward kernel (rank gradients)");
+  }
+  if (carry) check(cudaFreeAsync(carry, stream), "cudaFreeAsync");
+}
+
+// f.template operator()<Ahla, Decayed, Normalized>() for the kernel that `how` takes.
+template <class F>
+void with_backward_kernel(const FastBackwardLaunch& how, const F& f) {
+  // The catalogue refuses a ridge with decay, and ahla has none (as launch_fast).
+  if (how.ridge != 0 && (how.ahla || how.head_decays || how.decay != 1))
+    throw Error("fast backward: the ridge is hla2's, without decay");
+  tma::require_hopper();
+  const bool decayed = how.head_decays || how.decay != 1;
+  const auto run = [&]<bool Ahla, bool Normalized>() {
+    if (decayed) {
+      f.template operator()<Ahla, true, Normalized>();
+    } else {
+      f.template operator()<Ahla, false, Normalized>();
+    }
+  };
+  if (how.ahla) {
+    how.normalize ? run.template operator()<true, true>() : run.template operator()<true, false>();
+  } else {
+    how.normalize ? run.template operator()<false, true>() : run.template operator()<false, false>();
+  }
 }
 
 }  // namespace
@@ -956,23 +1067,18 @@ void launch_fast_backward(const FastBackwardLaunch& how, std::int64_t heads, std
                           const BFloat16* q, const BFloat16* k, const BFloat16* v, const BFloat16* d_num,
                           CUstream_st* stream) {
   if (heads == 0 || length == 0) return;
-  // The catalogue refuses a ridge with decay, and ahla has none (as launch_fast).
-  if (how.ridge != 0 && (how.ahla || how.head_decays || how.decay != 1))
-    throw Error("fast backward: the ridge is hla2's, without decay");
-  tma::require_hopper();
-  const bool decayed = how.head_decays || how.decay != 1;
-  const auto run = [&]<bool Ahla, bool Normalized>() {
-    if (decayed) {
-      launch<Ahla, true, Normalized>(how, heads, length, q, k, v, d_num, stream);
-    } else {
-      launch<Ahla, false, Normalized>(how, heads, length, q, k, v, d_num, stream);
-    }
-  };
-  if (how.ahla) {
-    how.normalize ? run.operator()<true, true>() : run.operator()<true, false>();
-  } else {
-    how.normalize ? run.operator()<false, true>() : run.operator()<false, false>();
-  }
+  with_backward_kernel(how, [&]<bool Ahla, bool Decayed, bool Normalized>() {
+    launch<Ahla, Decayed, Normalized>(how, heads, length, q, k, v, d_num, stream);
+  });
+}
+
+void launch_fast_rank_backward(const FastBackwardLaunch& how, std::int64_t heads, std::int64_t length,
+                               const BFloat16* q, const BFloat16* k, const BFloat16* v, const BFloat16* d_num,
+                               const FastRank& rank, CUstream_st* stream) {
+  if (heads == 0) return;
+  with_backward_kernel(how, [&]<bool Ahla, bool Decayed, bool Normalized>() {
+    launch_rank<Ahla, Decayed, Normalized>(how, heads, length, q, k, v, d_num, rank, stream);
+  });
 }
 
 }  // namespace hla::fast::gpu::detail

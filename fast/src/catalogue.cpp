@@ -233,8 +233,6 @@ std::optional<std::string> ranks_unavailable(const OperatorSpec& spec, Implement
     return "--ranks: the sequence splits across ranks by --impl scan (one thread a rank), gpu-scan and "
            "gpu-fast; --impl " +
            std::string(implementation_name(impl)) + " does not split it";
-  if (impl == gpu_fast && backward)
-    return "--ranks with --grad: the fast path splits the forward only; --impl scan and gpu-scan split both";
   if (const Finding* f = finding_for(spec, impl, form))
     return "--form published: the printed scan of " + describe(spec) +
            " is not the operator (docs/findings.md, " + std::string(f->id) +
@@ -334,14 +332,15 @@ std::string implementation_summary(Implementation impl) {
       return "CUDA streaming kernel, one thread block per sequence (f64, f32, modp)";
     case gpu_scan:
       return "CUDA chunk-parallel scan: chunk summaries, Blelloch scan, chunk outputs (--chunk; f64, f32, "
-             "modp; also --impl gpu); --ranks or --slices: the forward split across ranks simulated on this "
-             "GPU";
+             "modp; also --impl gpu); --ranks or --slices: the sequence split across ranks simulated on "
+             "this GPU (--grad too)";
     case gpu_fast:
       return "the fast path on Hopper's matrix units: " + std::string(gpu_fast_coverage) +
              ", d and dv multiples of " + std::to_string(fast_width_step) + " up to " +
              std::to_string(fast_width) +
              ", any n (the last chunk of 64 may be short); inputs rounded to bf16, sums in "
-             "float32 (--scalar f32); --grad too (hla2 and ahla)";
+             "float32 (--scalar f32); --grad too (hla2 and ahla); --ranks or --slices: the sequence split "
+             "across ranks simulated on this GPU, every slice but the last one length, a multiple of 64";
   }
   return "?";
 }

@@ -871,12 +871,12 @@ void fast_forward(const OperatorSpec& spec, const Problem& problem, const BFloat
   detail::launch_fast(how, problem.batch * problem.heads, problem.length, q, k, v, stream);
 }
 
-void rank_fast_forward(const OperatorSpec& spec, const Problem& slice, const Slices& slices,
-                       const BFloat16* q, const BFloat16* k, const BFloat16* v, const FastOutput& out,
-                       RankExchange& exchange, CUstream_st* stream, std::span<const double> head_decays) {
-  detail::FastLaunch how = fast_launch(spec, slice, q, k, v, out, head_decays);
-  if (out.checkpoints)
-    throw Error("fast path across ranks: no checkpoints (its backward does not split yet)");
+namespace {
+
+// The split of a sequence on the fast path's ranks (the same checks on every rank, so that a bad split
+// throws on all of them alike), and the rank's part of it, its all-gather through `exchange`.
+detail::FastRank fast_rank_part(const Slices& slices, const Problem& slice, RankExchange& exchange,
+                                CUstream_st* stream) {
   const int rank = exchange.rank(), ranks = exchange.ranks();
   if (slices.ranks() != ranks)
     throw Error("fast path across ranks: " + std::to_string(slices.ranks()) + " slices for " +
@@ -891,12 +891,21 @@ void rank_fast_forward(const OperatorSpec& spec, const Problem& slice, const Sli
           "64 tokens (slice " +
           std::to_string(r) + " has " + std::to_string(slices.length(r)) + ")");
   }
+  return {rank, ranks, slices.length(0),
+          [&exchange, stream](const void* send, void* receive, std::size_t bytes) {
+            exchange.all_gather(send, receive, bytes, stream);
+          }};
+}
+
+}  // namespace
+
+void rank_fast_forward(const OperatorSpec& spec, const Problem& slice, const Slices& slices,
+                       const BFloat16* q, const BFloat16* k, const BFloat16* v, const FastOutput& out,
+                       RankExchange& exchange, CUstream_st* stream, std::span<const double> head_decays) {
+  detail::FastLaunch how = fast_launch(spec, slice, q, k, v, out, head_decays);
+  const detail::FastRank part = fast_rank_part(slices, slice, exchange, stream);
   const DeviceDecays decays(head_decays, stream);
   how.head_decays = decays.data();
-  const detail::FastRank part{rank, ranks, slices.length(0),
-                              [&](const void* send, void* receive, std::size_t bytes) {
-                                exchange.all_gather(send, receive, bytes, stream);
-                              }};
   detail::launch_fast_rank(how, slice.batch * slice.heads, slice.length, q, k, v, part, stream);
 }
 
@@ -905,23 +914,29 @@ std::int64_t fast_checkpoint_bytes(const OperatorSpec& spec, const Problem& prob
   return problem.batch * problem.heads * chunks * detail::checkpoint_bytes(spec.normalize);
 }
 
-void fast_backward(const OperatorSpec& spec, const Problem& problem, const BFloat16* q, const BFloat16* k,
-                   const BFloat16* v, const BFloat16* d_num, const float* d_den, const void* checkpoints,
-                   float* dq, float* dk, float* dv, CUstream_st* stream,
-                   std::span<const double> head_decays) {
+namespace {
+
+// fast_backward's checks, and the launch they allow (head_decays still to be put on the device).
+detail::FastBackwardLaunch fast_backward_launch(const OperatorSpec& spec, const Problem& problem,
+                                                const BFloat16* q, const BFloat16* k, const BFloat16* v,
+                                                const BFloat16* d_num, const float* d_den,
+                                                const void* checkpoints, float* dq, float* dk, float* dv,
+                                                std::span<const double> head_decays) {
   if (const auto why = backward_unavailable(spec, Implementation::gpu_fast, Form::published))
     throw Error(*why);
   validate_fast_problem(problem, "fast backward");
   if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(d_num) || !aligned16(checkpoints)) {
     throw Error("fast backward: q, k, v, d_num and the checkpoints must start at 16-byte aligned addresses");
   }
-  if (!dq || !dk || !dv) throw Error("fast backward: dq, dk and dv must be given");
+  // An empty rank's slice has no arrays to give (zero tokens: nothing is read or written).
+  const bool tokens = problem.length > 0 && problem.batch * problem.heads > 0;
+  if (tokens && (!dq || !dk || !dv)) throw Error("fast backward: dq, dk and dv must be given");
   validate_head_decays(problem, head_decays, "fast backward");
-  if (!q || !k || !v || !d_num || !checkpoints)
+  if (tokens && (!q || !k || !v || !d_num || !checkpoints))
     throw Error("fast backward: q, k, v, d_num and the checkpoints must be given");
   if (reinterpret_cast<std::uintptr_t>(d_den) % alignof(float) != 0)
     throw Error("fast backward: d_den must start at a 4-byte aligned address");
-  if (spec.normalize && !d_den)
+  if (tokens && spec.normalize && !d_den)
     throw Error("fast backward: a normalized operator needs d_den, the adjoint of den");
   if (!spec.normalize && d_den) throw Error("fast backward: d_den is for a normalized operator only");
   if (spec.ridge != 0 && !head_decays.empty())
@@ -929,54 +944,67 @@ void fast_backward(const OperatorSpec& spec, const Problem& problem, const BFloa
   const auto pairs_aligned = [](const float* p) { return reinterpret_cast<std::uintptr_t>(p) % 8 == 0; };
   if (!pairs_aligned(dq) || !pairs_aligned(dk) || !pairs_aligned(dv))
     throw Error("fast backward: dq, dk and dv must start at 8-byte aligned addresses");
+  return {.ahla = spec.variant == Variant::ahla,
+          .key_dim = problem.key_dim,
+          .value_dim = problem.value_dim,
+          .normalize = spec.normalize,
+          .d_den = d_den,
+          .decay = to_double(spec.decay),
+          .ridge = static_cast<float>(to_double(spec.ridge)),
+          .head_decays = nullptr,
+          .heads_per_batch = problem.heads,
+          .checkpoints = checkpoints,
+          .dq = dq,
+          .dk = dk,
+          .dv = dv};
+}
+
+}  // namespace
+
+void fast_backward(const OperatorSpec& spec, const Problem& problem, const BFloat16* q, const BFloat16* k,
+                   const BFloat16* v, const BFloat16* d_num, const float* d_den, const void* checkpoints,
+                   float* dq, float* dk, float* dv, CUstream_st* stream,
+                   std::span<const double> head_decays) {
+  detail::FastBackwardLaunch how =
+      fast_backward_launch(spec, problem, q, k, v, d_num, d_den, checkpoints, dq, dk, dv, head_decays);
   const DeviceDecays decays(head_decays, stream);
-  const detail::FastBackwardLaunch how{.ahla = spec.variant == Variant::ahla,
-                                       .key_dim = problem.key_dim,
-                                       .value_dim = problem.value_dim,
-                                       .normalize = spec.normalize,
-                                       .d_den = d_den,
-                                       .decay = to_double(spec.decay),
-                                       .ridge = static_cast<float>(to_double(spec.ridge)),
-                                       .head_decays = decays.data(),
-                                       .heads_per_batch = problem.heads,
-                                       .checkpoints = checkpoints,
-                                       .dq = dq,
-                                       .dk = dk,
-                                       .dv = dv};
+  how.head_decays = decays.data();
   detail::launch_fast_backward(how, problem.batch * problem.heads, problem.length, q, k, v, d_num, stream);
+}
+
+void rank_fast_backward(const OperatorSpec& spec, const Problem& slice, const Slices& slices,
+                        const BFloat16* q, const BFloat16* k, const BFloat16* v, const BFloat16* d_num,
+                        const float* d_den, const void* checkpoints, float* dq, float* dk, float* dv,
+                        RankExchange& exchange, CUstream_st* stream, std::span<const double> head_decays) {
+  detail::FastBackwardLaunch how =
+      fast_backward_launch(spec, slice, q, k, v, d_num, d_den, checkpoints, dq, dk, dv, head_decays);
+  const detail::FastRank part = fast_rank_part(slices, slice, exchange, stream);
+  const DeviceDecays decays(head_decays, stream);
+  how.head_decays = decays.data();
+  detail::launch_fast_rank_backward(how, slice.batch * slice.heads, slice.length, q, k, v, d_num, part,
+                                    stream);
 }
 
 namespace {
 
-// The forward with checkpoints and the backward over host sequence-heads (bf16 inputs); adjoints(i,
-// terms) gives head i's readouts' adjoints (the readouts' shapes; the callers check what they are
-// given before any device work) from the forward's terms (num float32; den zero unnormalized), d_num
-// then rounded to bf16.
-template <class Adjoints>
-std::vector<Gradients<float>> fast_round_trip_gradients(const OperatorSpec& spec,
-                                                        const std::vector<Sequence<float>>& heads,
-                                                        std::span<const double> head_decays,
-                                                        std::int64_t batch, Adjoints adjoints) {
-  if (const auto why = backward_unavailable(spec, Implementation::gpu_fast, Form::published))
-    throw Error(*why);
-  if (heads.empty()) return {};
-  if (batch < 1 || static_cast<std::int64_t>(heads.size()) % batch != 0)
-    throw Error("fast backward: the sequence-heads must be batch x heads");
-  const auto round = [](float x) { return to_bfloat16(x); };
-  DeviceHeads<BFloat16> in(heads, "fast backward", round);
-  Problem problem = in.problem;
-  problem.batch = batch;
-  problem.heads /= batch;
+// The forward with checkpoints and the backward over the sequence-heads `in` holds, in `stream`:
+// forward(out) launches the forward into `out`, backward(d_num, d_den, checkpoints, dq, dk, dv) the
+// backward; adjoints(i, terms) gives head i's readouts' adjoints from its forward terms (num float32;
+// den zero unnormalized), d_num then rounded to bf16. Each head's gradients, with the forward's terms
+// and its outputs as the kernel writes them (num, or num times 1 / (den + eps) in float32).
+template <class Forward, class Backward, class Adjoints>
+std::vector<Gradients<float>> fast_train_pass(const OperatorSpec& spec, const DeviceHeads<BFloat16>& in,
+                                              const Problem& problem, CUstream_st* stream,
+                                              const Forward& forward, const Backward& backward,
+                                              const Adjoints& adjoints) {
   const Index n = problem.length, d = problem.key_dim, dv = problem.value_dim;
-  const std::size_t h = heads.size(), keys = in.keys, values = in.values;
+  const std::size_t h = problem.batch * problem.heads, keys = in.keys, values = in.values;
   DeviceArray<BFloat16> d_num(h * values),
       checkpoints(fast_checkpoint_bytes(spec, problem) / sizeof(BFloat16));
   DeviceArray<float> num(h * values), den(h * n), d_den(h * n), dq(h * keys), dk(h * keys),
       dvalue(h * values);
-  fast_forward(spec, problem, in.q.data(), in.k.data(), in.v.data(),
-               {num.data(), false, spec.normalize ? den.data() : nullptr, checkpoints.data()}, nullptr,
-               head_decays);
-  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  forward(FastOutput{num.data(), false, spec.normalize ? den.data() : nullptr, checkpoints.data()});
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   std::vector<Gradients<float>> result(h);
   std::vector<BFloat16> staging(values);
   for (std::size_t i = 0; i < h; ++i) {
@@ -985,20 +1013,18 @@ std::vector<Gradients<float>> fast_round_trip_gradients(const OperatorSpec& spec
     num.download(g.terms.num.data(), i * values, values);
     if (spec.normalize) den.download(g.terms.den.data(), i * n, n);
     const Terms<float> adjoint = adjoints(i, g.terms);
-    for (std::size_t j = 0; j < values; ++j) staging[j] = round(adjoint.num.data()[j]);
+    for (std::size_t j = 0; j < values; ++j) staging[j] = to_bfloat16(adjoint.num.data()[j]);
     d_num.upload(staging.data(), i * values, values);
     if (spec.normalize) d_den.upload(adjoint.den.data(), i * n, n);
-    // The outputs as the kernel writes them: num, or num times 1 / (den + eps) in float32.
     g.output = g.terms.num;
     if (spec.normalize) {
       const float eps = static_cast<float>(to_double(spec.eps));
       for (Index t = 0; t < n; ++t) g.output.row(t) *= 1.0f / (g.terms.den(t) + eps);
     }
   }
-  fast_backward(spec, problem, in.q.data(), in.k.data(), in.v.data(), d_num.data(),
-                spec.normalize ? d_den.data() : nullptr, checkpoints.data(), dq.data(), dk.data(),
-                dvalue.data(), nullptr, head_decays);
-  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  backward(d_num.data(), spec.normalize ? d_den.data() : nullptr, checkpoints.data(), dq.data(), dk.data(),
+           dvalue.data());
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   for (std::size_t i = 0; i < h; ++i) {
     Gradients<float>& g = result[i];
     g.dq = Matrix<float>(n, d), g.dk = Matrix<float>(n, d), g.dv = Matrix<float>(n, dv);
@@ -1007,6 +1033,33 @@ std::vector<Gradients<float>> fast_round_trip_gradients(const OperatorSpec& spec
     dvalue.download(g.dv.data(), i * values, values);
   }
   return result;
+}
+
+// fast_train_pass on the whole sequences, on the legacy stream, the sequence-heads taken as batch x
+// heads (the callers check the adjoints they are given before any device work).
+template <class Adjoints>
+std::vector<Gradients<float>> fast_round_trip_gradients(const OperatorSpec& spec,
+                                                        const std::vector<Sequence<float>>& heads,
+                                                        std::span<const double> head_decays,
+                                                        std::int64_t batch, const Adjoints& adjoints) {
+  if (const auto why = backward_unavailable(spec, Implementation::gpu_fast, Form::published))
+    throw Error(*why);
+  if (heads.empty()) return {};
+  if (batch < 1 || static_cast<std::int64_t>(heads.size()) % batch != 0)
+    throw Error("fast backward: the sequence-heads must be batch x heads");
+  DeviceHeads<BFloat16> in(heads, "fast backward", [](float x) { return to_bfloat16(x); });
+  Problem problem = in.problem;
+  problem.batch = batch;
+  problem.heads /= batch;
+  const auto q = in.q.data(), k = in.k.data(), v = in.v.data();
+  return fast_train_pass(
+      spec, in, problem, nullptr,
+      [&](const FastOutput& out) { fast_forward(spec, problem, q, k, v, out, nullptr, head_decays); },
+      [&](const BFloat16* d_num, const float* d_den, const void* checkpoints, float* dq, float* dk,
+          float* dv) {
+        fast_backward(spec, problem, q, k, v, d_num, d_den, checkpoints, dq, dk, dv, nullptr, head_decays);
+      },
+      adjoints);
 }
 
 }  // namespace
@@ -1146,6 +1199,57 @@ std::vector<Matrix<float>> ranks_fast_outputs(const OperatorSpec& spec,
     }
     for (std::size_t h = 0; h < heads.size(); ++h)
       for (Index i = 0; i < length * dv; ++i) out[h].data()[begin * dv + i] = host[h * values + i];
+  });
+  return out;
+}
+
+std::vector<Gradients<float>> ranks_fast_gradients(const OperatorSpec& spec,
+                                                   const std::vector<Sequence<float>>& heads,
+                                                   const std::vector<Matrix<float>>& d_outs,
+                                                   const Slices& slices) {
+  if (const auto why = ranks_unavailable(spec, Implementation::gpu_fast, Form::published, true))
+    throw Error(*why);
+  if (d_outs.size() != heads.size()) throw Error("fast backward across ranks: one dO per sequence-head");
+  if (heads.empty()) return {};
+  check_same_shapes(heads, "fast backward across ranks");
+  const Index n = heads.front().length(), d = heads.front().key_dim(), dv = heads.front().value_dim();
+  for (const Matrix<float>& d_out : d_outs)
+    if (d_out.rows() != n || d_out.cols() != dv)
+      throw Error("fast backward across ranks: dO must have the output's shape");
+  validate(slices, n, 1);
+  std::vector<Gradients<float>> out(
+      heads.size(),
+      Gradients<float>{Matrix<float>(n, d), Matrix<float>(n, d), Matrix<float>(n, dv), Matrix<float>(n, dv),
+                       Terms<float>{Matrix<float>(n, dv), Vector<float>::Zero(n)}});
+  on_simulated_ranks(slices, [&](int r, RankExchange& exchange, cudaStream_t stream) {
+    const Index begin = slices.begin(r), length = slices.length(r);
+    std::vector<Sequence<float>> mine;
+    for (const Sequence<float>& s : heads) mine.push_back(tokens_of(s, begin, length));
+    DeviceHeads<BFloat16> in(mine, "fast backward across ranks", [](float x) { return to_bfloat16(x); });
+    const Problem& slice = in.problem;
+    const auto q = in.q.data(), k = in.k.data(), v = in.v.data();
+    const std::vector<Gradients<float>> part = fast_train_pass(
+        spec, in, slice, stream,
+        [&](const FastOutput& output) {
+          rank_fast_forward(spec, slice, slices, q, k, v, output, exchange, stream);
+        },
+        [&](const BFloat16* d_num, const float* d_den, const void* checkpoints, float* dq, float* dk,
+            float* dvalue) {
+          rank_fast_backward(spec, slice, slices, q, k, v, d_num, d_den, checkpoints, dq, dk, dvalue,
+                             exchange, stream);
+        },
+        [&](std::size_t i, const Terms<float>& terms) {
+          return reference::finish_adjoint(spec, terms, Matrix<float>(d_outs[i].middleRows(begin, length)),
+                                           begin);
+        });
+    for (std::size_t h = 0; h < heads.size(); ++h) {
+      out[h].dq.middleRows(begin, length) = part[h].dq;
+      out[h].dk.middleRows(begin, length) = part[h].dk;
+      out[h].dv.middleRows(begin, length) = part[h].dv;
+      out[h].output.middleRows(begin, length) = part[h].output;
+      out[h].terms.num.middleRows(begin, length) = part[h].terms.num;
+      out[h].terms.den.segment(begin, length) = part[h].terms.den;
+    }
   });
   return out;
 }

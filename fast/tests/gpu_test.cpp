@@ -1133,6 +1133,9 @@ TEST_CASE("gpu/fast/several segments carry decayed states and denominators", "[g
 // into segments of equal chunks), each rank's summary pass, carry kernel and outputs pass from its carry
 // compute what that segment does, so its outputs equal the unsplit fast path's bit for bit (which the
 // tests above bound), float32 and bf16, every variant and option; the same with an empty last rank.
+// So does the backward (hla2 and ahla): each rank's forward writes its chunks' checkpoints, the backward's
+// summary pass over each rank's slice but the first, the carry kernel over the ranks after it and the
+// gradient pass from its carry are the unsplit backward's segments (which run the same split).
 TEST_CASE("gpu/fast/split across simulated ranks equals the unsplit fast path bit for bit",
           "[gpu][fast][ranks]") {
   for (const Index n : {Index{130 * 64 + 5}, Index{99 * 64}}) {
@@ -1162,6 +1165,18 @@ TEST_CASE("gpu/fast/split across simulated ranks equals the unsplit fast path bi
           const auto split_outputs = fast::gpu::ranks_fast_outputs(spec, inputs, slices, bf16);
           for (int h = 0; h < 2; ++h) CHECK((split_outputs[h].array() == whole[h].array()).all());
         }
+        if (variant == Variant::hla3) continue;  // no fast backward
+        std::vector<Matrix<float>> d_outs;
+        for (int h = 0; h < 2; ++h) d_outs.push_back(bf16_gaussian_sequence(rng, n, 64).v);
+        const auto whole = fast::gpu::fast_gradients(spec, inputs, d_outs);
+        const auto split = fast::gpu::ranks_fast_gradients(spec, inputs, d_outs, slices);
+        for (int h = 0; h < 2; ++h) {
+          INFO("head " << h);
+          CHECK((split[h].output.array() == whole[h].output.array()).all());
+          CHECK((split[h].dq.array() == whole[h].dq.array()).all());
+          CHECK((split[h].dk.array() == whole[h].dk.array()).all());
+          CHECK((split[h].dv.array() == whole[h].dv.array()).all());
+        }
       }
     }
   }
@@ -1174,6 +1189,12 @@ TEST_CASE("gpu/fast/split across simulated ranks equals the unsplit fast path bi
                     Catch::Contains("every slice but the last must have the same length"));
   CHECK_THROWS_WITH(fast::gpu::ranks_fast_outputs(hla2, inputs, fast::slices_of_lengths(ragged), false),
                     Catch::Contains("a multiple of 64 tokens"));
+  const std::vector<Matrix<float>> d_outs{bf16_gaussian_sequence(rng, 200, 64).v};
+  CHECK_THROWS_WITH(fast::gpu::ranks_fast_gradients(hla2, inputs, d_outs, fast::slices_of_lengths(uneven)),
+                    Catch::Contains("every slice but the last must have the same length"));
+  CHECK_THROWS_WITH(fast::gpu::ranks_fast_gradients({.variant = Variant::hla3}, inputs, d_outs,
+                                                    fast::slices_of_lengths(ragged)),
+                    Catch::Contains("the fast backward covers hla2 and ahla"));
 }
 
 // Heads narrower than the tiles (the copy engine reads their rows padded with zeros, the outputs leave

@@ -3,7 +3,8 @@
 // rank's slice by gpu::rank_terms, and its gradients of <dO, O> by gpu::rank_gradients, equal, in Z/p and
 // bit for bit, the same rows of the unsplit GPU scan and its backward over the whole sequence on this
 // rank's GPU (which the gpu tests prove equal to the reference); and the fast path's forward across the
-// ranks (gpu::rank_fast_forward) equals the unsplit fast path's outputs bit for bit.
+// ranks (gpu::rank_fast_forward) equals the unsplit fast path's outputs bit for bit, its backward
+// (gpu::rank_fast_backward, hla2 and ahla) the unsplit fast backward's gradients.
 //
 // Started by scripts/ranks.sh (HLA_RANK, HLA_RANKS, HLA_RANK_ID set, one GPU visible a process), or
 // alone as rank 0 of 1. Exit status: 0 every variant equal, 1 a difference (the first printed), 2 bad
@@ -224,6 +225,46 @@ int main() {
                 << fast_begin + fast_length << "), " << describe(spec)
                 << ", the fast forward: " << (equal ? "equal" : "DIFFERENT") << "\n";
       all_equal = all_equal && equal;
+      if (variant == Variant::hla3) continue;  // no fast backward
+      // The backward from the unsplit run's readout adjoints (its forward's readouts equal the ranks'
+      // bit for bit, as above), each rank's forward again with its checkpoints and den.
+      std::vector<Matrix<float>> d_outs, d_num, d_den, dq, dk, dv;
+      for (Index h = 0; h < fast_heads; ++h) {
+        Matrix<float> d_out(fast_n, width);
+        for (Index i = 0; i < d_out.size(); ++i)
+          d_out.data()[i] =
+              fast::gpu::to_float(fast::gpu::to_bfloat16(float(rng.next() >> 40) * 0x1p-24f - 0.5f));
+        d_outs.push_back(std::move(d_out));
+      }
+      const std::vector<Gradients<float>> unsplit_gradients = fast::gpu::fast_gradients(spec, whole, d_outs);
+      for (Index h = 0; h < fast_heads; ++h) {
+        const Gradients<float>& g = unsplit_gradients[h];
+        const Terms<float> adjoint = reference::finish_adjoint(spec, g.terms, d_outs[h]);
+        d_num.push_back(adjoint.num);
+        d_den.push_back(Matrix<float>(adjoint.den));
+        dq.push_back(g.dq);
+        dk.push_back(g.dk);
+        dv.push_back(g.dv);
+      }
+      const Index rows = fast_heads * fast_length;
+      const Slice<fast::gpu::BFloat16, float> train(
+          {bf16_of(rows_of(q, fast_begin, fast_length)), bf16_of(rows_of(k, fast_begin, fast_length)),
+           bf16_of(rows_of(v, fast_begin, fast_length)), bf16_of(rows_of(d_num, fast_begin, fast_length))},
+          {rows * width, rows, rows * width, rows * width, rows * width});  // num, den, dq, dk, dv
+      const Slice<float, unsigned char> extra({rows_of(d_den, fast_begin, fast_length)},
+                                              {fast::gpu::fast_checkpoint_bytes(spec, slice)});
+      fast::gpu::rank_fast_forward(spec, slice, fast_slices, train.in[0], train.in[1], train.in[2],
+                                   {train.out[0], false, train.out[1], extra.out[0]}, exchange);
+      fast::gpu::rank_fast_backward(spec, slice, fast_slices, train.in[0], train.in[1], train.in[2],
+                                    train.in[3], extra.in[0], extra.out[0], train.out[2], train.out[3],
+                                    train.out[4], exchange);
+      fast::gpu::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+      const bool gradients_equal = train.download(2) == rows_of(dq, fast_begin, fast_length) &&
+                                   train.download(3) == rows_of(dk, fast_begin, fast_length) &&
+                                   train.download(4) == rows_of(dv, fast_begin, fast_length);
+      std::cout << "rank " << rank << " of " << ranks << ", " << describe(spec)
+                << ", the fast backward: " << (gradients_equal ? "equal" : "DIFFERENT") << "\n";
+      all_equal = all_equal && gradients_equal;
     }
     return all_equal ? 0 : 1;
   } catch (const Error& e) {

@@ -124,8 +124,11 @@ TEST_CASE("ranks/what cannot be split is refused with a reason", "[ranks]") {
   REQUIRE(gpu_backward);
   CHECK_THAT(*gpu_backward, Catch::Contains("F3"));
   CHECK_FALSE(fast::ranks_unavailable(decayed, Implementation::gpu_fast, Form::published));
-  CHECK_THAT(*fast::ranks_unavailable(decayed, Implementation::gpu_fast, Form::published, true),
-             Catch::Contains("the fast path splits the forward only"));
+  CHECK_FALSE(fast::ranks_unavailable(decayed, Implementation::gpu_fast, Form::published, true));
+  const OperatorSpec third{.variant = Variant::hla3};
+  CHECK_FALSE(fast::ranks_unavailable(third, Implementation::gpu_fast, Form::published));
+  CHECK_THAT(*fast::ranks_unavailable(third, Implementation::gpu_fast, Form::published, true),
+             Catch::Contains("the fast backward covers hla2 and ahla"));
   CHECK_THAT(*fast::ranks_unavailable(decayed, Implementation::gpu_scan, Form::published),
              Catch::Contains("F3"));
 

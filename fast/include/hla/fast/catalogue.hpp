@@ -77,9 +77,9 @@ std::optional<std::string> backward_unavailable(const OperatorSpec& spec, Implem
 // Why `impl` cannot evaluate spec in `form` with the sequence split across ranks (ranks.hpp; the
 // forward, or with `backward` its gradients too), as one line, or nullopt when it can: the CPU scan,
 // one thread a rank, and the generic GPU scan (gpu.hpp, rank_terms and rank_gradients), forward and
-// backward, and the fast path's forward (rank_fast_forward), in the forms that are the operator (a printed
-// form that a finding affects is not, and its result would depend on where the slices start). Includes
-// unavailable()'s and, with `backward`, backward_unavailable()'s reasons.
+// backward, and the fast path (rank_fast_forward, rank_fast_backward), in the forms that are the operator (a
+// printed form that a finding affects is not, and its result would depend on where the slices start).
+// Includes unavailable()'s and, with `backward`, backward_unavailable()'s reasons.
 std::optional<std::string> ranks_unavailable(const OperatorSpec& spec, Implementation impl, Form form,
                                              bool backward = false);
 

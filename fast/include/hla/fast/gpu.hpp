@@ -271,8 +271,9 @@ void fast_forward(const OperatorSpec& spec, const Problem& problem, const BFloat
                   const BFloat16* v, const FastOutput& out, CUstream_st* stream = nullptr,
                   std::span<const double> head_decays = {});
 // One rank's fast forward with the sequence split as `slices` (docs/ranks.md; q, k, v and out hold this
-// rank's slice of every sequence-head): fast_forward's operators, options and outputs, no checkpoints.
-// Every slice but the last must have the same length, a multiple of 64 tokens. The rank runs the
+// rank's slice of every sequence-head): fast_forward's operators, options and outputs (the checkpoints
+// those of the slice's chunks, for rank_fast_backward). Every slice but the last must have the same
+// length, a multiple of 64 tokens. The rank runs the
 // summary pass over its slice, all-gathers the summaries through `exchange`, folds those of the ranks
 // before it into its carry (the carry kernel) and runs the outputs pass from it, one block per
 // sequence-head. Every rank must call it (an empty last slice too); a bad split throws hla::Error on
@@ -281,7 +282,8 @@ void rank_fast_forward(const OperatorSpec& spec, const Problem& slice, const Sli
                        const BFloat16* q, const BFloat16* k, const BFloat16* v, const FastOutput& out,
                        RankExchange& exchange, CUstream_st* stream = nullptr,
                        std::span<const double> head_decays = {});
-// Bytes each rank sends in rank_fast_forward's all-gather (one summary per sequence-head of `slice`).
+// Bytes each rank sends in rank_fast_forward's all-gather (one summary per sequence-head of `slice`),
+// and in rank_fast_backward's (hla2 and ahla: the same size).
 std::int64_t fast_rank_exchange_bytes(const OperatorSpec& spec, const Problem& slice);
 // Host convenience: fast_outputs with the sequence split as `slices`, the ranks simulated on this GPU.
 std::vector<Matrix<float>> ranks_fast_outputs(const OperatorSpec& spec,
@@ -324,6 +326,23 @@ std::vector<Gradients<float>> fast_readout_gradients(const OperatorSpec& spec,
                                                      const std::vector<Terms<float>>& d_terms,
                                                      std::span<const double> head_decays = {},
                                                      std::int64_t batch = 1);
+// One rank's fast backward with the sequence split as `slices` (docs/ranks.md), after its
+// rank_fast_forward with checkpoints: fast_backward's operators, arguments and bounds over this rank's
+// slice of every sequence-head (`checkpoints` that forward's), the same slices and exchange. Every rank
+// but the first runs the backward's summary pass over its slice (it needs no checkpoint), the ranks
+// all-gather those summaries, each folds those of the ranks after it into the adjoints after its slice
+// and runs the gradient pass from them. Every rank must call it; a bad split throws on every rank alike.
+void rank_fast_backward(const OperatorSpec& spec, const Problem& slice, const Slices& slices,
+                        const BFloat16* q, const BFloat16* k, const BFloat16* v, const BFloat16* d_num,
+                        const float* d_den, const void* checkpoints, float* dq, float* dk, float* dv,
+                        RankExchange& exchange, CUstream_st* stream = nullptr,
+                        std::span<const double> head_decays = {});
+// Host convenience: fast_gradients with the sequence split as `slices`, the ranks simulated on this
+// GPU (each rank's forward with checkpoints, its rows' readout adjoints on the host, its backward).
+std::vector<Gradients<float>> ranks_fast_gradients(const OperatorSpec& spec,
+                                                   const std::vector<Sequence<float>>& heads,
+                                                   const std::vector<Matrix<float>>& d_outs,
+                                                   const Slices& slices);
 
 // The fast path's error bound (docs/gpu.md, "The fast path's bound"): each monomial of an output's
 // numerator or denominator passes through at most `bf16` roundings to bf16 (u = 2^-8) and the
