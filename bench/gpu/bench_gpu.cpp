@@ -18,8 +18,8 @@
 // it, `--ranks P` projects the same on this one GPU: each rank's step timed alone, its all-gather a
 // loopback (its own summary copied into every slot: the time of a rank's work, not of a network; the
 // carry it computes from those copies is not the operator's).
-// The last columns: ranks, rank, slice (its tokens), exchange_bytes (what a rank sends),
-// exchange_ms (the all-gather alone, median).
+// The last columns: ranks, rank, slice (its tokens), exchange_bytes (what a rank sends in one
+// all-gather), exchange_ms (its all-gathers alone, median: one forward, two train).
 
 #include <cuda_runtime_api.h>
 

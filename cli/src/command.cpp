@@ -55,8 +55,8 @@ CommandLine::CommandLine() {
   eval->add_option(
       "--ranks", request.ranks,
       "scan, gpu-scan, gpu-fast: split the sequence across P ranks (one thread each; on the GPU "
-      "simulated on one device), slices of ceil(n / P) tokens, with --grad too but by gpu-fast, whose "
-      "slices but the last must be one multiple of 64 tokens (docs/ranks.md)");
+      "simulated on one device), slices of ceil(n / P) tokens, with --grad too (gpu-fast: hla2 and ahla; "
+      "its slices but the last must be one length, a multiple of 64 tokens; docs/ranks.md)");
   eval->add_option("--slices", request.slices,
                    "scan, gpu-scan, gpu-fast: split the sequence in slices of these lengths, one a rank")
       ->delimiter(',');

@@ -34,9 +34,9 @@
 #include <cuda_bf16.h>
 
 #include <string>
+#include <vector>
 #if defined(HLA_FAST_PHASES)
 #include <cstdio>
-#include <vector>
 #endif
 
 #include "decay.cuh"
@@ -69,6 +69,12 @@ constexpr int threads = 2 * group_threads;  // the key side and the value side
 constexpr int stages_for(bool third, bool decayed) {
   return third ? 4 : decayed ? 5 : 6;
 }
+// A term of a head wider than 64 whose two halves differ (`Arguments::cross`, launch_wide): five tiles
+// a chunk (the key side's queries and keys of the inner half besides Q, K, V), in three stages, within
+// the room of hla2's and ahla's stages.
+constexpr int cross_stages = 3;
+static_assert(5 * cross_stages <= 3 * stages_for(false, true) &&
+              5 * cross_stages <= 3 * stages_for(false, false));
 constexpr int vector_tiles = 8;  // 8 rows of a tile each: ones, ages, and the normalized sums' vectors
 constexpr int vector_tile_bytes = 8 * width * 2;
 constexpr int matrix_floats = width * width;
@@ -96,16 +102,17 @@ constexpr bool all_fit() {
 }
 static_assert(all_fit(), "the fast path's shared memory exceeds Hopper's 227 KB");
 
-// One chunk's inputs in shared memory.
+// One chunk's inputs in shared memory; q_in and k_in are the key side's queries and keys (a cross term
+// of a wide head: the inner half's; otherwise q and k themselves).
 struct Chunk {
-  Bf *q, *k, *v;
+  Bf *q, *k, *v, *q_in, *k_in;
 };
 
 // The key side writes U (ahla X; hla3 Z and R) of chunk c, and its copies, into the buffers of c % 2,
 // which the value side reads.
 struct Tiles {
-  int stages;
-  Bf* inputs;               // stages x (Q, K, V)
+  int stages, per_stage;    // per_stage: 3, or 5 for a cross term
+  Bf* inputs;               // stages x (Q, K, V; a cross term's Q_in, K_in)
   Bf *state1, *state2;      // hla2: S, F; ahla: P, E; hla3: S^K, F (the key side's and the value side's)
   Bf* u_tiles;              // two: hla2 U, ahla X, hla3 Z
   Bf *r_tiles, *state3;     // hla3: two of R, and P (the key side's second state)
@@ -117,13 +124,14 @@ struct Tiles {
   // D V (hla2's summaries); the powers g^0 .. g^192, float32 roundings of float64 powers.
   Bf *decayed_in, *decayed_u_tiles, *decayed_extra;
   float* powers;
-  __device__ Tiles(unsigned char* shared, int stages_, bool third)
+  __device__ Tiles(unsigned char* shared, int stages_, bool third, int per_stage_ = 3)
       : stages(stages_),
+        per_stage(per_stage_),
         inputs(reinterpret_cast<Bf*>(
             shared + (wgmma::tile_alignment - shared_address(shared) % wgmma::tile_alignment) %
                          wgmma::tile_alignment)) {
     constexpr int elements = wgmma::tile_bytes / 2, vector_elements = vector_tile_bytes / 2;
-    state1 = inputs + 3 * stages * elements;
+    state1 = inputs + per_stage * stages * elements;
     state2 = state1 + elements;
     u_tiles = state2 + elements;
     r_tiles = u_tiles + 2 * elements;
@@ -141,8 +149,11 @@ struct Tiles {
     powers = reinterpret_cast<float*>(decayed_extra + elements);
   }
   __device__ Chunk chunk(std::int64_t c) const {
-    Bf* first = inputs + 3 * (c % stages) * (wgmma::tile_bytes / 2);
-    return {first, first + wgmma::tile_bytes / 2, first + wgmma::tile_bytes};
+    constexpr int elements = wgmma::tile_bytes / 2;
+    Bf* first = inputs + per_stage * (c % stages) * elements;
+    const bool cross = per_stage == 5;
+    return {first, first + elements, first + 2 * elements, cross ? first + 3 * elements : first,
+            cross ? first + 4 * elements : first + elements};
   }
   __device__ Bf* u(std::int64_t c) const { return u_tiles + (c % 2) * (wgmma::tile_bytes / 2); }
   __device__ Bf* r(std::int64_t c) const { return r_tiles + (c % 2) * (wgmma::tile_bytes / 2); }
@@ -265,6 +276,9 @@ struct Arguments {
   float* den;  // terms: out gets num and den the denominators
   const float* carries;
   float* summaries;
+  // A cross term of a head wider than 64 (launch_wide): the key side reads the inner half's queries and
+  // keys (the kernel's q_in, k_in maps), five tiles a chunk; the outputs pass only, one segment.
+  bool cross = false;
   // The outputs pass, when set: each chunk's state operands (hla2 S~, F~; ahla P~, E~) as the
   // products read them, two tile images per chunk in the 128-byte swizzle and, normalized, the rows
   // of their vectors (launch.hpp, checkpoint_bytes), for the backward (tensor_core_backward.cu).
@@ -317,7 +331,7 @@ __device__ void stage_outputs(const Arguments& args, Accumulator& o, const Colum
 // stages at the end of chunk c.
 struct Block {
   const Arguments& args;
-  const CUtensorMap *q, *k, *v;
+  const CUtensorMap *q, *k, *v, *q_in, *k_in;
   Tiles s;
   Arrival *loaded, *u_ready, *u_free;
   std::int64_t head, segment, first, chunks, total_chunks;
@@ -329,10 +343,15 @@ struct Block {
     if (c >= chunks) return;
     const Chunk to = s.chunk(c);
     Arrival& arrival = loaded[c % s.stages];
-    arrival.expect(3 * wgmma::tile_bytes);  // a short last chunk too: its missing rows arrive as zeros
+    // A short last chunk too: its missing rows arrive as zeros.
+    arrival.expect(s.per_stage * wgmma::tile_bytes);
     start_loading(*q, (first + c) * width, head, to.q, arrival);
     start_loading(*k, (first + c) * width, head, to.k, arrival);
     start_loading(*v, (first + c) * width, head, to.v, arrival);
+    if (args.cross) {
+      start_loading(*q_in, (first + c) * width, head, to.q_in, arrival);
+      start_loading(*k_in, (first + c) * width, head, to.k_in, arrival);
+    }
   }
   // The loads, issued by the first thread of the side that calls these (the loading side's).
   // Before its loop: the first stages' chunks.
@@ -380,7 +399,8 @@ struct Block {
 };
 
 // The key side (the first warpgroup) of chunk c, with S the state before it (ahla P; normalized
-// ahla, m):
+// ahla, m); in a cross term Q and K are the inner half's (Chunk::q_in, k_in) but for the K that U's
+// A K and the decayed copy D K read (hla2: S = sum k_in k^T, U = Q_in S + A K, A = Q_in K_in^T):
 //   hla2: A = Q K^T, U = diag(g^tau) Q S + (A . L_g) K (+ ridge Q), S = g^64 S + K^T (D K);
 //   ahla: A, X = diag(g^tau) Q P + (A . L_g) V, P = g^64 P + K^T (D V) (x = diag(g^tau) Q m + A 1,
 //   m = g^64 m + K^T (D 1)).
@@ -450,21 +470,21 @@ __device__ void key_side(const Block& b) {
     wgmma::fence_operand(sum1);
     if constexpr (Ahla && Normalized) wgmma::fence_operand(vector1);
     wgmma::fence();
-    wgmma::multiply<Major::k, Major::k>(a, now.q, now.k, false);
+    wgmma::multiply<Major::k, Major::k>(a, now.q_in, now.k_in, false);
     wgmma::commit();
     if constexpr (Decayed) {
-      wgmma::multiply<Major::k, Major::mn>(carried, now.q, s.state1, false);
+      wgmma::multiply<Major::k, Major::mn>(carried, now.q_in, s.state1, false);
       if constexpr (Ahla && Normalized)
-        wgmma::multiply<Major::k, Major::k>(x_carried, now.q, s.vector1, false);
+        wgmma::multiply<Major::k, Major::k>(x_carried, now.q_in, s.vector1, false);
       wgmma::commit();
-      wgmma::multiply<Major::mn, Major::mn>(sum1, now.k, s.decayed_in, true);  // D K made the chunk before
+      wgmma::multiply<Major::mn, Major::mn>(sum1, now.k_in, s.decayed_in, true);  // D K made the chunk before
     } else {
-      wgmma::multiply<Major::k, Major::mn>(u, now.q, s.state1, false);
-      if constexpr (Ahla && Normalized) wgmma::multiply<Major::k, Major::k>(x, now.q, s.vector1, false);
+      wgmma::multiply<Major::k, Major::mn>(u, now.q_in, s.state1, false);
+      if constexpr (Ahla && Normalized) wgmma::multiply<Major::k, Major::k>(x, now.q_in, s.vector1, false);
       wgmma::commit();
-      wgmma::multiply<Major::mn, Major::mn>(sum1, now.k, Ahla ? now.v : now.k, true);
+      wgmma::multiply<Major::mn, Major::mn>(sum1, now.k_in, Ahla ? now.v : now.k, true);
     }
-    if constexpr (Ahla && Normalized) wgmma::multiply<Major::mn, Major::k>(vector1, now.k, s.ages, true);
+    if constexpr (Ahla && Normalized) wgmma::multiply<Major::mn, Major::k>(vector1, now.k_in, s.ages, true);
     wgmma::commit();
     if constexpr (Decayed) {
       wgmma::wait<1>();
@@ -1031,13 +1051,15 @@ __device__ void hla3_value_side(const Block& b) {
 enum class Algebra { hla2, ahla, hla3 };
 
 // q, k, v: tensor maps of the [heads, length, d or dv] inputs with 64 x 64 boxes (a short last chunk
-// read with zeros past the end, a narrower head with zeros past its columns).
+// read with zeros past the end, a narrower head with zeros past its columns); q_in, k_in: those of the
+// key side's queries and keys in a cross term (Arguments::cross), else not read.
 // Decayed: some head's gamma is not 1 (the kernel takes any gamma, 1 included; without Decayed it
 // skips the decay's work). Ridge: hla2's ridge, gamma = 1.
 template <Algebra algebra, Pass pass, bool Normalized, bool Decayed, bool Ridge>
 __global__ void __launch_bounds__(threads, 1)
     fast_kernel(const __grid_constant__ CUtensorMap q, const __grid_constant__ CUtensorMap k,
-                const __grid_constant__ CUtensorMap v, const __grid_constant__ Arguments args) {
+                const __grid_constant__ CUtensorMap v, const __grid_constant__ CUtensorMap q_in,
+                const __grid_constant__ CUtensorMap k_in, const __grid_constant__ Arguments args) {
   extern __shared__ __align__(128) unsigned char shared[];
   constexpr bool third = algebra == Algebra::hla3;
   constexpr int stages = stages_for(third, Decayed);
@@ -1051,7 +1073,9 @@ __global__ void __launch_bounds__(threads, 1)
                 .q = &q,
                 .k = &k,
                 .v = &v,
-                .s = Tiles(shared, stages, third),
+                .q_in = &q_in,
+                .k_in = &k_in,
+                .s = args.cross ? Tiles(shared, cross_stages, third, 5) : Tiles(shared, stages, third),
                 .loaded = loaded,
                 .u_ready = u_ready,
                 .u_free = u_free,
@@ -1413,7 +1437,7 @@ void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, cons
         PhaseSums sums(blocks, stream);
         with.phases = sums.get();
 #endif
-        outputs<<<blocks, threads, shared, stream>>>(q_map, k_map, v_map, with);
+        outputs<<<blocks, threads, shared, stream>>>(q_map, k_map, v_map, q_map, k_map, with);
         check_launch("fast kernel");
 #if defined(HLA_FAST_PHASES)
         sums.print(split.segment_chunks, stream);
@@ -1422,7 +1446,7 @@ void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, cons
       [&](unsigned blocks, float* summaries) {
         Arguments with = args;
         with.summaries = summaries;
-        summary<<<blocks, threads, shared, stream>>>(q_map, k_map, v_map, with);
+        summary<<<blocks, threads, shared, stream>>>(q_map, k_map, v_map, q_map, k_map, with);
         check_launch("fast kernel (segment summaries)");
       },
       [&](const float* summaries, float* carries) {
@@ -1464,7 +1488,8 @@ void launch_rank(const FastLaunch& how, std::int64_t heads, std::int64_t length,
       Arguments with = args;
       with.segments = 2;  // the slice is segment 0 of 2, the one summarized
       with.summaries = mine;
-      summary<<<static_cast<unsigned>(heads), threads, shared, stream>>>(q_map, k_map, v_map, with);
+      summary<<<static_cast<unsigned>(heads), threads, shared, stream>>>(q_map, k_map, v_map, q_map, k_map,
+                                                                         with);
       check_launch("fast kernel (rank summary)");
     });
   }
@@ -1489,10 +1514,94 @@ void launch_rank(const FastLaunch& how, std::int64_t heads, std::int64_t length,
     const auto outputs = fast_kernel<algebra, Pass::outputs, Normalized, Decayed, Ridge>;
     check(cudaFuncSetAttribute(outputs, cudaFuncAttributeMaxDynamicSharedMemorySize, shared),
           "cudaFuncSetAttribute");
-    outputs<<<static_cast<unsigned>(heads), threads, shared, stream>>>(q_map, k_map, v_map, args);
+    outputs<<<static_cast<unsigned>(heads), threads, shared, stream>>>(q_map, k_map, v_map, q_map, k_map,
+                                                                       args);
     check_launch("fast kernel (rank outputs)");
   });
   if (carry) check(cudaFreeAsync(carry, stream), "cudaFreeAsync");
+}
+
+// A head wider than 64 (d or dv up to 128; hla2 and ahla, docs/perf.md "What d = dv = 128 needs"): each
+// output's weight of v_j is a sum of products of two dot products over the features, (q_t . k_i)(k_i .
+// q_j) for hla2 and (q_t . k_i)(q_i . k_j) for ahla, times decay factors of the positions alone. With the
+// key features in halves x, y of 64 columns (the second one narrower when d < 128), q . k = q^0 . k^0 +
+// q^1 . k^1, so the operator is the sum over (x, y) of the 64-wide operator whose outer dot product (the
+// value side's, and hla2's U's A K and S's right factor) reads half x and whose inner one (the key
+// side's) reads half y: for x = y the kernel as it is (on that half; hla2's ridge there), otherwise a
+// cross term (Arguments::cross). Value columns split into halves z independently. Each term writes its
+// numerators (and denominators) in float32 to its own scratch, one segment a sequence-head; then
+// finish_wide_kernel adds the terms in the order (0, 0), (0, 1), (1, 0), (1, 1) (at most three float32
+// roundings more, counted by fast_roundings) and divides as the kernel does.
+__global__ void __launch_bounds__(256)
+    finish_wide_kernel(const float* nums, const float* dens, int terms, std::int64_t rows,
+                       std::int64_t term_stride, int columns, int first_column, int value_dim, bool divide,
+                       float eps, void* out, bool bf16_out, float* den_out) {
+  const std::int64_t count = rows * columns;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t row = i / columns;
+    const int c = static_cast<int>(i % columns);
+    float num = nums[i], den = dens ? dens[row] : 0.0f;
+    for (int t = 1; t < terms; ++t) {
+      num = __fadd_rn(num, nums[t * term_stride + i]);
+      if (dens) den = __fadd_rn(den, dens[t * rows + row]);
+    }
+    const float value = divide ? __fmul_rn(num, __frcp_rn(__fadd_rn(den, eps))) : num;
+    const std::int64_t at = row * value_dim + first_column + c;
+    if (bf16_out) {
+      static_cast<Bf*>(out)[at] = __float2bfloat16_rn(value);
+    } else {
+      static_cast<float*>(out)[at] = value;
+    }
+    if (den_out && c == 0 && first_column == 0) den_out[row] = den;
+  }
+}
+
+template <Algebra algebra, bool Normalized, bool Decayed, bool Ridge>
+void launch_wide(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
+                 const BFloat16* k, const BFloat16* v, CUstream_st* stream) {
+  static_assert(algebra != Algebra::hla3, "hla3's weights are products of three dot products");
+  tma::require_hopper();
+  constexpr int shared = shared_bytes(false, Normalized, Decayed);
+  const auto diagonal = fast_kernel<algebra, Pass::outputs, Normalized, Decayed, Ridge>;
+  const auto cross = fast_kernel<algebra, Pass::outputs, Normalized, Decayed, false>;
+  for (const auto kernel : {diagonal, cross})
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared),
+          "cudaFuncSetAttribute");
+  const auto halves = [](int columns) { return (columns + width - 1) / width; };
+  const auto columns_of = [](int columns, int half) { return std::min(width, columns - half * width); };
+  const int key_halves = halves(how.key_dim), terms = key_halves * key_halves;
+  const std::int64_t chunks = (length + width - 1) / width, rows = heads * length, term_stride = rows * width;
+  const StreamScratch nums(terms * term_stride, stream), dens(Normalized ? terms * rows : 1, stream);
+  std::vector<CUtensorMap> q_maps, k_maps;  // each key half's
+  for (int x = 0; x < key_halves; ++x) {
+    q_maps.push_back(tma::tile_map(q + x * width, heads, length, columns_of(how.key_dim, x), how.key_dim));
+    k_maps.push_back(tma::tile_map(k + x * width, heads, length, columns_of(how.key_dim, x), how.key_dim));
+  }
+  for (int z = 0; z < halves(how.value_dim); ++z) {
+    const int columns = columns_of(how.value_dim, z);
+    const CUtensorMap v_map = tma::tile_map(v + z * width, heads, length, columns, how.value_dim);
+    for (int x = 0; x < key_halves; ++x) {
+      for (int y = 0; y < key_halves; ++y) {
+        const int term = x * key_halves + y;
+        Arguments args = arguments_of(how, length, std::max<std::int64_t>(chunks, 1), 1);
+        args.value_dim = columns;
+        args.ridge = x == y ? how.ridge : 0.0f;
+        args.out = nums.get() + term * term_stride;
+        args.bf16_out = false;
+        args.den = Normalized ? dens.get() + term * rows : nullptr;  // the terms, not their quotient
+        args.checkpoints = nullptr;
+        args.cross = x != y;
+        (x == y ? diagonal : cross)<<<static_cast<unsigned>(heads), threads, shared, stream>>>(
+            q_maps[x], k_maps[x], v_map, q_maps[y], k_maps[y], args);
+        check_launch("fast kernel (a wide head's term)");
+      }
+    }
+    finish_wide_kernel<<<1024, 256, 0, stream>>>(
+        nums.get(), Normalized ? dens.get() : nullptr, terms, rows, term_stride, columns, z * width,
+        how.value_dim, Normalized && !how.den, how.eps, how.out, how.bf16_out, how.den);
+    check_launch("fast kernel (a wide head's sum)");
+  }
 }
 
 // f.template operator()<algebra, Normalized, Decayed, Ridge>() for the kernel that `how` takes.
@@ -1531,7 +1640,13 @@ void with_fast_kernel(const FastLaunch& how, const F& f) {
 void launch_fast(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
                  const BFloat16* k, const BFloat16* v, CUstream_st* stream) {
   if (heads == 0 || length == 0) return;
+  const bool wide = how.key_dim > width || how.value_dim > width;
+  if (wide && (how.variant == Variant::hla3 || how.checkpoints))
+    throw Error("fast path: heads wider than 64 are hla2's and ahla's forward, without checkpoints");
   with_fast_kernel(how, [&]<Algebra algebra, bool Normalized, bool Decayed, bool Ridge>() {
+    if constexpr (algebra != Algebra::hla3) {
+      if (wide) return launch_wide<algebra, Normalized, Decayed, Ridge>(how, heads, length, q, k, v, stream);
+    }
     launch<algebra, Normalized, Decayed, Ridge>(how, heads, length, q, k, v, stream);
   });
 }
@@ -1539,6 +1654,8 @@ void launch_fast(const FastLaunch& how, std::int64_t heads, std::int64_t length,
 void launch_fast_rank(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
                       const BFloat16* k, const BFloat16* v, const FastRank& rank, CUstream_st* stream) {
   if (heads == 0) return;
+  if (how.key_dim > width || how.value_dim > width)
+    throw Error("fast path across ranks: heads up to 64 wide (a wider head's terms do not split)");
   with_fast_kernel(how, [&]<Algebra algebra, bool Normalized, bool Decayed, bool Ridge>() {
     launch_rank<algebra, Normalized, Decayed, Ridge>(how, heads, length, q, k, v, rank, stream);
   });

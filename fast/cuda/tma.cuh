@@ -106,8 +106,11 @@ inline void require_hopper() {
 // of whole 16-byte pieces), read in 64 x 64 boxes of one head into 128-byte swizzled tiles; a box
 // reaching past a head's length or its columns is filled with zeros there, so a sequence's last chunk
 // may be short and a narrower head arrives padded to 64 columns (CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE
-// fills zeros).
-inline CUtensorMap tile_map(const BFloat16* data, std::int64_t heads, std::int64_t length, int columns) {
+// fills zeros). `row_elements` (0: columns): the elements from one row to the next, so that the map may
+// read `columns` columns of wider rows (a 64-column half of a wide head: `data` at its first column,
+// 16-byte aligned).
+inline CUtensorMap tile_map(const BFloat16* data, std::int64_t heads, std::int64_t length, int columns,
+                            int row_elements = 0) {
   static const auto encode = [] {
     void* function = nullptr;
     cudaDriverEntryPointQueryResult found{};
@@ -122,7 +125,8 @@ inline CUtensorMap tile_map(const BFloat16* data, std::int64_t heads, std::int64
   CUtensorMap map;
   const cuuint64_t dims[] = {static_cast<cuuint64_t>(columns), static_cast<cuuint64_t>(length),
                              static_cast<cuuint64_t>(heads)};
-  const cuuint64_t row_bytes = static_cast<cuuint64_t>(columns) * sizeof(BFloat16);
+  const cuuint64_t row_bytes =
+      static_cast<cuuint64_t>(row_elements > 0 ? row_elements : columns) * sizeof(BFloat16);
   const cuuint64_t strides[] = {row_bytes,
                                 row_bytes * static_cast<cuuint64_t>(length)};  // bytes between rows, heads
   const cuuint32_t box[] = {wgmma::width, wgmma::width, 1}, element_strides[] = {1, 1, 1};

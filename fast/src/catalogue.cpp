@@ -339,8 +339,12 @@ std::string implementation_summary(Implementation impl) {
              ", d and dv multiples of " + std::to_string(fast_width_step) + " up to " +
              std::to_string(fast_width) +
              ", any n (the last chunk of 64 may be short); inputs rounded to bf16, sums in "
-             "float32 (--scalar f32); --grad too (hla2 and ahla); --ranks or --slices: the sequence split "
-             "across ranks simulated on this GPU, every slice but the last one length, a multiple of 64";
+             "float32 (--scalar f32); hla2 and ahla up to " +
+             std::to_string(fast_wide_width) +
+             " (the sum of the halves' operators, slower); --grad too (hla2 and ahla, up to " +
+             std::to_string(fast_width) +
+             "); --ranks or --slices: the sequence split across ranks simulated on this GPU, every slice but "
+             "the last one length, a multiple of 64";
   }
   return "?";
 }

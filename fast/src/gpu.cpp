@@ -777,13 +777,17 @@ void validate_head_decays(const Problem& problem, std::span<const double> head_d
 // The shapes the matrix units' kernels take: d and dv multiples of fast_width_step up to fast_width
 // (rows of whole 16-byte pieces for the copy engine) and, tensor-map coordinates being 32-bit,
 // batch * heads * n below 2^31; device pointers 16-byte aligned (the copy engine's rows).
-void validate_fast_problem(const Problem& problem, const std::string& what) {
+// `wide`: heads up to fast_wide_width (hla2's and ahla's forward without checkpoints).
+void validate_fast_problem(const Problem& problem, const std::string& what, bool wide = false) {
   validate_problem(problem);
-  if (!fast_covers_width(problem.key_dim) || !fast_covers_width(problem.value_dim)) {
+  const auto covers = [wide](int d) { return wide ? fast_covers_wide_width(d) : fast_covers_width(d); };
+  if (!covers(problem.key_dim) || !covers(problem.value_dim)) {
     throw Error(what + ": d and dv must be multiples of " + std::to_string(fast_width_step) + " up to " +
-                std::to_string(fast_width) + ", got d = " + std::to_string(problem.key_dim) +
-                ", dv = " + std::to_string(problem.value_dim) +
-                " (the generic GPU kernels, --impl gpu or gpu-streaming, take any)");
+                std::to_string(wide ? fast_wide_width : fast_width) +
+                ", got d = " + std::to_string(problem.key_dim) +
+                ", dv = " + std::to_string(problem.value_dim) + " (up to " + std::to_string(fast_wide_width) +
+                ": hla2's and ahla's forward without checkpoints; the generic GPU kernels, --impl gpu or "
+                "gpu-streaming, take any)");
   }
   if (problem.batch * problem.heads * problem.length > std::numeric_limits<std::int32_t>::max()) {
     throw Error(what + ": batch * heads * n must be below 2^31, got " +
@@ -829,7 +833,7 @@ detail::FastLaunch fast_launch(const OperatorSpec& spec, const Problem& problem,
                                const BFloat16* k, const BFloat16* v, const FastOutput& out,
                                std::span<const double> head_decays) {
   require_available(spec, Implementation::gpu_fast, Form::published);
-  validate_fast_problem(problem, "fast path");
+  validate_fast_problem(problem, "fast path", spec.variant != Variant::hla3 && !out.checkpoints);
   if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(out.out)) {
     throw Error("fast path: q, k, v and the output must start at 16-byte aligned addresses");
   }
@@ -874,7 +878,8 @@ void fast_forward(const OperatorSpec& spec, const Problem& problem, const BFloat
 namespace {
 
 // The split of a sequence on the fast path's ranks (the same checks on every rank, so that a bad split
-// throws on all of them alike), and the rank's part of it, its all-gather through `exchange`.
+// throws on all of them alike: the longest slice's problem too, before the rank's own is checked), and
+// the rank's part of it, its all-gather through `exchange`.
 detail::FastRank fast_rank_part(const Slices& slices, const Problem& slice, RankExchange& exchange,
                                 CUstream_st* stream) {
   const int rank = exchange.rank(), ranks = exchange.ranks();
@@ -891,6 +896,9 @@ detail::FastRank fast_rank_part(const Slices& slices, const Problem& slice, Rank
           "64 tokens (slice " +
           std::to_string(r) + " has " + std::to_string(slices.length(r)) + ")");
   }
+  Problem longest = slice;
+  for (int r = 0; r < ranks; ++r) longest.length = std::max(longest.length, slices.length(r));
+  validate_fast_problem(longest, "fast path across ranks");
   return {rank, ranks, slices.length(0),
           [&exchange, stream](const void* send, void* receive, std::size_t bytes) {
             exchange.all_gather(send, receive, bytes, stream);
@@ -902,8 +910,8 @@ detail::FastRank fast_rank_part(const Slices& slices, const Problem& slice, Rank
 void rank_fast_forward(const OperatorSpec& spec, const Problem& slice, const Slices& slices,
                        const BFloat16* q, const BFloat16* k, const BFloat16* v, const FastOutput& out,
                        RankExchange& exchange, CUstream_st* stream, std::span<const double> head_decays) {
-  detail::FastLaunch how = fast_launch(spec, slice, q, k, v, out, head_decays);
   const detail::FastRank part = fast_rank_part(slices, slice, exchange, stream);
+  detail::FastLaunch how = fast_launch(spec, slice, q, k, v, out, head_decays);
   const DeviceDecays decays(head_decays, stream);
   how.head_decays = decays.data();
   detail::launch_fast_rank(how, slice.batch * slice.heads, slice.length, q, k, v, part, stream);
@@ -976,9 +984,9 @@ void rank_fast_backward(const OperatorSpec& spec, const Problem& slice, const Sl
                         const BFloat16* q, const BFloat16* k, const BFloat16* v, const BFloat16* d_num,
                         const float* d_den, const void* checkpoints, float* dq, float* dk, float* dv,
                         RankExchange& exchange, CUstream_st* stream, std::span<const double> head_decays) {
+  const detail::FastRank part = fast_rank_part(slices, slice, exchange, stream);
   detail::FastBackwardLaunch how =
       fast_backward_launch(spec, slice, q, k, v, d_num, d_den, checkpoints, dq, dk, dv, head_decays);
-  const detail::FastRank part = fast_rank_part(slices, slice, exchange, stream);
   const DeviceDecays decays(head_decays, stream);
   how.head_decays = decays.data();
   detail::launch_fast_rank_backward(how, slice.batch * slice.heads, slice.length, q, k, v, d_num, part,
@@ -1097,12 +1105,16 @@ std::vector<Gradients<float>> fast_readout_gradients(const OperatorSpec& spec,
                                    [&](std::size_t i, const Terms<float>&) { return d_terms[i]; });
 }
 
-FastRoundings fast_roundings(Variant variant, bool decayed, std::int64_t n) {
+FastRoundings fast_roundings(Variant variant, bool decayed, std::int64_t n, int key_dim) {
   const std::int64_t padded = (n + 63) / 64 * 64;  // a short last chunk runs as a whole one, zeros past n
   const std::int64_t chunks = padded / 64;
   if (variant == Variant::hla3)
     return decayed ? FastRoundings{7, 111 * chunks + 228} : FastRoundings{5, 108 * chunks + 216};
-  return decayed ? FastRoundings{4, 10 * (padded / 8 + 24)} : FastRoundings{3, 9 * (padded / 8 + 24)};
+  FastRoundings counts =
+      decayed ? FastRoundings{4, 10 * (padded / 8 + 24)} : FastRoundings{3, 9 * (padded / 8 + 24)};
+  // A wider head's terms added in float32: at most three roundings at 2^-24 more, one unit of 2^-22.
+  if (key_dim > fast_width) counts.float32 += 1;
+  return counts;
 }
 
 FastRoundings fast_backward_roundings(const OperatorSpec& spec, std::int64_t n, bool head_decays) {

@@ -956,12 +956,15 @@ std::string describe_case(const FastCase& c) {
 
 // The fast path on `heads` sequences of n tokens with d key and dv value columns: its terms within the
 // bound above of the exact result and within the sum of the two bounds of the generic GPU scan; its
-// outputs (float32 and bf16) the terms' quotient bit for bit, and within their bound.
+// outputs (float32 and bf16) the terms' quotient bit for bit, and within their bound. A head wider than
+// 64 (hla2 and ahla only) is checked against the exact result alone.
 void check_fast_path(Index n, Index heads, std::uint64_t seed, const FastCase& fast_case = {}, Index d = 64,
                      Index dv = 64) {
   const double u = 0x1p-24, u8 = 0x1p-8;
+  const bool wide = d > fast::fast_width || dv > fast::fast_width;
   for (const Variant variant : {Variant::hla2, Variant::ahla, Variant::hla3}) {
     if (fast_case.ridge != 0 && variant != Variant::hla2) continue;
+    if (wide && variant == Variant::hla3) continue;
     OperatorSpec spec;
     spec.variant = variant;
     spec.ridge = fast_case.ridge;
@@ -975,10 +978,13 @@ void check_fast_path(Index n, Index heads, std::uint64_t seed, const FastCase& f
     const std::vector<Terms<float>> got = fast::gpu::fast_terms(spec, inputs);
     const std::vector<Matrix<float>> out32 = fast::gpu::fast_outputs(spec, inputs, false),
                                      out16 = fast::gpu::fast_outputs(spec, inputs, true);
-    const std::vector<Terms<float>> generic = fast::gpu::terms_bf16(
-        spec, fast::default_form(spec, fast::Implementation::scan), Implementation::gpu_scan, inputs, 64);
+    const std::vector<Terms<float>> generic =
+        wide ? std::vector<Terms<float>>{}
+             : fast::gpu::terms_bf16(spec, fast::default_form(spec, fast::Implementation::scan),
+                                     Implementation::gpu_scan, inputs, 64);
     const int r = order(variant);
-    const fast::gpu::FastRoundings roundings = fast::gpu::fast_roundings(variant, spec.decayed(), n);
+    const fast::gpu::FastRoundings roundings =
+        fast::gpu::fast_roundings(variant, spec.decayed(), n, static_cast<int>(d));
     const double fast_factor =
         (1 + gamma_of(roundings.bf16, u8)) * (1 + gamma_of(static_cast<double>(roundings.float32), 0x1p-22)) -
         1;
@@ -1040,6 +1046,7 @@ void check_fast_path(Index n, Index heads, std::uint64_t seed, const FastCase& f
             std::max(generic_difference, difference / generic_values.template cast<double>().norm());
         generic_ratio = std::max(generic_ratio, difference / ((fast_factor + generic_factor) * gauge_norm));
       };
+      if (wide) continue;
       compare(got[h].num, generic[h].num, gauge.num);
       if (spec.normalize) compare(got[h].den, generic[h].den, gauge.den);
     }
@@ -1205,6 +1212,17 @@ TEST_CASE("gpu/fast/heads narrower than 64 stay within the bf16 bound", "[gpu][f
   for (const FastCase& c : fast_cases) check_fast_path(65 * 64 + 17, 2, 20261230, c, 32, 32);
   check_fast_path(65 * 64 + 17, 2, 20261231, fast_cases[3], 16, 40);
   check_fast_path(100, 3, 20261232, fast_cases[1], 56, 8);
+}
+
+// Heads wider than 64 (hla2 and ahla: the sum of the operators of the 64-column halves, four terms a
+// value half at d = 128): d = dv = 128 with every option, two heads of 65 chunks and 17 tokens; the key
+// halves alone (d = 128, dv = 64), the value halves alone (d = 64, dv = 128), and uneven halves (d = 96,
+// dv = 72) on three heads of 100 tokens.
+TEST_CASE("gpu/fast/heads wider than 64 stay within the bf16 bound", "[gpu][fast]") {
+  for (const FastCase& c : fast_cases) check_fast_path(65 * 64 + 17, 2, 20261240, c, 128, 128);
+  check_fast_path(100, 3, 20261241, fast_cases[3], 128, 64);
+  check_fast_path(100, 3, 20261242, fast_cases[1], 64, 128);
+  check_fast_path(100, 3, 20261243, fast_cases[2], 96, 72);
 }
 
 TEST_CASE("gpu/large/the fast path at n = 65536 stays within the bf16 bound", "[gpu][fast][large]") {
@@ -1444,6 +1462,54 @@ TEST_CASE("gpu/fast/the backward of a batch with decays per head split into segm
       check_decays_per_head(variant, normalize, decays, 2, 130 * 64 + 5, 20261221);
 }
 
+// The backward split across ranks where no unsplit segment falls (three simulated ranks of 20, 20 and a
+// part of a chunk: 2,597 tokens, two heads): each rank's slice is a segment of its own, so its gradients
+// stay within the fast backward's bound of the exact ones (the readouts' adjoints those the split forward
+// gives: reference::finish_adjoint of its terms, row by row as each rank forms them).
+TEST_CASE("gpu/fast/the backward split across uneven simulated ranks stays within the bf16 bound",
+          "[gpu][fast][backward][ranks]") {
+  const std::vector<Index> lengths{20 * 64, 20 * 64, 37};
+  const fast::Slices slices = fast::slices_of_lengths(lengths);
+  const Index n = slices.begin(2) + lengths[2];
+  struct Case {
+    Variant variant;
+    bool normalize;
+    Rational decay, ridge;
+  };
+  for (const Case& c :
+       {Case{Variant::hla2, false, 1, 0}, Case{Variant::ahla, false, 1, 0},
+        Case{Variant::hla2, true, Rational(1023, 1024), 0},
+        Case{Variant::ahla, true, Rational(1023, 1024), 0}, Case{Variant::hla2, true, 1, Rational(1, 3)}}) {
+    const OperatorSpec spec{.variant = c.variant,
+                            .normalize = c.normalize,
+                            .eps = Rational(c.normalize ? 1 : 0, 4),
+                            .ridge = c.ridge,
+                            .decay = c.decay};
+    const std::uint64_t seed = 20261206 + static_cast<int>(c.variant);
+    Rng rng(seed);
+    std::vector<Sequence<float>> inputs;
+    std::vector<Matrix<float>> d_outs;
+    for (int h = 0; h < 2; ++h) {
+      inputs.push_back(bf16_gaussian_sequence(rng, n, 64, c.normalize));
+      d_outs.push_back(bf16_gaussian_sequence(rng, n, 64).v);
+    }
+    const std::vector<Gradients<float>> got = fast::gpu::ranks_fast_gradients(spec, inputs, d_outs, slices);
+    const Gradients<ReferenceDepth> depth = reference_backward_depths(spec, n, 64, 64);
+    double worst = 0, normwise = 0;
+    for (int h = 0; h < 2; ++h) {
+      const Terms<float> adjoints = reference::finish_adjoint(spec, got[h].terms, d_outs[h]);
+      compare_fast_gradients(spec, inputs[h], adjoints, got[h], depth, worst, normwise);
+    }
+    INFO(variant_name(c.variant) << (c.normalize ? " normalized" : "") << ", gamma = " << c.decay
+                                 << ", ridge " << c.ridge << ", seed " << seed << ": worst error / bound "
+                                 << worst << ", normwise relative error " << normwise);
+    std::cout << "  fast backward across ranks " << variant_name(c.variant)
+              << (c.normalize ? " normalized" : "") << " gamma = " << c.decay
+              << ": worst error / bound = " << worst << "\n";
+    CHECK(worst <= 1.0);
+  }
+}
+
 // fast_gradients forms the readouts' adjoints from dO on the host (reference::finish_adjoint in float32
 // on the forward's terms): the same gradients, bit for bit, as fast_readout_gradients given them.
 TEST_CASE("gpu/fast/the fast gradients of dO are those of the readouts' adjoints", "[gpu][fast][backward]") {
@@ -1633,7 +1699,7 @@ TEST_CASE("gpu/fast/the fast backward refuses what it does not cover", "[gpu][fa
 
 TEST_CASE("gpu/fast/the fast path refuses what it does not cover", "[gpu][fast]") {
   const fast::gpu::Problem wrong_d{1, 1, 64, 12, 64}, wrong_dv{1, 1, 64, 64, 12}, too_wide{1, 1, 64, 72, 64},
-      fine{1, 1, 64, 64, 64};
+      wider{1, 1, 64, 136, 64}, fine{1, 1, 64, 64, 64};
   const OperatorSpec hla2{.variant = Variant::hla2}, ahla{.variant = Variant::ahla},
       hla3{.variant = Variant::hla3}, hla3_unmasked{.variant = Variant::hla3, .masked = false},
       linear{.variant = Variant::linear},
@@ -1641,10 +1707,13 @@ TEST_CASE("gpu/fast/the fast path refuses what it does not cover", "[gpu][fast]"
       ridge{.variant = Variant::hla2, .ridge = Rational(1, 2)},
       normalized{.variant = Variant::hla2, .normalize = true};
   const fast::gpu::FastOutput nowhere;
-  for (const OperatorSpec& spec : {hla2, ahla, hla3})
-    for (const fast::gpu::Problem& wrong : {wrong_d, wrong_dv, too_wide})
+  for (const fast::gpu::Problem& wrong : {wrong_d, wrong_dv, too_wide})
+    CHECK_THROWS_WITH(fast::gpu::fast_forward(hla3, wrong, nullptr, nullptr, nullptr, nowhere),
+                      Catch::Contains("d and dv must be multiples of 8 up to 64"));
+  for (const OperatorSpec& spec : {hla2, ahla})  // heads up to 128 wide, without checkpoints
+    for (const fast::gpu::Problem& wrong : {wrong_d, wrong_dv, wider})
       CHECK_THROWS_WITH(fast::gpu::fast_forward(spec, wrong, nullptr, nullptr, nullptr, nowhere),
-                        Catch::Contains("d and dv must be multiples of 8 up to 64"));
+                        Catch::Contains("d and dv must be multiples of 8 up to 128"));
   for (const OperatorSpec& spec : {hla3_unmasked, linear})
     CHECK_THROWS_WITH(fast::gpu::fast_forward(spec, fine, nullptr, nullptr, nullptr, nowhere),
                       Catch::Contains("--impl gpu-fast: covers only masked hla2, ahla and hla3"));
@@ -1653,6 +1722,10 @@ TEST_CASE("gpu/fast/the fast path refuses what it does not cover", "[gpu][fast]"
       fast::gpu::fast_forward(hla3, fine, nullptr, nullptr, nullptr,
                               {.out = nullptr, .bf16 = false, .den = nullptr, .checkpoints = checkpoints}),
       Catch::Contains("hla3 writes no checkpoints"));
+  CHECK_THROWS_WITH(  // the backward's checkpoints are of heads up to 64 wide
+      fast::gpu::fast_forward(hla2, too_wide, nullptr, nullptr, nullptr,
+                              {.out = nullptr, .bf16 = false, .den = nullptr, .checkpoints = checkpoints}),
+      Catch::Contains("d and dv must be multiples of 8 up to 64"));
   CHECK_THROWS_WITH(fast::gpu::fast_forward(ridge_and_decay, fine, nullptr, nullptr, nullptr, nowhere),
                     Catch::Contains("--impl gpu-fast: covers"));
   const auto* odd = reinterpret_cast<const fast::gpu::BFloat16*>(std::uintptr_t{2});

@@ -513,7 +513,7 @@ Report run_report(const ReportOptions& options, const std::vector<Candidate>& ca
           const Candidate& candidate = candidates[k];
           if (candidate.inputs != format || !candidate.covers_backward || !candidate.covers_backward(spec))
             continue;
-          if (candidate.max_width > 0 && std::max(c.d, c.dv) > candidate.max_width) continue;
+          if (candidate.max_width && std::max(c.d, c.dv) > candidate.max_width(spec, true)) continue;
           if (!reference) {
             const auto& depth = backward_depths.get("streaming", 0, spec_key, c.d, c.dv, n, 0, [&] {
               return streaming_backward_depth(spec, n, c.d, c.dv);
@@ -557,7 +557,7 @@ Report run_report(const ReportOptions& options, const std::vector<Candidate>& ca
         for (std::size_t k = 0; k < candidates.size(); ++k) {
           const Candidate& candidate = candidates[k];
           if (candidate.inputs != format || !candidate.covers(spec)) continue;
-          if (candidate.max_width > 0 && std::max(c.d, c.dv) > candidate.max_width) continue;
+          if (candidate.max_width && std::max(c.d, c.dv) > candidate.max_width(spec, false)) continue;
           if (!reference) {
             reference.emplace(spec, mpfr_reference(spec, inputs));
             const Depths& streaming = depths.get("streaming", 24, spec_key, c.d, c.dv, longest, 0,

@@ -109,6 +109,13 @@ constexpr int fast_width = 64, fast_width_step = 8;
 constexpr bool fast_covers_width(std::ptrdiff_t d) {
   return d >= fast_width_step && d <= fast_width && d % fast_width_step == 0;
 }
+// Heads wider than the tiles, d or dv up to fast_wide_width (multiples of fast_width_step): hla2's and
+// ahla's forward without checkpoints, as the sum of the operators of the 64-column halves (four terms
+// a value half at d = 128; docs/perf.md, "What d = dv = 128 needs"); not hla3, the backward or ranks.
+constexpr int fast_wide_width = 2 * fast_width;
+constexpr bool fast_covers_wide_width(std::ptrdiff_t d) {
+  return d >= fast_width_step && d <= fast_wide_width && d % fast_width_step == 0;
+}
 
 // Why `impl` does not compute in `scalar`, or nullopt.
 std::optional<std::string> unavailable(Implementation impl, ScalarKind scalar);

@@ -67,7 +67,9 @@ struct Candidate {
   // The depths for inputs of n tokens (@pre as for compute).
   std::function<Depths(const OperatorSpec&, Index n, Index d, Index dv, Index chunk)> depth;
 
-  Index max_width = 0;  // the widest head (max of d and dv) it runs; 0: any
+  // The widest head (max of d and dv) it runs for an operator, forward or (`backward`) its gradients;
+  // empty: any.
+  std::function<Index(const OperatorSpec&, bool backward)> max_width;
 
   // The backward (docs/error_report.md, "The backward's bound"); covers_backward empty: none.
   std::function<bool(const OperatorSpec&)> covers_backward;
