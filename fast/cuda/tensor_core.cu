@@ -1,7 +1,8 @@
 // The fast path: masked hla2, ahla and hla3 on the matrix units, corrected forms (docs/findings.md F1
 // for decayed hla2, F2 for hla3), normalized or not, decay gamma in (0, 1] per head; bf16 inputs,
 // float32 accumulation and state, tiles of 64 columns (d and dv multiples of 8 up to 64: columns past
-// d or dv load as zeros, and the outputs leave in rows of dv), chunks of 64 tokens (the last one may
+// d or dv load as zeros, and the outputs leave in rows of dv; hla2 and ahla up to 128 as the sum of the
+// halves' operators, launch_wide), chunks of 64 tokens (the last one may
 // be short: rows past n load as zeros and are not stored), outputs in float32 or bf16. One block per
 // sequence-head walks its chunks in order, so the scan over chunk summaries is the running state
 // itself and never touches device memory; every step of a chunk is a 64 x 64 x 64 product issued

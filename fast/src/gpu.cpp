@@ -783,11 +783,12 @@ void validate_fast_problem(const Problem& problem, const std::string& what, bool
   const auto covers = [wide](int d) { return wide ? fast_covers_wide_width(d) : fast_covers_width(d); };
   if (!covers(problem.key_dim) || !covers(problem.value_dim)) {
     throw Error(what + ": d and dv must be multiples of " + std::to_string(fast_width_step) + " up to " +
-                std::to_string(wide ? fast_wide_width : fast_width) +
-                ", got d = " + std::to_string(problem.key_dim) +
-                ", dv = " + std::to_string(problem.value_dim) + " (up to " + std::to_string(fast_wide_width) +
-                ": hla2's and ahla's forward without checkpoints; the generic GPU kernels, --impl gpu or "
-                "gpu-streaming, take any)");
+                std::to_string(wide ? fast_wide_width : fast_width) + ", got d = " +
+                std::to_string(problem.key_dim) + ", dv = " + std::to_string(problem.value_dim) + " (" +
+                (wide ? std::string()
+                      : "wider, up to " + std::to_string(fast_wide_width) +
+                            ", only hla2's and ahla's forward, unsplit and without checkpoints; ") +
+                "the generic GPU kernels, --impl gpu or gpu-streaming, take any)");
   }
   if (problem.batch * problem.heads * problem.length > std::numeric_limits<std::int32_t>::max()) {
     throw Error(what + ": batch * heads * n must be below 2^31, got " +

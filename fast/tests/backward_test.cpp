@@ -354,6 +354,80 @@ namespace {
 
 using MP = Matrix<ModP>;
 
+// The factors of the fast path's chunk algebra for chunks of C tokens and decay g: the mask L_g, its
+// square, diag(g^tau), diag(g^(2 tau)), the ages diag(g^(C - tau)) and their squares, rho = g^C.
+struct ChunkFactors {
+  ModP g;
+  Index C;
+  MP mask, mask2, offset, offset2, age, age2, ones;
+  ModP rho, rho2;
+  ModP pw(Index e) const { return power(g, static_cast<long>(e)); }
+  MP rows(Index first, Index step) const {  // diag(g^(first + step r)), r = 0..C-1
+    MP m = MP::Zero(C, C);
+    for (Index r = 0; r < C; ++r) m(r, r) = pw(first + step * r);
+    return m;
+  }
+  ChunkFactors(ModP gamma, Index chunk) : g(gamma), C(chunk), mask(chunk, chunk) {
+    for (Index t = 0; t < C; ++t)
+      for (Index j = 0; j < C; ++j) mask(t, j) = t >= j ? pw(t - j) : ModP(0);
+    mask2 = mask.cwiseProduct(mask);
+    offset = rows(1, 1), offset2 = rows(2, 2), age = rows(C - 1, -1), age2 = rows(2 * (C - 1), -2);
+    ones = MP::Constant(C, 1, ModP(1));
+    rho = pw(C), rho2 = pw(2 * C);
+  }
+};
+
+// The fast path's forward chunk algebra (fast/cuda/tensor_core.cu's header) over rows padded to whole
+// chunks: the states and vectors before each chunk (hla2 S, F, -, f; ahla P, E, m, n: the backward's
+// checkpoints) and the terms. The key side reads q_in and k_in where a wide head's cross term reads
+// the inner half (hla2: A = (Q_in K_in^T) . L_g, U = diag(g^tau) Q_in S + A K (+ ridge Q), S = rho S +
+// K_in^T D K; ahla: A_in = (Q_in K_in^T) . L_g, X = diag(g^tau) Q_in P + A_in V, P = rho P + K_in^T D V,
+// m alike), the value side q and k; q_in = q, k_in = k otherwise.
+struct ChunkForward {
+  std::vector<MP> state1, state2, vector1, vector2;
+  MP num, den;
+};
+ChunkForward fast_chunk_forward(bool ahla, const ChunkFactors& f, const ModP& ridge, const MP& q, const MP& k,
+                                const MP& v, const MP& q_in, const MP& k_in) {
+  const Index C = f.C, chunks = q.rows() / C, d = q.cols(), dv = v.cols();
+  const auto block = [&](const MP& m, Index c) { return MP(m.middleRows(c * C, C)); };
+  ChunkForward out{std::vector<MP>(chunks), std::vector<MP>(chunks), std::vector<MP>(chunks),
+                   std::vector<MP>(chunks), MP(chunks * C, dv),      MP(chunks * C, 1)};
+  MP s1 = MP::Zero(q_in.cols(), ahla ? dv : d), s2 = MP::Zero(d, dv), v1 = MP::Zero(q_in.cols(), 1),
+     v2 = MP::Zero(d, 1);
+  for (Index c = 0; c < chunks; ++c) {
+    const MP qc = block(q, c), kc = block(k, c), vc = block(v, c), qi = block(q_in, c), ki = block(k_in, c);
+    out.state1[c] = s1, out.state2[c] = s2, out.vector1[c] = v1, out.vector2[c] = v2;
+    const MP a_in = MP(qi * ki.transpose()).cwiseProduct(f.mask);
+    if (ahla) {
+      const MP a = MP(qc * kc.transpose()).cwiseProduct(f.mask);
+      const MP x = f.offset * qi * s1 + a_in * vc, x1 = f.offset * qi * v1 + a_in * f.ones;
+      out.num.middleRows(c * C, C) = f.offset * qc * s2 + a * x;
+      out.den.middleRows(c * C, C) = f.offset * qc * v2 + a * x1;
+      s1 = f.rho * s1 + ki.transpose() * f.age * vc;
+      v1 = f.rho * v1 + ki.transpose() * f.age * f.ones;
+      s2 = f.rho * s2 + kc.transpose() * f.age * x;
+      v2 = f.rho * v2 + kc.transpose() * f.age * x1;
+    } else {
+      const MP u = f.offset * qi * s1 + a_in * kc + ridge * qc;
+      const MP w = MP(qc * u.transpose()).cwiseProduct(f.mask2);
+      out.num.middleRows(c * C, C) = f.offset2 * qc * s2 + w * vc;
+      out.den.middleRows(c * C, C) = f.offset2 * qc * v2 + w * f.ones;
+      s1 = f.rho * s1 + ki.transpose() * f.age * kc;
+      s2 = f.rho2 * s2 + MP(f.age2 * u).transpose() * vc;
+      v2 = f.rho2 * v2 + MP(f.age2 * u).transpose() * f.ones;
+    }
+  }
+  return out;
+}
+
+// Rows padded with zeros to `rows` (a short last chunk's rows past n).
+MP padded_rows(const MP& m, Index rows) {
+  MP out = MP::Zero(rows, m.cols());
+  out.topRows(m.rows()) = m;
+  return out;
+}
+
 // The fast backward's chunk algebra (fast/cuda/tensor_core_backward.cu's header) for chunks of C
 // tokens on the host, in exact arithmetic: the forward's states and vectors before each chunk (its
 // checkpoints), then the reverse walk from the readouts' adjoints (d_num, d_den), each segment of
@@ -363,56 +437,23 @@ using MP = Matrix<ModP>;
 Gradients<ModP> fast_chunk_algebra(const OperatorSpec& spec, const Sequence<ModP>& s,
                                    const Terms<ModP>& adjoints, Index C, Index segment_chunks) {
   const bool ahla = spec.variant == Variant::ahla;
-  const ModP g = to_mod_prime(spec.decay);
+  const ChunkFactors f(to_mod_prime(spec.decay), C);
   const Index n = s.length(), d = s.key_dim(), dv = s.value_dim(), chunks = (n + C - 1) / C;
-  const auto padded = [&](const MP& m) {
-    MP out = MP::Zero(chunks * C, m.cols());
-    out.topRows(n) = m;
-    return out;
-  };
+  const auto padded = [&](const MP& m) { return padded_rows(m, chunks * C); };
   const MP q = padded(s.q), k = padded(s.k), v = padded(s.v), d_o = padded(adjoints.num),
            d_den = padded(MP(adjoints.den));
   const ModP ridge = to_mod_prime(spec.ridge);  // hla2 with gamma = 1: U + ridge Q in place of U
-  const auto pw = [&](Index e) { return power(g, static_cast<long>(e)); };
-  const auto rows = [&](Index first, Index step) {  // diag(g^(first + step r)), r = 0..C-1
-    MP m = MP::Zero(C, C);
-    for (Index r = 0; r < C; ++r) m(r, r) = pw(first + step * r);
-    return m;
-  };
-  MP mask(C, C);  // L_g
-  for (Index t = 0; t < C; ++t)
-    for (Index j = 0; j < C; ++j) mask(t, j) = t >= j ? pw(t - j) : ModP(0);
-  const MP mask2 = mask.cwiseProduct(mask);
-  const MP offset = rows(1, 1), offset2 = rows(2, 2), age = rows(C - 1, -1), age2 = rows(2 * (C - 1), -2);
-  const MP ones = MP::Constant(C, 1, ModP(1));
-  const ModP rho = pw(C), rho2 = pw(2 * C);
+  const auto pw = [&](Index e) { return f.pw(e); };
+  const auto rows = [&](Index first, Index step) { return f.rows(first, step); };
+  const MP &mask = f.mask, &mask2 = f.mask2, &offset = f.offset, &offset2 = f.offset2, &age = f.age,
+           &age2 = f.age2, &ones = f.ones;
+  const ModP rho = f.rho, rho2 = f.rho2;
   const auto block = [&](const MP& m, Index c) { return MP(m.middleRows(c * C, C)); };
   // The forward: the states before each chunk (hla2 S, F, f; ahla P, E, m, n) and the terms.
-  std::vector<MP> state1(chunks), state2(chunks), vector1(chunks), vector2(chunks);
-  MP s1 = MP::Zero(d, ahla ? dv : d), s2 = MP::Zero(d, dv), v1 = MP::Zero(d, 1), v2 = MP::Zero(d, 1);
-  MP num(chunks * C, dv), den(chunks * C, 1);
-  for (Index c = 0; c < chunks; ++c) {
-    const MP qc = block(q, c), kc = block(k, c), vc = block(v, c);
-    state1[c] = s1, state2[c] = s2, vector1[c] = v1, vector2[c] = v2;
-    const MP a = MP(qc * kc.transpose()).cwiseProduct(mask);
-    if (ahla) {
-      const MP x = offset * qc * s1 + a * vc, x1 = offset * qc * v1 + a * ones;
-      num.middleRows(c * C, C) = offset * qc * s2 + a * x;
-      den.middleRows(c * C, C) = offset * qc * v2 + a * x1;
-      s1 = rho * s1 + kc.transpose() * age * vc;
-      v1 = rho * v1 + kc.transpose() * age * ones;
-      s2 = rho * s2 + kc.transpose() * age * x;
-      v2 = rho * v2 + kc.transpose() * age * x1;
-    } else {
-      const MP u = offset * qc * s1 + a * kc + ridge * qc;
-      const MP w = MP(qc * u.transpose()).cwiseProduct(mask2);
-      num.middleRows(c * C, C) = offset2 * qc * s2 + w * vc;
-      den.middleRows(c * C, C) = offset2 * qc * v2 + w * ones;
-      s1 = rho * s1 + kc.transpose() * age * kc;
-      s2 = rho2 * s2 + MP(age2 * u).transpose() * vc;
-      v2 = rho2 * v2 + MP(age2 * u).transpose() * ones;
-    }
-  }
+  const ChunkForward forward = fast_chunk_forward(ahla, f, ridge, q, k, v, q, k);
+  const std::vector<MP>&state1 = forward.state1, &state2 = forward.state2, &vector1 = forward.vector1,
+        &vector2 = forward.vector2;
+  const MP &num = forward.num, &den = forward.den;
   // The adjoints after a chunk: of the two states and the two vectors (hla2: -, f; ahla: m, n).
   struct Adjoints {
     MP d1, d2, dv1, dv2;
@@ -541,6 +582,45 @@ TEST_CASE(
           RC_ASSERT(got.dq == exact.dq);
           RC_ASSERT(got.dk == exact.dk);
           RC_ASSERT(got.dv == exact.dv);
+        },
+        200);
+}
+
+// A head wider than the kernel's tiles (fast/cuda/tensor_core.cu, launch_wide): the sum over its key
+// halves (x, y) of the forward chunk algebra whose value side reads half x and whose key side half y
+// (a cross term's q_in, k_in where x != y; hla2's ridge in the terms x = y) has the definition's terms,
+// exactly, for masked hla2 and ahla with every option, the features cut anywhere.
+TEST_CASE("backward/a wide head is the sum of its halves' cross terms - ModP", "[backward][exact]") {
+  for (const Variant variant : {Variant::hla2, Variant::ahla})
+    property(
+        std::string(variant_name(variant)) + ": the halves' terms add up to reference::terms",
+        [variant] {
+          OperatorSpec spec = *testing::gen_spec(variant).as("spec");
+          spec.masked = true;
+          if (spec.decayed()) spec.ridge = 0;  // the fast path's ridge takes gamma = 1
+          const Sequence<Rational> s = *testing::gen_any_sequence(16, 4, 1).as("sequence");
+          RC_PRE(s.key_dim() >= 2);
+          const Index cut = *rc::gen::inRange<Index>(1, s.key_dim()).as("first half's columns");
+          const Index chunk = *rc::gen::inRange(1, 5).as("chunk");
+          const Sequence<ModP> sm = convert<ModP>(s);
+          const Index n = s.length(), rows = (n + chunk - 1) / chunk * chunk;
+          const ChunkFactors f(to_mod_prime(spec.decay), chunk);
+          const auto half = [&](const MP& m, int x) {
+            return padded_rows(x == 0 ? MP(m.leftCols(cut)) : MP(m.rightCols(m.cols() - cut)), rows);
+          };
+          const MP v = padded_rows(sm.v, rows);
+          MP num = MP::Zero(rows, s.value_dim()), den = MP::Zero(rows, 1);
+          for (int x = 0; x < 2; ++x)
+            for (int y = 0; y < 2; ++y) {
+              const ModP ridge = x == y ? to_mod_prime(spec.ridge) : ModP(0);
+              const ChunkForward term = fast_chunk_forward(variant == Variant::ahla, f, ridge, half(sm.q, x),
+                                                           half(sm.k, x), v, half(sm.q, y), half(sm.k, y));
+              num += term.num;
+              den += term.den;
+            }
+          const Terms<ModP> terms = reference::terms(spec, sm);
+          RC_ASSERT(MP(num.topRows(n)) == terms.num);
+          RC_ASSERT(Vector<ModP>(den.topRows(n)) == terms.den);
         },
         200);
 }
