@@ -433,9 +433,12 @@ MP padded_rows(const MP& m, Index rows) {
 // checkpoints), then the reverse walk from the readouts' adjoints (d_num, d_den), each segment of
 // `segment_chunks` chunks from the carry-in that the later segments' summaries (dS0, dF0, M and the
 // vectors' hla2 df0, mu; ahla dm0, dn0) give through the carry kernel's combination. Rows past n are
-// zeros, as the kernels' short last chunk.
+// zeros, as the kernels' short last chunk. `as_ranks`: the combination as the backward across ranks runs
+// it (tensor_core_backward.cu, launch_rank), every segment's decay taken over segment_chunks chunks, the
+// last one's too, whose length a rank does not know (it never enters: that step starts from zero).
 Gradients<ModP> fast_chunk_algebra(const OperatorSpec& spec, const Sequence<ModP>& s,
-                                   const Terms<ModP>& adjoints, Index C, Index segment_chunks) {
+                                   const Terms<ModP>& adjoints, Index C, Index segment_chunks,
+                                   bool as_ranks = false) {
   const bool ahla = spec.variant == Variant::ahla;
   const ChunkFactors f(to_mod_prime(spec.decay), C);
   const Index n = s.length(), d = s.key_dim(), dv = s.value_dim(), chunks = (n + C - 1) / C;
@@ -521,7 +524,8 @@ Gradients<ModP> fast_chunk_algebra(const OperatorSpec& spec, const Sequence<ModP
     Adjoints z = zero_adjoints();
     MP m = MP::Zero(d, ahla ? d : dv), mu = MP::Zero(d, 1);
     walk(seg * segment_chunks, count_of(seg), z, nullptr, &m, &mu);
-    const ModP r = pw(C * count_of(seg)), r2 = ahla ? r : pw(2 * C * count_of(seg));
+    const Index length = as_ranks ? segment_chunks : count_of(seg);
+    const ModP r = pw(C * length), r2 = ahla ? r : pw(2 * C * length);
     const Adjoints& after = in[seg];
     Adjoints& before = in[seg - 1];
     if (ahla) {
@@ -545,7 +549,8 @@ Gradients<ModP> fast_chunk_algebra(const OperatorSpec& spec, const Sequence<ModP
 }  // namespace
 
 // The algebra the fast backward's kernels compute (their formulas, not their code: the kernels run on
-// Hopper's matrix units only), chunks of 1 to 5 tokens, split into 1 to 4 segments: its terms and
+// Hopper's matrix units only), chunks of 1 to 5 tokens, split into segments (or ranks, whose carries
+// take every segment's length as the first ones'): its terms and
 // gradients are the definition's, exactly, for masked hla2 and ahla, normalized or not (the gradients
 // of <d_num, num> + <d_den, den> from the readouts' adjoints; d_den zero unnormalized), with any decay
 // or hla2's ridge.
@@ -567,9 +572,10 @@ TEST_CASE(
           const Index chunk = *rc::gen::inRange(1, 6).as("chunk");
           const Index chunks = (s.length() + chunk - 1) / chunk;
           const Index segment_chunks = *rc::gen::inRange<Index>(1, chunks + 1).as("chunks per segment");
+          const bool as_ranks = *rc::gen::arbitrary<bool>().as("the carries as the ranks combine them");
           const Sequence<ModP> sm = convert<ModP>(s);
           const Terms<ModP> adjoints{convert<ModP>(d_num), Vector<ModP>(convert<ModP>(d_den))};
-          const Gradients<ModP> got = fast_chunk_algebra(spec, sm, adjoints, chunk, segment_chunks);
+          const Gradients<ModP> got = fast_chunk_algebra(spec, sm, adjoints, chunk, segment_chunks, as_ranks);
           Gradients<ModP> exact;
           try {  // the reference forms O too, which a zero denominator leaves undefined
             exact = reference::gradients(spec, sm, Upstream<ModP>::readouts(adjoints));
