@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "hla/fast/gpu_status.hpp"
+#include "launch.hpp"
 
 namespace hla::fast::gpu::detail {
 
@@ -73,6 +74,41 @@ void launch_split(std::int64_t heads, const Split& split, std::size_t summary_fl
   summaries(blocks(heads * (split.segments - 1)), summary_scratch.get());
   carries(static_cast<const float*>(summary_scratch.get()), carry_scratch.get());
   results(blocks(heads * split.segments), static_cast<const float*>(carry_scratch.get()));
+}
+
+// One rank's exchange of a sequence split across ranks (docs/ranks.md; the forward's and the backward's
+// launch_rank), in stream order: its summaries (summary_floats a sequence-head, zeros unless
+// summarize(mine) writes them, which it does when this rank has any to send), the all-gather of every
+// rank's ([ranks][heads]), then, when count > 0, combine(gathered, all) writes `count` carries a head
+// ([heads][count] of carry_floats) of which the one at `pick` is copied into a carry of its own. Returns
+// that carry, [heads] of carry_floats (null when count is 0), for the caller to free in stream order
+// after its last launch. The summaries are not freed when something throws after the gather starts:
+// another rank may still be copying them.
+template <class Summarize, class Combine>
+float* rank_exchange(std::int64_t heads, std::size_t summary_floats, std::size_t carry_floats,
+                     const FastRank& rank, const Summarize& summarize, int count, int pick,
+                     const Combine& combine, CUstream_st* stream) {
+  const std::size_t summary_bytes = heads * summary_floats * sizeof(float);
+  float *mine = nullptr, *gathered = nullptr;
+  check(cudaMallocAsync(reinterpret_cast<void**>(&mine), summary_bytes, stream), "cudaMallocAsync");
+  check(cudaMallocAsync(reinterpret_cast<void**>(&gathered), rank.ranks * summary_bytes, stream),
+        "cudaMallocAsync");
+  check(cudaMemsetAsync(mine, 0, summary_bytes, stream), "cudaMemsetAsync");
+  summarize(mine);
+  rank.gather(mine, gathered, summary_bytes);
+  check(cudaFreeAsync(mine, stream), "cudaFreeAsync");
+  float* carry = nullptr;
+  if (count > 0) {
+    const std::size_t carry_bytes = carry_floats * sizeof(float);
+    const StreamScratch all(heads * count * carry_floats, stream);
+    check(cudaMallocAsync(reinterpret_cast<void**>(&carry), heads * carry_bytes, stream), "cudaMallocAsync");
+    combine(static_cast<const float*>(gathered), all.get());
+    check(cudaMemcpy2DAsync(carry, carry_bytes, all.get() + pick * carry_floats, count * carry_bytes,
+                            carry_bytes, heads, cudaMemcpyDeviceToDevice, stream),
+          "cudaMemcpy2DAsync (rank carry)");
+  }
+  check(cudaFreeAsync(gathered, stream), "cudaFreeAsync");
+  return carry;
 }
 
 }  // namespace hla::fast::gpu::detail

@@ -112,7 +112,8 @@ struct Chunk {
 // The key side writes U (ahla X; hla3 Z and R) of chunk c, and its copies, into the buffers of c % 2,
 // which the value side reads.
 struct Tiles {
-  int stages, per_stage;    // per_stage: 3, or 5 for a cross term
+  int stages;
+  bool cross;               // a cross term: five tiles a chunk
   Bf* inputs;               // stages x (Q, K, V; a cross term's Q_in, K_in)
   Bf *state1, *state2;      // hla2: S, F; ahla: P, E; hla3: S^K, F (the key side's and the value side's)
   Bf* u_tiles;              // two: hla2 U, ahla X, hla3 Z
@@ -125,14 +126,14 @@ struct Tiles {
   // D V (hla2's summaries); the powers g^0 .. g^192, float32 roundings of float64 powers.
   Bf *decayed_in, *decayed_u_tiles, *decayed_extra;
   float* powers;
-  __device__ Tiles(unsigned char* shared, int stages_, bool third, int per_stage_ = 3)
+  __device__ Tiles(unsigned char* shared, int stages_, bool third, bool cross_ = false)
       : stages(stages_),
-        per_stage(per_stage_),
+        cross(cross_),
         inputs(reinterpret_cast<Bf*>(
             shared + (wgmma::tile_alignment - shared_address(shared) % wgmma::tile_alignment) %
                          wgmma::tile_alignment)) {
     constexpr int elements = wgmma::tile_bytes / 2, vector_elements = vector_tile_bytes / 2;
-    state1 = inputs + per_stage * stages * elements;
+    state1 = inputs + per_stage() * stages * elements;
     state2 = state1 + elements;
     u_tiles = state2 + elements;
     r_tiles = u_tiles + 2 * elements;
@@ -151,11 +152,11 @@ struct Tiles {
   }
   __device__ Chunk chunk(std::int64_t c) const {
     constexpr int elements = wgmma::tile_bytes / 2;
-    Bf* first = inputs + per_stage * (c % stages) * elements;
-    const bool cross = per_stage == 5;
+    Bf* first = inputs + per_stage() * (c % stages) * elements;
     return {first, first + elements, first + 2 * elements, cross ? first + 3 * elements : first,
             cross ? first + 4 * elements : first + elements};
   }
+  __device__ int per_stage() const { return cross ? 5 : 3; }
   __device__ Bf* u(std::int64_t c) const { return u_tiles + (c % 2) * (wgmma::tile_bytes / 2); }
   __device__ Bf* r(std::int64_t c) const { return r_tiles + (c % 2) * (wgmma::tile_bytes / 2); }
   __device__ Bf* decayed_u(std::int64_t c) const {
@@ -345,11 +346,11 @@ struct Block {
     const Chunk to = s.chunk(c);
     Arrival& arrival = loaded[c % s.stages];
     // A short last chunk too: its missing rows arrive as zeros.
-    arrival.expect(s.per_stage * wgmma::tile_bytes);
+    arrival.expect(s.per_stage() * wgmma::tile_bytes);
     start_loading(*q, (first + c) * width, head, to.q, arrival);
     start_loading(*k, (first + c) * width, head, to.k, arrival);
     start_loading(*v, (first + c) * width, head, to.v, arrival);
-    if (args.cross) {
+    if (s.cross) {
       start_loading(*q_in, (first + c) * width, head, to.q_in, arrival);
       start_loading(*k_in, (first + c) * width, head, to.k_in, arrival);
     }
@@ -1076,7 +1077,7 @@ __global__ void __launch_bounds__(threads, 1)
                 .v = &v,
                 .q_in = &q_in,
                 .k_in = &k_in,
-                .s = args.cross ? Tiles(shared, cross_stages, third, 5) : Tiles(shared, stages, third),
+                .s = Tiles(shared, args.cross ? cross_stages : stages, third, args.cross),
                 .loaded = loaded,
                 .u_ready = u_ready,
                 .u_free = u_free,
@@ -1389,6 +1390,16 @@ inline Arguments arguments_of(const FastLaunch& how, std::int64_t length, std::i
           .phases = nullptr};
 }
 
+// The kernel of `pass`, allowed its dynamic shared memory.
+template <Algebra algebra, Pass pass, bool Normalized, bool Decayed, bool Ridge>
+auto forward_kernel() {
+  const auto kernel = fast_kernel<algebra, pass, Normalized, Decayed, Ridge>;
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             shared_bytes(algebra == Algebra::hla3, Normalized, Decayed)),
+        "cudaFuncSetAttribute");
+  return kernel;
+}
+
 // The carry-ins of `segments` segments of every sequence-head from the summaries of all but the last
 // (carry_kernel's layout: head_stride, segment_stride), each summarized segment segment_tokens long.
 template <Algebra algebra, bool Normalized>
@@ -1417,18 +1428,14 @@ void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, cons
   tma::require_hopper();
   constexpr bool third = algebra == Algebra::hla3;
   constexpr int shared = shared_bytes(third, Normalized, Decayed);
-  const auto outputs = fast_kernel<algebra, Pass::outputs, Normalized, Decayed, Ridge>;
-  check(cudaFuncSetAttribute(outputs, cudaFuncAttributeMaxDynamicSharedMemorySize, shared),
-        "cudaFuncSetAttribute");
+  const auto outputs = forward_kernel<algebra, Pass::outputs, Normalized, Decayed, Ridge>();
   const std::int64_t chunks = (length + width - 1) / width;  // the last one may be short
   const Split split = split_sequences(heads, chunks);
   const CUtensorMap q_map = tma::tile_map(q, heads, length, how.key_dim),
                     k_map = tma::tile_map(k, heads, length, how.key_dim),
                     v_map = tma::tile_map(v, heads, length, how.value_dim);
   const Arguments args = arguments_of(how, length, split.segment_chunks, split.segments);
-  const auto summary = fast_kernel<algebra, Pass::summary, Normalized, Decayed, Ridge>;
-  check(cudaFuncSetAttribute(summary, cudaFuncAttributeMaxDynamicSharedMemorySize, shared),
-        "cudaFuncSetAttribute");
+  const auto summary = forward_kernel<algebra, Pass::summary, Normalized, Decayed, Ridge>();
   launch_split(
       heads, split, summary_floats(third), carry_floats(third), stream,
       [&](unsigned blocks, const float* carries) {
@@ -1468,55 +1475,39 @@ void launch_rank(const FastLaunch& how, std::int64_t heads, std::int64_t length,
   constexpr bool third = algebra == Algebra::hla3;
   constexpr int shared = shared_bytes(third, Normalized, Decayed);
   const std::int64_t chunks = (length + width - 1) / width;
-  const std::size_t summary_bytes = heads * summary_floats(third) * sizeof(float);
-  // Not freed when something below throws: another rank may still be copying `mine`.
-  float *mine = nullptr, *gathered = nullptr;
-  check(cudaMallocAsync(reinterpret_cast<void**>(&mine), summary_bytes, stream), "cudaMallocAsync");
-  check(cudaMallocAsync(reinterpret_cast<void**>(&gathered), rank.ranks * summary_bytes, stream),
-        "cudaMallocAsync");
-  check(cudaMemsetAsync(mine, 0, summary_bytes, stream), "cudaMemsetAsync");
   const auto with_maps = [&](const auto& run) {
     if (chunks == 0) return;
-    run(tma::tile_map(q, heads, length, how.key_dim), tma::tile_map(k, heads, length, how.key_dim),
-        tma::tile_map(v, heads, length, how.value_dim));
+    const CUtensorMap q_map = tma::tile_map(q, heads, length, how.key_dim),
+                      k_map = tma::tile_map(k, heads, length, how.key_dim),
+                      v_map = tma::tile_map(v, heads, length, how.value_dim);
+    run(q_map, k_map, v_map);
   };
   Arguments args = arguments_of(how, length, std::max<std::int64_t>(chunks, 1), 1);
-  if (rank.rank + 1 < rank.ranks) {
+  const auto summarize = [&](float* mine) {
+    if (rank.rank + 1 == rank.ranks) return;  // the last rank's summary is read by none
     with_maps([&](const CUtensorMap& q_map, const CUtensorMap& k_map, const CUtensorMap& v_map) {
-      const auto summary = fast_kernel<algebra, Pass::summary, Normalized, Decayed, Ridge>;
-      check(cudaFuncSetAttribute(summary, cudaFuncAttributeMaxDynamicSharedMemorySize, shared),
-            "cudaFuncSetAttribute");
       Arguments with = args;
       with.segments = 2;  // the slice is segment 0 of 2, the one summarized
       with.summaries = mine;
-      summary<<<static_cast<unsigned>(heads), threads, shared, stream>>>(q_map, k_map, v_map, q_map, k_map,
-                                                                         with);
+      forward_kernel<algebra, Pass::summary, Normalized, Decayed,
+                     Ridge>()<<<static_cast<unsigned>(heads), threads, shared, stream>>>(q_map, k_map, v_map,
+                                                                                         q_map, k_map, with);
       check_launch("fast kernel (rank summary)");
     });
-  }
-  rank.gather(mine, gathered, summary_bytes);
-  check(cudaFreeAsync(mine, stream), "cudaFreeAsync");
-  float* carry = nullptr;
-  if (rank.rank > 0) {  // carries of "segments" 1 .. rank, of which the last is this rank's
-    const std::size_t carry_bytes = heads * carry_floats(third) * sizeof(float);
-    const StreamScratch all(heads * (rank.rank + 1) * carry_floats(third), stream);
-    check(cudaMallocAsync(reinterpret_cast<void**>(&carry), carry_bytes, stream), "cudaMallocAsync");
-    launch_carries<algebra, Normalized>(how, heads, gathered, 1, heads, all.get(), rank.rank + 1,
-                                        rank.slice_tokens, stream);
-    check(cudaMemcpy2DAsync(carry, carry_bytes / heads, all.get() + rank.rank * carry_floats(third),
-                            (rank.rank + 1) * carry_bytes / heads, carry_bytes / heads, heads,
-                            cudaMemcpyDeviceToDevice, stream),
-          "cudaMemcpy2DAsync (rank carry)");
-    args.carries = carry;
-    args.carry_first = true;
-  }
-  check(cudaFreeAsync(gathered, stream), "cudaFreeAsync");
+  };
+  // The carries of "segments" 1 .. rank, of which the last is this rank's.
+  const auto combine = [&](const float* gathered, float* all) {
+    launch_carries<algebra, Normalized>(how, heads, gathered, 1, heads, all, rank.rank + 1, rank.slice_tokens,
+                                        stream);
+  };
+  float* carry = rank_exchange(heads, summary_floats(third), carry_floats(third), rank, summarize,
+                               rank.rank > 0 ? rank.rank + 1 : 0, rank.rank, combine, stream);
+  args.carries = carry;
+  args.carry_first = carry != nullptr;
   with_maps([&](const CUtensorMap& q_map, const CUtensorMap& k_map, const CUtensorMap& v_map) {
-    const auto outputs = fast_kernel<algebra, Pass::outputs, Normalized, Decayed, Ridge>;
-    check(cudaFuncSetAttribute(outputs, cudaFuncAttributeMaxDynamicSharedMemorySize, shared),
-          "cudaFuncSetAttribute");
-    outputs<<<static_cast<unsigned>(heads), threads, shared, stream>>>(q_map, k_map, v_map, q_map, k_map,
-                                                                       args);
+    forward_kernel<algebra, Pass::outputs, Normalized, Decayed,
+                   Ridge>()<<<static_cast<unsigned>(heads), threads, shared, stream>>>(q_map, k_map, v_map,
+                                                                                       q_map, k_map, args);
     check_launch("fast kernel (rank outputs)");
   });
   if (carry) check(cudaFreeAsync(carry, stream), "cudaFreeAsync");
@@ -1564,11 +1555,8 @@ void launch_wide(const FastLaunch& how, std::int64_t heads, std::int64_t length,
   static_assert(algebra != Algebra::hla3, "hla3's weights are products of three dot products");
   tma::require_hopper();
   constexpr int shared = shared_bytes(false, Normalized, Decayed);
-  const auto diagonal = fast_kernel<algebra, Pass::outputs, Normalized, Decayed, Ridge>;
-  const auto cross = fast_kernel<algebra, Pass::outputs, Normalized, Decayed, false>;
-  for (const auto kernel : {diagonal, cross})
-    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared),
-          "cudaFuncSetAttribute");
+  const auto diagonal = forward_kernel<algebra, Pass::outputs, Normalized, Decayed, Ridge>();
+  const auto cross = forward_kernel<algebra, Pass::outputs, Normalized, Decayed, false>();
   const auto halves = [](int columns) { return (columns + width - 1) / width; };
   const auto columns_of = [](int columns, int half) { return std::min(width, columns - half * width); };
   const int key_halves = halves(how.key_dim), terms = key_halves * key_halves;

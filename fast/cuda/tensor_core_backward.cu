@@ -992,48 +992,34 @@ void launch_rank(const FastBackwardLaunch& how, std::int64_t heads, std::int64_t
                  CUstream_st* stream) {
   constexpr int shared = shared_bytes(Decayed, Normalized);
   const std::int64_t chunks = (length + width - 1) / width;
-  const std::size_t summary_bytes = heads * summary_floats * sizeof(float);
-  // Not freed when something below throws: another rank may still be copying `mine`.
-  float *mine = nullptr, *gathered = nullptr;
-  check(cudaMallocAsync(reinterpret_cast<void**>(&mine), summary_bytes, stream), "cudaMallocAsync");
-  check(cudaMallocAsync(reinterpret_cast<void**>(&gathered), rank.ranks * summary_bytes, stream),
-        "cudaMallocAsync");
-  check(cudaMemsetAsync(mine, 0, summary_bytes, stream), "cudaMemsetAsync");
   Arguments args = arguments_of(how, length, std::max<std::int64_t>(chunks, 1), 1);
   args.rank_slice = true;
-  if (rank.rank > 0 && chunks > 0) {
-    const auto summary = backward_kernel<Ahla, Decayed, Normalized, Pass::summary>();
+  const auto summarize = [&](float* mine) {
+    if (rank.rank == 0 || chunks == 0) return;  // the first rank's summary is read by none
     const Maps maps(how, heads, length, q, k, v, d_num);
     Arguments with = args;
     with.summaries = mine;
-    summary<<<static_cast<unsigned>(heads), threads, shared, stream>>>(maps.q, maps.k, maps.v, maps.d_num,
-                                                                       with);
+    backward_kernel<Ahla, Decayed, Normalized,
+                    Pass::summary>()<<<static_cast<unsigned>(heads), threads, shared, stream>>>(
+        maps.q, maps.k, maps.v, maps.d_num, with);
     check_launch("fast backward kernel (rank summary)");
-  }
-  rank.gather(mine, gathered, summary_bytes);
-  check(cudaFreeAsync(mine, stream), "cudaFreeAsync");
-  float* carry = nullptr;
-  if (rank.rank + 1 < rank.ranks) {  // the adjoints after "segments" 0 .. ranks - 2; this rank's is one
-    const std::size_t carry_bytes = heads * carry_floats * sizeof(float);
-    const StreamScratch all(heads * rank.ranks * carry_floats, stream);
-    check(cudaMallocAsync(reinterpret_cast<void**>(&carry), carry_bytes, stream), "cudaMallocAsync");
+  };
+  // The adjoints after "segments" 0 .. ranks - 2, of which this rank's is one.
+  const auto combine = [&](const float* gathered, float* all) {
     const std::int64_t slice_chunks = rank.slice_tokens / width;
     backward_carry_kernel<Ahla, Normalized><<<static_cast<unsigned>(heads), 256, 0, stream>>>(
-        gathered + heads * summary_floats, 1, heads, all.get(), rank.ranks, rank.rank + 1, slice_chunks,
+        gathered + heads * summary_floats, 1, heads, all, rank.ranks, rank.rank + 1, slice_chunks,
         rank.ranks * slice_chunks, how.head_decays, how.heads_per_batch, how.decay);
     check_launch("fast backward kernel (rank carry)");
-    check(cudaMemcpy2DAsync(carry, carry_bytes / heads, all.get() + rank.rank * carry_floats,
-                            rank.ranks * carry_bytes / heads, carry_bytes / heads, heads,
-                            cudaMemcpyDeviceToDevice, stream),
-          "cudaMemcpy2DAsync (rank carry)");
-    args.carries = carry;
-  }
-  check(cudaFreeAsync(gathered, stream), "cudaFreeAsync");
+  };
+  float* carry = rank_exchange(heads, summary_floats, carry_floats, rank, summarize,
+                               rank.rank + 1 < rank.ranks ? rank.ranks : 0, rank.rank, combine, stream);
+  args.carries = carry;
   if (chunks > 0) {
-    const auto gradients = backward_kernel<Ahla, Decayed, Normalized, Pass::gradients>();
     const Maps maps(how, heads, length, q, k, v, d_num);
-    gradients<<<static_cast<unsigned>(heads), threads, shared, stream>>>(maps.q, maps.k, maps.v, maps.d_num,
-                                                                         args);
+    backward_kernel<Ahla, Decayed, Normalized,
+                    Pass::gradients>()<<<static_cast<unsigned>(heads), threads, shared, stream>>>(
+        maps.q, maps.k, maps.v, maps.d_num, args);
     check_launch("fast backward kernel (rank gradients)");
   }
   if (carry) check(cudaFreeAsync(carry, stream), "cudaFreeAsync");
