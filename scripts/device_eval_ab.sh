@@ -1,0 +1,49 @@
+#!/bin/bash
+# scripts/device_eval_ab.sh BEFORE AFTER: whether two builds of `hla` give the same outputs byte for byte
+# on the fast path (`hla eval --impl gpu-fast --scalar f32`), for a change that should leave them so
+# (docs/perf.md: one that moves no product, sum or rounding). The inputs, 4,160 tokens (65 chunks, the
+# last one short) of d = dv = 64, q and k positive, are drawn with a fixed seed and written as .npy by
+# Python's struct (no numpy needed); each case runs both builds and compares the files with cmp. The
+# files live in a new temporary folder, removed at the end. Exit status: 0 when every case is equal, 1
+# when one differs or fails.
+set -u
+if [ $# -ne 2 ] || [ ! -x "$1" ] || [ ! -x "$2" ]; then
+  echo "usage: scripts/device_eval_ab.sh BEFORE AFTER (two hla executables)" >&2
+  exit 2
+fi
+before=$1 after=$2
+folder=$(mktemp -d) || exit 2
+trap 'rm -rf -- "$folder"' EXIT
+python3 - "$folder" <<'EOF' || exit 1
+import random, struct, sys
+random.seed(7)
+n, d = 4160, 64
+for name in "qkv":
+    values = [random.gauss(0, 1) / 8 for _ in range(n * d)]
+    if name != "v":
+        values = [abs(x) for x in values]  # positive q, k: denominators far from zero
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (%d, %d), }" % (n, d)
+    header += " " * (63 - (10 + len(header)) % 64) + "\n"
+    with open(f"{sys.argv[1]}/{name}.npy", "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
+        f.write(struct.pack("<%df" % (n * d), *values))
+EOF
+inputs="--q $folder/q.npy --k $folder/k.npy --v $folder/v.npy --impl gpu-fast --scalar f32"
+status=0
+i=0
+for options in "--variant hla2" "--variant hla2 --ridge 1/2" "--variant hla2 --normalize --eps 1/4 --decay 63/64" \
+  "--variant ahla --decay 7/8" "--variant ahla --normalize --eps 1/4" "--variant hla3 --decay 63/64"; do
+  i=$((i + 1))
+  # shellcheck disable=SC2086 # the options and inputs are words
+  if ! "$before" eval $options $inputs --out "$folder/before_$i.npy" ||
+    ! "$after" eval $options $inputs --out "$folder/after_$i.npy"; then
+    echo "device_eval_ab: $options: a run failed"
+    status=1
+  elif cmp -s "$folder/before_$i.npy" "$folder/after_$i.npy"; then
+    echo "device_eval_ab: $options: equal byte for byte"
+  else
+    echo "device_eval_ab: $options: the outputs differ"
+    status=1
+  fi
+done
+exit $status
