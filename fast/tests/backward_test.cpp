@@ -546,6 +546,14 @@ Gradients<ModP> fast_chunk_algebra(const OperatorSpec& spec, const Sequence<ModP
   return grad;
 }
 
+// A random operator of the fast path's: masked, with hla2's ridge only where gamma = 1.
+OperatorSpec fast_spec(Variant variant) {
+  OperatorSpec spec = *testing::gen_spec(variant).as("spec");
+  spec.masked = true;
+  if (spec.decayed()) spec.ridge = 0;
+  return spec;
+}
+
 }  // namespace
 
 // The algebra the fast backward's kernels compute (their formulas, not their code: the kernels run on
@@ -561,9 +569,7 @@ TEST_CASE(
     property(
         std::string(variant_name(variant)) + ": the fast backward's algebra equals reference::gradients",
         [variant] {
-          OperatorSpec spec = *testing::gen_spec(variant).as("spec");
-          spec.masked = true;
-          if (spec.decayed()) spec.ridge = 0;  // the fast path's ridge takes gamma = 1
+          const OperatorSpec spec = fast_spec(variant);
           const Sequence<Rational> s = *testing::gen_any_sequence(24, 3, 1).as("sequence");
           const Matrix<Rational> d_num = *testing::gen_matrix(s.length(), s.value_dim(), false).as("d_num");
           const Matrix<Rational> d_den = spec.normalize
@@ -601,9 +607,7 @@ TEST_CASE("backward/a wide head is the sum of its halves' cross terms - ModP", "
     property(
         std::string(variant_name(variant)) + ": the halves' terms add up to reference::terms",
         [variant] {
-          OperatorSpec spec = *testing::gen_spec(variant).as("spec");
-          spec.masked = true;
-          if (spec.decayed()) spec.ridge = 0;  // the fast path's ridge takes gamma = 1
+          const OperatorSpec spec = fast_spec(variant);
           const Sequence<Rational> s = *testing::gen_any_sequence(16, 4, 1).as("sequence");
           RC_PRE(s.key_dim() >= 2);
           const Index cut = *rc::gen::inRange<Index>(1, s.key_dim()).as("first half's columns");
