@@ -154,6 +154,7 @@ def hla3_chunked_torch(q, k, v, chunk=64):
 
 
 PEERS = {"hla2": hla2_chunked_torch, "ahla": ahla_chunked_torch, "hla3": hla3_chunked_torch}
+TABLES = ("forward", "backward", "heads", "goals")
 
 
 def verify_peers(binary, n=4096, heads=2, d=64):
@@ -199,7 +200,12 @@ def main():
     parser.add_argument("--backward-n", default="4096,65536", help="lengths of the forward + backward table; empty: none")
     parser.add_argument("--head-sizes", default="32,64",
                         help="d = dv of the fast path's head-size table (at the longest --n); empty: none")
+    parser.add_argument("--tables", default=",".join(TABLES),
+                        help="which tables, of " + ", ".join(TABLES) + " (goals: issue 19's, at n = 65536)")
     args = parser.parse_args()
+    tables = args.tables.split(",")
+    if not tables or any(t not in TABLES for t in tables):
+        sys.exit(f"--tables {args.tables}: a comma-separated list of " + ", ".join(TABLES))
     if os.path.exists(args.out):
         sys.exit(f"--out {args.out}: exists; give a path that does not (the benchmark does not replace files)")
     if not os.path.isdir(os.path.dirname(os.path.abspath(args.out))):
@@ -212,9 +218,35 @@ def main():
     bf16_rate, f32_rate = matrix_rate(torch.bfloat16), matrix_rate(torch.float32)
     print(f"{card}: copy {bandwidth / 1e12:.2f} TB/s, bf16 {bf16_rate / 1e12:.0f} TFLOP/s, "
           f"float32 {f32_rate / 1e12:.1f} TFLOP/s", flush=True)
+    lines = [f"{card}, {datetime.date.today().isoformat()}: measured ceilings in the same run: copy "
+             f"{bandwidth / 1e12:.2f} TB/s (read + write), bf16 matrix product {bf16_rate / 1e12:.0f} TFLOP/s, "
+             f"float32 (no TF32) {f32_rate / 1e12:.1f} TFLOP/s.",
+             f"Command: `python3 bench/gpu/run.py {' '.join(sys.argv[1:])}`"]
+    if "forward" in tables:
+        lines += ["", *forward_table(args.binary, args.n, args.methods, batch, heads, d, dv, chunk, bandwidth,
+                                     bf16_rate, f32_rate)]
+    backward_lengths = [int(x) for x in args.backward_n.split(",") if x]
+    if backward_lengths and "backward" in tables:
+        torch.cuda.empty_cache()  # the forward peers' memory back before the backward runs
+        lines += ["", *backward_table(args.binary, batch, heads, d, dv, chunk, backward_lengths)]
+    head_sizes = [int(x) for x in args.head_sizes.split(",") if x]
+    if head_sizes and "heads" in tables:
+        lines += ["", *head_size_table(args.binary, batch, heads, head_sizes, max(lengths))]
+    if "goals" in tables:
+        lines += ["", *goals_table(args.binary, batch, heads)]
+    table = "\n".join(lines)
+    print(table)
+    with open(args.out, "x") as f:  # created here: never an existing file
+        f.write(table + "\n")
+
+
+def forward_table(binary, n_list, methods, batch, heads, d, dv, chunk, bandwidth, bf16_rate, f32_rate):
+    """The forward of every variant and method at each length, beside the PyTorch peer and SDPA, with
+    each row's roofline floors."""
+    lengths = [int(x) for x in n_list.split(",")]
     sdpa = {n: sdpa_ms(batch, heads, n, d) for n in lengths}
     print("sdpa:", sdpa, flush=True)
-    agreement = verify_peers(args.binary)
+    agreement = verify_peers(binary)
     print("peer vs hla (relative Frobenius):", agreement, flush=True)
     peer = {}
     for variant, fn in PEERS.items():
@@ -225,21 +257,18 @@ def main():
             del q, k, v
     print("peer:", peer, flush=True)
 
-    command = [args.binary, "--batch", str(batch), "--heads", str(heads), "--d", str(d), "--dv", str(dv),
-               "--chunk", str(chunk), "--n", args.n, "--methods", args.methods, "--variants", ",".join(PEERS),
+    command = [binary, "--batch", str(batch), "--heads", str(heads), "--d", str(d), "--dv", str(dv),
+               "--chunk", str(chunk), "--n", n_list, "--methods", methods, "--variants", ",".join(PEERS),
                "--reps", "3"]
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
-        sys.exit(f"{args.binary} failed: {result.stderr.strip()}")
+        sys.exit(f"{binary} failed: {result.stderr.strip()}")
     rows = list(csv.DictReader(io.StringIO(result.stdout)))
     times = {(r["variant"], r["precision"], r["method"], int(r["n"])): float(r["median_ms"]) for r in rows}
 
     lines = [
-        f"GPU forward, {datetime.date.today().isoformat()}, {card}; masked, unnormalized, B = {batch}, H = {heads}, "
+        f"GPU forward; masked, unnormalized, B = {batch}, H = {heads}, "
         f"d = dv = {d}, chunk {chunk}; medians of 3 runs after a warm-up (CUDA events).",
-        f"Measured ceilings in the same run: copy {bandwidth / 1e12:.2f} TB/s (read + write), "
-        f"bf16 matrix product {bf16_rate / 1e12:.0f} TFLOP/s, float32 (no TF32) {f32_rate / 1e12:.1f} TFLOP/s.",
-        f"Command: `python3 bench/gpu/run.py {' '.join(sys.argv[1:])}`",
         "Peer: the same operator chunked in PyTorch (bf16 inputs, float32 products, cumulative sums over "
         "chunk summaries; `hla2_chunked_torch`, `ahla_chunked_torch`, `hla3_chunked_torch`), timed on its own bf16 inputs; its "
         "output on hla's inputs (B = 1, H = 2, n = 4096, float64) differs from hla's GPU scan by "
@@ -265,17 +294,7 @@ def main():
                     f"| {variant} | {precision} | {n} | {fast:.3f} | {scan:.3f} | {stream:.3f} | {peer[variant, n]:.3f} | "
                     f"{sdpa[n]:.3f} | {sdpa[n] / fast:.2f} | {peer[variant, n] / fast:.2f} | {byte_floor:.3f} | "
                     f"{flop_floor:.3f} | {fast / floor:.1f} |")
-    backward_lengths = [int(x) for x in args.backward_n.split(",") if x]
-    if backward_lengths:
-        torch.cuda.empty_cache()  # the forward peers' memory back before the backward runs
-        lines += ["", *backward_table(args.binary, batch, heads, d, dv, chunk, backward_lengths)]
-    head_sizes = [int(x) for x in args.head_sizes.split(",") if x]
-    if head_sizes:
-        lines += ["", *head_size_table(args.binary, batch, heads, head_sizes, max(lengths))]
-    table = "\n".join(lines)
-    print(table)
-    with open(args.out, "x") as f:  # created here: never an existing file
-        f.write(table + "\n")
+    return lines
 
 
 def backward_table(binary, batch, heads, d, dv, chunk, lengths):
@@ -352,6 +371,49 @@ def head_size_table(binary, batch, heads, sizes, n):
             base_forward, base_train = (times.get((variant, 64, p), math.nan) for p in ("forward", "train"))
             lines.append(f"| {variant} | {size} | {forward:.3f} | {forward / base_forward:.2f} | {train:.2f} | "
                          f"{train / base_train:.2f} |")
+    return lines
+
+
+def goals_table(binary, batch, heads, n=65536, reps=10):
+    """Issue 19's goals for the fast path, each measured here in this one run and set beside its
+    target: bf16 inputs and outputs, float32 state, n = 65536; the forward of every variant and option
+    at d = dv = 64, the head sizes 32 and 128 (hla2 and ahla: hla3 has no fast path at 128), and hla2's
+    forward with checkpoints plus backward."""
+    runs = [(64, "forward", "hla2,ahla,hla3", "plain,normalized,decayed,normalized-decayed"),
+            (32, "forward", "hla2,ahla,hla3", "plain"), (128, "forward", "hla2,ahla", "plain"),
+            (64, "train", "hla2", "plain,decayed")]
+    ms = {}
+    for size, pass_, variants, options in runs:
+        command = [binary, "--batch", str(batch), "--heads", str(heads), "--d", str(size), "--dv", str(size),
+                   "--n", str(n), "--methods", "fast", "--precisions", "bf16", "--variants", variants,
+                   "--options", options, "--reps", str(reps), "--pass", pass_] + \
+                  (["--out", "bf16"] if pass_ == "forward" else [])
+        result = subprocess.run(command, capture_output=True, text=True)
+        if result.returncode != 0:
+            sys.exit(f"{binary} failed: {result.stderr.strip()}")
+        for r in csv.DictReader(io.StringIO(result.stdout)):
+            ms[r["variant"], size, pass_, r["options"]] = float(r["median_ms"])
+    get = lambda variant, size=64, pass_="forward", options="plain": ms.get((variant, size, pass_, options), math.nan)
+    rows = [("hla2 forward ms", get("hla2"), 1.15)]
+    for variant in ("hla2", "ahla"):
+        for options in ("normalized", "decayed", "normalized-decayed"):
+            rows.append((f"{variant} {options} / plain", get(variant, options=options) / get(variant), 1.15))
+    rows += [("ahla / hla2", get("ahla") / get("hla2"), 1.0), ("hla3 / hla2", get("hla3") / get("hla2"), 2.5)]
+    rows += [(f"{v} d = dv = 128 / 64", get(v, 128) / get(v), 2.5) for v in ("hla2", "ahla")]
+    rows += [(f"{v} d = dv = 32 / 64", get(v, 32) / get(v), 0.6) for v in PEERS]
+    rows += [("hla2 forward + backward ms", get("hla2", pass_="train"), 11.3),
+             ("hla2 forward + backward ms, the moonshot", get("hla2", pass_="train"), 8.0),
+             ("hla2 decayed forward + backward ms", get("hla2", pass_="train", options="decayed"), 11.3)]
+    lines = [
+        f"Issue 19's goals in one run: the fast path, B = {batch}, H = {heads}, n = {n}, bf16 inputs, float32 "
+        f"state, the forward's output in bf16, medians of {reps} runs (`hla_bench_gpu --methods fast --precisions "
+        "bf16`; decayed: gamma = 0.999; normalized: eps = 1/4).",
+        "",
+        "| goal | measured | at most | met |",
+        "|---|---|---|---|",
+    ]
+    for name, value, bound in rows:
+        lines.append(f"| {name} | {value:.3f} | {bound:g} | {'yes' if value <= bound else 'no'} |")
     return lines
 
 
