@@ -64,6 +64,11 @@ using wgmma::store_rows;
 constexpr int width = wgmma::width;  // C, and the tiles' d and dv (narrower heads zero-padded)
 constexpr int group_threads = 128;   // a warpgroup
 constexpr int threads = 2 * group_threads;  // the key side and the value side
+// hla2 and ahla: and a producer warp, which issues every load and store (producer below); hla3's
+// kernels (199-250 registers a thread, more than 65,536 / 288 allows) keep two warpgroups.
+constexpr int threads_for(bool third) {
+  return third ? threads : threads + 32;
+}
 // Chunks of input in shared memory: a chunk's buffers stay taken from the key side's start of it to
 // the value side's end of it (the key side runs up to two chunks ahead), the others loading.
 // The third order's three more tiles (its second key-side state and two of R) take one stage's room.
@@ -90,9 +95,10 @@ constexpr int shared_bytes(bool third, bool normalized, bool decayed) {
          2 * output_bytes + (normalized || decayed ? vector_tiles * vector_tile_bytes : 0) +
          (decayed ? 4 * wgmma::tile_bytes + powers_count * 4 : 0);
 }
-// With the kernel's static barriers (loaded, u_ready, u_free: 8 bytes each), within Hopper's 227 KB.
+// With the kernel's static barriers (loaded, inputs_free, u_ready, u_free, out_staged, out_free: 8
+// bytes each), within Hopper's 227 KB.
 constexpr bool fits(bool third, bool normalized, bool decayed) {
-  return shared_bytes(third, normalized, decayed) + (stages_for(third, decayed) + 4) * 8 <= 227 * 1024;
+  return shared_bytes(third, normalized, decayed) + (2 * stages_for(third, decayed) + 8) * 8 <= 227 * 1024;
 }
 constexpr bool all_fit() {
   for (const bool third : {false, true})
@@ -323,19 +329,20 @@ __device__ void stage_outputs(const Arguments& args, Accumulator& o, const Colum
   }
 }
 
-// What the two warpgroups of a block share: its sequence-head and segment, the inputs' tensor maps,
-// the shared tiles and the barriers between them. The key side hands U (X) of chunk c over through
-// u_ready[c % 2] and gets its buffers back through u_free[c % 2], which the value side arrives at
-// when its products of chunk c are done: then chunk c's input buffers are free too. The side with
-// time to spare issues the loads (docs/perf.md, "Where a chunk's cycles go"): for hla2 and ahla the
-// key side's thread 0, which waits for the value side, loads chunk c + stages once it has u_free of
-// chunk c; hla3's key side has more products than its value side, whose leader loads chunk c +
-// stages at the end of chunk c.
+// What the warps of a block share: its sequence-head and segment, the inputs' tensor maps, the shared
+// tiles and the barriers between them. The key side hands U (X) of chunk c over through u_ready[c % 2]
+// and gets its buffers back through u_free[c % 2], which the value side arrives at when its products
+// of chunk c are done: then chunk c's input buffers are free too, and the value side arrives at
+// inputs_free[c % stages] as well. hla2 and ahla: the producer warp issues every copy (producer
+// below), so that no side's warps stall on the copy engine's queue (docs/perf.md, "a producer warp");
+// the value side hands chunk c's staged outputs over through out_staged[c % 2] and gets the buffer
+// back through out_free[c % 2] once their store has read it. hla3: the value side's leader loads chunk
+// c + stages at the end of chunk c and stores the outputs (its key side has no time to spare).
 struct Block {
   const Arguments& args;
   const CUtensorMap *q, *k, *v, *q_in, *k_in;
   Tiles s;
-  Arrival *loaded, *u_ready, *u_free;
+  Arrival *loaded, *u_ready, *u_free, *inputs_free, *out_staged, *out_free;
   std::int64_t head, segment, first, chunks, total_chunks;
   int segments;
   bool third;  // hla3's layout of the summaries and carries
@@ -355,18 +362,12 @@ struct Block {
       start_loading(*k_in, (first + c) * width, head, to.k_in, arrival);
     }
   }
-  // The loads, issued by the first thread of the side that calls these (the loading side's).
-  // Before its loop: the first stages' chunks.
+  // hla3's loads, issued by its value side's leader. Before its loop: the first stages' chunks.
   __device__ void load_first() const {
     if (threadIdx.x % group_threads == 0)
       for (int c = 0; c < s.stages; ++c) start_chunk(c);
   }
-  // The key side once the buffers of c % 2 are free again, at its chunk c >= 2: chunk c - 2's input
-  // buffers are free (both sides' products of it are done), so chunk c - 2 + stages goes there.
-  __device__ void load_after_free(std::int64_t c) const {
-    if (threadIdx.x % group_threads == 0) start_chunk(c - 2 + s.stages);
-  }
-  // The value side at the end of its chunk c, every warp's products of it done.
+  // hla3's value side at the end of its chunk c, every warp's products of it done.
   __device__ void load_after_chunk(std::int64_t c) const {
     if (threadIdx.x % group_threads == 0) start_chunk(c + s.stages);
   }
@@ -380,7 +381,7 @@ struct Block {
   __device__ int rows_of(std::int64_t c) const {
     return static_cast<int>(std::min<std::int64_t>(width, args.length - (first + c) * width));
   }
-  // By the value side's leader: chunk c's staged outputs to device memory.
+  // By the producer (hla3: the value side's leader): chunk c's staged outputs to device memory.
   __device__ void store_outputs(std::int64_t c) const {
     start_storing(output_rows(c), s.output(c), rows_of(c) * args.value_dim * element_bytes());
   }
@@ -413,7 +414,6 @@ __device__ void key_side(const Block& b) {
   const Tiles& s = b.s;
   const bool leader = threadIdx.x == 0;  // issues the checkpoints' stores
   const bool checkpointing = pass == Pass::outputs && args.checkpoints;
-  b.load_first();
   Accumulator sum1;  // hla2 S, ahla P
   Column vector1;    // normalized ahla: m
   wgmma::zero(vector1);
@@ -511,10 +511,7 @@ __device__ void key_side(const Block& b) {
     wgmma::fence_operand(sum1);
     if constexpr (Ridge) wgmma::add_tile(u, now.q, args.ridge);  // U + ridge Q
     // The value side's products of chunk c - 2 have read the buffers of c % 2.
-    if (c >= 2) {
-      b.u_free[c % 2].wait((c / 2 - 1) % 2);
-      b.load_after_free(c);
-    }
+    if (c >= 2) b.u_free[c % 2].wait((c / 2 - 1) % 2);
     clock.mark(phases::partner);
     wgmma::round_to_tile(u, s.u(c));
     // hla2: D^2 U (for F);  ahla: D X (for E)
@@ -555,12 +552,12 @@ __device__ void key_side(const Block& b) {
 //   ahla: A = Q K^T again, O = diag(g^tau) Q E + (A . L_g) X, E = g^64 E + K^T (D X)
 //   (den = diag(g^tau) Q n + A x, n = g^64 n + K^T (D x));
 // the summary pass: hla2 F, C += Q^T (D V) (f, m += Q^T (D 1)); ahla E, D += K^T Q (n).
-// It stages the outputs and stores them (the key side loads the inputs: Block).
+// It stages the outputs for the producer, which stores them.
 template <bool Ahla, Pass pass, bool Normalized, bool Decayed>
 __device__ void value_side(const Block& b) {
   const Arguments& args = b.args;
   const Tiles& s = b.s;
-  const bool leader = threadIdx.x == group_threads;  // issues the stores
+  const bool leader = threadIdx.x == group_threads;  // issues the checkpoints' stores
   const bool checkpointing = pass == Pass::outputs && args.checkpoints;
   const std::int64_t length = args.length;
 
@@ -607,16 +604,12 @@ __device__ void value_side(const Block& b) {
     clock.mark(phases::inputs);
     b.u_ready[c % 2].wait(c / 2 % 2);
     clock.mark(phases::partner);
-    if (leader) wait_stores_read();  // chunk c - 2's outputs have left s.output(c)
-    publish_group();                 // F (f), D V, the outputs of the chunk before
-    if (leader && pass == Pass::outputs) {
-      if (c > 0) b.store_outputs(c - 1);
-      if (checkpointing) {
-        unsigned char* to = b.checkpoint<Normalized>(c);
-        start_storing(to + wgmma::tile_bytes, s.state2, wgmma::tile_bytes);
-        if constexpr (Normalized)
-          start_storing(to + 2 * wgmma::tile_bytes, s.vector2, checkpoint_vector_bytes / 2);
-      }
+    publish_group();  // F (f), D V
+    if (leader && checkpointing) {
+      unsigned char* to = b.checkpoint<Normalized>(c);
+      start_storing(to + wgmma::tile_bytes, s.state2, wgmma::tile_bytes);
+      if constexpr (Normalized)
+        start_storing(to + 2 * wgmma::tile_bytes, s.vector2, checkpoint_vector_bytes / 2);
     }
     clock.mark(phases::publish);
     const Chunk now = s.chunk(c);
@@ -651,6 +644,7 @@ __device__ void value_side(const Block& b) {
         wgmma::fence_operand(vector2);
       }
       b.u_free[c % 2].arrive();
+      b.inputs_free[c % s.stages].arrive();
       sync_group();  // every warp's products that read chunk c's inputs and D V are done
       if (c + 1 < b.chunks) {
         decay_sums();
@@ -742,8 +736,12 @@ __device__ void value_side(const Block& b) {
       wgmma::fence_operand(vector2);
     }
     b.u_free[c % 2].arrive();  // this warp's products that read the buffers of c % 2 are done
+    b.inputs_free[c % s.stages].arrive();
+    if (c >= 2) b.out_free[c % 2].wait((c / 2 - 1) % 2);  // chunk c - 2's outputs have left s.output(c)
     stage_outputs<Normalized>(args, o, den, s.output(c), b.head * length + (b.first + c) * width,
                               b.rows_of(c));
+    wgmma::fence_shared();  // this thread's staged outputs, for the copy engine
+    b.out_staged[c % 2].arrive();
     clock.mark(phases::handover);
     if (checkpointing && leader) wait_stores_read();  // the copy engine has read F's checkpoint
     sync_group();  // every warp's products that read F (f) and chunk c's inputs are done
@@ -761,13 +759,32 @@ __device__ void value_side(const Block& b) {
       store_vector(to + 3 * matrix_floats, vector2);
       if constexpr (!Ahla) store_vector(to + 3 * matrix_floats + width, vector1);  // m
     }
-  } else {
-    publish_group();
-    if (leader) {
-      b.store_outputs(b.chunks - 1);
-      wait_stores_done();
+  }
+  if (checkpointing && leader) wait_stores_done();
+}
+
+// hla2's and ahla's producer warp (its first thread): every load and store of the block, in chunk order.
+// Chunk c + stages goes into chunk c's input buffers once the value side's products of chunk c are done
+// (inputs_free: each stage's barrier advances only after the load this thread issues next into that
+// stage, so no phase passes unseen); chunk c's outputs leave once the value side has staged them
+// (out_staged), and their buffer goes back to the value side (out_free) once their store has read it,
+// waited for after the next chunk's store is issued.
+template <Pass pass>
+__device__ void producer(const Block& b) {
+  if (threadIdx.x % 32 != 0) return;
+  const Tiles& s = b.s;
+  for (int c = 0; c < s.stages; ++c) b.start_chunk(c);
+  for (std::int64_t c = 0; c < b.chunks; ++c) {
+    b.inputs_free[c % s.stages].wait(c / s.stages % 2);
+    b.start_chunk(c + s.stages);
+    if constexpr (pass == Pass::outputs) {
+      b.out_staged[c % 2].wait(c / 2 % 2);
+      b.store_outputs(c);
+      wait_stores_read<1>();  // chunk c - 1's store has read its buffer
+      if (c > 0) b.out_free[(c - 1) % 2].arrive();
     }
   }
+  if constexpr (pass == Pass::outputs) wait_stores_done();
 }
 
 // hla3, masked (docs/findings.md F2's corrected summary; Hla3MaskedChunks is the CPU form), with the
@@ -1058,14 +1075,14 @@ enum class Algebra { hla2, ahla, hla3 };
 // Decayed: some head's gamma is not 1 (the kernel takes any gamma, 1 included; without Decayed it
 // skips the decay's work). Ridge: hla2's ridge, gamma = 1.
 template <Algebra algebra, Pass pass, bool Normalized, bool Decayed, bool Ridge>
-__global__ void __launch_bounds__(threads, 1)
+__global__ void __launch_bounds__(threads_for(algebra == Algebra::hla3), 1)
     fast_kernel(const __grid_constant__ CUtensorMap q, const __grid_constant__ CUtensorMap k,
                 const __grid_constant__ CUtensorMap v, const __grid_constant__ CUtensorMap q_in,
                 const __grid_constant__ CUtensorMap k_in, const __grid_constant__ Arguments args) {
   extern __shared__ __align__(128) unsigned char shared[];
   constexpr bool third = algebra == Algebra::hla3;
   constexpr int stages = stages_for(third, Decayed);
-  __shared__ Arrival loaded[stages], u_ready[2], u_free[2];
+  __shared__ Arrival loaded[stages], inputs_free[stages], u_ready[2], u_free[2], out_staged[2], out_free[2];
   const int segments = args.segments;
   const int per_head = pass == Pass::outputs ? segments : segments - 1;
   const std::int64_t head = blockIdx.x / per_head, segment = blockIdx.x % per_head;
@@ -1081,6 +1098,9 @@ __global__ void __launch_bounds__(threads, 1)
                 .loaded = loaded,
                 .u_ready = u_ready,
                 .u_free = u_free,
+                .inputs_free = inputs_free,
+                .out_staged = out_staged,
+                .out_free = out_free,
                 .head = head,
                 .segment = segment,
                 .first = first,
@@ -1095,18 +1115,21 @@ __global__ void __launch_bounds__(threads, 1)
     __syncthreads();
   }
   if constexpr (Normalized) {  // the ones and ages vectors; the vector tiles' rows 1..7 stay zero
-    for (int i = threadIdx.x; i < vector_tiles * vector_tile_bytes / 2; i += threads) s.ones[i] = Bf(0.0f);
+    for (int i = threadIdx.x; i < vector_tiles * vector_tile_bytes / 2; i += blockDim.x) s.ones[i] = Bf(0.0f);
     __syncthreads();
-    for (int i = threadIdx.x; i < width; i += threads) {
+    for (int i = threadIdx.x; i < width; i += blockDim.x) {
       s.ones[i] = Bf(1.0f);
       s.ages[i] = Decayed ? __float2bfloat16_rn(s.powers[width - 1 - i]) : Bf(1.0f);
     }
   }
   if (threadIdx.x == 0) {
     for (Arrival& arrival : loaded) arrival.init();
+    for (Arrival& arrival : inputs_free) arrival.init(group_threads);
     for (int i = 0; i < 2; ++i) {
       u_ready[i].init(group_threads);
       u_free[i].init(group_threads);
+      out_staged[i].init(group_threads);
+      out_free[i].init();
     }
     Arrival::fence_init();
   }
@@ -1118,12 +1141,14 @@ __global__ void __launch_bounds__(threads, 1)
     } else {
       key_side<ahla, pass, Normalized, Decayed, Ridge>(b);
     }
-  } else {
+  } else if (threadIdx.x < threads) {
     if constexpr (third) {
       hla3_value_side<pass, Normalized, Decayed>(b);
     } else {
       value_side<ahla, pass, Normalized, Decayed>(b);
     }
+  } else {
+    producer<pass>(b);
   }
 }
 
@@ -1445,7 +1470,7 @@ void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, cons
         PhaseSums sums(blocks, stream);
         with.phases = sums.get();
 #endif
-        outputs<<<blocks, threads, shared, stream>>>(q_map, k_map, v_map, q_map, k_map, with);
+        outputs<<<blocks, threads_for(third), shared, stream>>>(q_map, k_map, v_map, q_map, k_map, with);
         check_launch("fast kernel");
 #if defined(HLA_FAST_PHASES)
         sums.print(split.segment_chunks, stream);
@@ -1454,7 +1479,7 @@ void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, cons
       [&](unsigned blocks, float* summaries) {
         Arguments with = args;
         with.summaries = summaries;
-        summary<<<blocks, threads, shared, stream>>>(q_map, k_map, v_map, q_map, k_map, with);
+        summary<<<blocks, threads_for(third), shared, stream>>>(q_map, k_map, v_map, q_map, k_map, with);
         check_launch("fast kernel (segment summaries)");
       },
       [&](const float* summaries, float* carries) {
@@ -1490,8 +1515,8 @@ void launch_rank(const FastLaunch& how, std::int64_t heads, std::int64_t length,
       with.segments = 2;  // the slice is segment 0 of 2, the one summarized
       with.summaries = mine;
       forward_kernel<algebra, Pass::summary, Normalized, Decayed,
-                     Ridge>()<<<static_cast<unsigned>(heads), threads, shared, stream>>>(q_map, k_map, v_map,
-                                                                                         q_map, k_map, with);
+                     Ridge>()<<<static_cast<unsigned>(heads), threads_for(third), shared, stream>>>(
+          q_map, k_map, v_map, q_map, k_map, with);
       check_launch("fast kernel (rank summary)");
     });
   };
@@ -1506,8 +1531,8 @@ void launch_rank(const FastLaunch& how, std::int64_t heads, std::int64_t length,
   args.carry_first = carry != nullptr;
   with_maps([&](const CUtensorMap& q_map, const CUtensorMap& k_map, const CUtensorMap& v_map) {
     forward_kernel<algebra, Pass::outputs, Normalized, Decayed,
-                   Ridge>()<<<static_cast<unsigned>(heads), threads, shared, stream>>>(q_map, k_map, v_map,
-                                                                                       q_map, k_map, args);
+                   Ridge>()<<<static_cast<unsigned>(heads), threads_for(third), shared, stream>>>(
+        q_map, k_map, v_map, q_map, k_map, args);
     check_launch("fast kernel (rank outputs)");
   });
   if (carry) check(cudaFreeAsync(carry, stream), "cudaFreeAsync");
@@ -1581,7 +1606,7 @@ void launch_wide(const FastLaunch& how, std::int64_t heads, std::int64_t length,
         args.den = Normalized ? dens.get() + term * rows : nullptr;  // the terms, not their quotient
         args.checkpoints = nullptr;
         args.cross = x != y;
-        (x == y ? diagonal : cross)<<<static_cast<unsigned>(heads), threads, shared, stream>>>(
+        (x == y ? diagonal : cross)<<<static_cast<unsigned>(heads), threads_for(false), shared, stream>>>(
             q_maps[x], k_maps[x], v_map, q_maps[y], k_maps[y], args);
         check_launch("fast kernel (a wide head's term)");
       }

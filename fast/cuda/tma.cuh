@@ -83,8 +83,10 @@ __device__ inline void start_storing(void* to, const void* from, int bytes) {
                : "memory");
   asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
 }
+// Until at most `Pending` of the thread's latest groups still read their shared memory.
+template <int Pending = 0>
 __device__ inline void wait_stores_read() {
-  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(Pending) : "memory");
 }
 __device__ inline void wait_stores_done() {
   asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
