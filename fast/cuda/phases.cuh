@@ -11,12 +11,13 @@ namespace hla::fast::gpu::detail::phases {
 // The parts of one chunk on either side of the block, in the order they close.
 enum Phase {
   inputs,    // waiting for the chunk's inputs
-  partner,   // waiting for the other side: the key side for the buffers of c % 2 (then issuing the
-             // loads), the value side for U
-  publish,   // the warpgroup's barrier (the value side: with the last chunk's outputs' store issued)
+  partner,   // waiting for the other side: the key side for the buffers of c % 2, the value side for U
+             // (hla3: its key side issuing no loads, as hla2's and ahla's, whose producer warp does)
+  publish,   // the warpgroup's barrier (hla3's value side: with the last chunk's outputs' store issued)
   first,     // the products up to the wait for the masked operand's product
   masked,    // the masked operand and the products after it
-  handover,  // the key side: U (X) rounded into the buffers; the value side: the outputs staged
+  handover,  // the key side: U (X) rounded into the buffers; the value side: the outputs staged (hla2
+             // and ahla: after waiting for their buffer to come back from the producer's store)
   state,     // the barrier before the state's rounding, the rounding, the decay
   count
 };

@@ -65,7 +65,7 @@ constexpr int width = wgmma::width;  // C, and the tiles' d and dv (narrower hea
 constexpr int group_threads = 128;   // a warpgroup
 constexpr int threads = 2 * group_threads;  // the key side and the value side
 // hla2 and ahla: and a producer warp, which issues every load and store (producer below); hla3's
-// kernels (199-250 registers a thread, more than 65,536 / 288 allows) keep two warpgroups.
+// kernels (199-250 registers a thread, where 288 threads allow 224) keep two warpgroups.
 constexpr int threads_for(bool third) {
   return third ? threads : threads + 32;
 }
