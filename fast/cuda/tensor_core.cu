@@ -1123,6 +1123,7 @@ __global__ void __launch_bounds__(threads_for(algebra == Algebra::hla3), 1)
     }
   }
   if (threadIdx.x == 0) {
+    if (blockDim.x != threads_for(third)) __trap();  // hla2's and ahla's loads need the producer warp
     for (Arrival& arrival : loaded) arrival.init();
     for (Arrival& arrival : inputs_free) arrival.init(group_threads);
     for (int i = 0; i < 2; ++i) {
@@ -1147,7 +1148,7 @@ __global__ void __launch_bounds__(threads_for(algebra == Algebra::hla3), 1)
     } else {
       value_side<ahla, pass, Normalized, Decayed>(b);
     }
-  } else {
+  } else if constexpr (!third) {
     producer<pass>(b);
   }
 }
