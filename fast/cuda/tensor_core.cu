@@ -300,12 +300,35 @@ struct Arguments {
 // its state, F + ridge C with C = sum q v^T, are those of U + ridge Q in place of U (the rows
 // u_j + ridge q_j of the streaming form, Alg. 1): wgmma::add_tile(u, q, ridge).
 
-// The outputs of a chunk's accumulators: normalized, O times 1 / (den + eps) row by row (IEEE
-// float32 operations, so that the terms give the same outputs on the host), then into the staging
-// buffer as float32 or bf16, rows of dv; the terms' den goes straight to device memory (rows up to n).
+// The end of a chunk's output products, whose last group (the masked operand's products) was issued
+// as: normalized, den's product committed first in a group of its own, then O's (and all it needs)
+// in the last. Normalized without the terms' den, each row's 1 / (den + eps) (IEEE float32
+// operations, so that the terms give the same outputs on the host) is computed once den's group is
+// done, while O's product runs; it returns the thread's two rows' factors (ones otherwise), every
+// product done.
+template <bool Normalized>
+__device__ wgmma::RowPair finish_products(const Arguments& args, Column& den) {
+  wgmma::RowPair inverse{{1.0f, 1.0f}};
+  if constexpr (Normalized) {
+    wgmma::wait<1>();
+    wgmma::fence_operand(den);
+    if (!args.den) {
+      const int quad = threadIdx.x % 32 & ~3;  // the lane holding the row's denominator
+      inverse.f[0] = __frcp_rn(__fadd_rn(__shfl_sync(0xffffffffu, den.x[0], quad), args.eps));
+      inverse.f[1] = __frcp_rn(__fadd_rn(__shfl_sync(0xffffffffu, den.x[2], quad), args.eps));
+    }
+  }
+  wgmma::wait<0>();
+  return inverse;
+}
+
+// The outputs of a chunk's accumulators: normalized, O times the rows' inverses of finish_products,
+// then into the staging buffer as float32 or bf16, rows of dv; the terms' den goes straight to device
+// memory (rows up to n).
 template <bool Normalized>
 __device__ void stage_outputs(const Arguments& args, Accumulator& o, const Column& den,
-                              unsigned char* staging, std::int64_t first_row, int rows) {
+                              const wgmma::RowPair& inverse, unsigned char* staging, std::int64_t first_row,
+                              int rows) {
   if constexpr (Normalized) {
     if (args.den) {
       float* den_rows = args.den + first_row;
@@ -314,10 +337,6 @@ __device__ void stage_outputs(const Arguments& args, Accumulator& o, const Colum
         if (Column::row(2) < rows) den_rows[Column::row(2)] = den.x[2];
       }
     } else {
-      const int quad = threadIdx.x % 32 & ~3;  // the lane holding the row's denominator
-      wgmma::RowPair inverse;
-      inverse.f[0] = __frcp_rn(__fadd_rn(__shfl_sync(0xffffffffu, den.x[0], quad), args.eps));
-      inverse.f[1] = __frcp_rn(__fadd_rn(__shfl_sync(0xffffffffu, den.x[2], quad), args.eps));
 #pragma unroll
       for (int i = 0; i < 32; ++i) o.x[i] = __fmul_rn(o.x[i], inverse[i]);
     }
@@ -654,6 +673,7 @@ __device__ void value_side(const Block& b) {
     }
     Accumulator o, carried;
     Column den, x_carried;
+    wgmma::RowPair inverse;
     wgmma::fence_operand(sum2);
     if constexpr (Normalized) wgmma::fence_operand(vector2);
     wgmma::fence();
@@ -688,10 +708,13 @@ __device__ void value_side(const Block& b) {
       clock.mark(phases::first);
       const wgmma::RowOperand masked = round_masked<Decayed>(a, mask_factors);
       wgmma::fence();
+      if constexpr (Normalized) {
+        wgmma::multiply<Major::k>(den, masked, s.x(c), true);
+        wgmma::commit();
+      }
       wgmma::multiply<Major::mn>(o, masked, s.u(c), true);
-      if constexpr (Normalized) wgmma::multiply<Major::k>(den, masked, s.x(c), true);
       wgmma::commit();
-      wgmma::wait<0>();
+      inverse = finish_products<Normalized>(args, den);
     } else {
       Accumulator w;
       wgmma::multiply<Major::k, Major::k>(w, now.q, s.u(c), false);
@@ -723,10 +746,13 @@ __device__ void value_side(const Block& b) {
       clock.mark(phases::first);
       const wgmma::RowOperand masked_w = round_masked<Decayed>(w, mask_factors);
       wgmma::fence();
+      if constexpr (Normalized) {
+        wgmma::multiply<Major::k>(den, masked_w, s.ones, true);
+        wgmma::commit();
+      }
       wgmma::multiply<Major::mn>(o, masked_w, now.v, true);
-      if constexpr (Normalized) wgmma::multiply<Major::k>(den, masked_w, s.ones, true);
       wgmma::commit();
-      wgmma::wait<0>();
+      inverse = finish_products<Normalized>(args, den);
     }
     clock.mark(phases::masked);
     wgmma::fence_operand(o);
@@ -738,7 +764,7 @@ __device__ void value_side(const Block& b) {
     b.u_free[c % 2].arrive();  // this warp's products that read the buffers of c % 2 are done
     b.inputs_free[c % s.stages].arrive();
     if (c >= 2) b.out_free[c % 2].wait((c / 2 - 1) % 2);  // chunk c - 2's outputs have left s.output(c)
-    stage_outputs<Normalized>(args, o, den, s.output(c), b.head * length + (b.first + c) * width,
+    stage_outputs<Normalized>(args, o, den, inverse, s.output(c), b.head * length + (b.first + c) * width,
                               b.rows_of(c));
     wgmma::fence_shared();  // this thread's staged outputs, for the copy engine
     b.out_staged[c % 2].arrive();
@@ -1029,10 +1055,13 @@ __device__ void hla3_value_side(const Block& b) {
     }
     const wgmma::RowOperand masked_w = round_masked<Decayed>(w, w_factors);
     wgmma::fence();
+    if constexpr (Normalized) {
+      wgmma::multiply<Major::k>(den, masked_w, s.x(c), true);
+      wgmma::commit();
+    }
     wgmma::multiply<Major::mn>(o, masked_w, s.r(c), true);  // O += W R
-    if constexpr (Normalized) wgmma::multiply<Major::k>(den, masked_w, s.x(c), true);
     wgmma::commit();
-    wgmma::wait<0>();
+    const wgmma::RowPair inverse = finish_products<Normalized>(args, den);
     wgmma::fence_operand(o);
     wgmma::fence_operand(corrected_value);
     if constexpr (Normalized) {
@@ -1040,8 +1069,8 @@ __device__ void hla3_value_side(const Block& b) {
       wgmma::fence_operand(corrected_mass);
     }
     b.u_free[c % 2].arrive();  // this warp's products that read the buffers of c % 2 are done
-    stage_outputs<Normalized>(args, o, den, s.output(c), b.head * args.length + (b.first + c) * width,
-                              b.rows_of(c));
+    stage_outputs<Normalized>(args, o, den, inverse, s.output(c),
+                              b.head * args.length + (b.first + c) * width, b.rows_of(c));
     sync_group();  // every warp's products that read F (eta) and chunk c's inputs are done
     wgmma::round_to_tile(corrected_value, s.state2);  // published at the top of the next chunk
     if constexpr (Normalized) wgmma::round_to_tile_row(corrected_mass, s.vector2);
