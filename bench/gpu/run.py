@@ -216,12 +216,11 @@ def main():
     card = torch.cuda.get_device_name(0)
     bandwidth = copy_bandwidth()
     bf16_rate, f32_rate = matrix_rate(torch.bfloat16), matrix_rate(torch.float32)
-    print(f"{card}: copy {bandwidth / 1e12:.2f} TB/s, bf16 {bf16_rate / 1e12:.0f} TFLOP/s, "
-          f"float32 {f32_rate / 1e12:.1f} TFLOP/s", flush=True)
     lines = [f"{card}, {datetime.date.today().isoformat()}: measured ceilings in the same run: copy "
              f"{bandwidth / 1e12:.2f} TB/s (read + write), bf16 matrix product {bf16_rate / 1e12:.0f} TFLOP/s, "
              f"float32 (no TF32) {f32_rate / 1e12:.1f} TFLOP/s.",
              f"Command: `python3 bench/gpu/run.py {' '.join(sys.argv[1:])}`"]
+    print(lines[0], flush=True)  # progress: the tables come at the end
     if "forward" in tables:
         lines += ["", *forward_table(args.binary, args.n, args.methods, batch, heads, d, dv, chunk, bandwidth,
                                      bf16_rate, f32_rate)]
