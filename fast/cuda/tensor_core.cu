@@ -82,10 +82,14 @@ constexpr int cross_stages = 3;
 static_assert(5 * cross_stages <= 3 * stages_for(false, true) &&
               5 * cross_stages <= 3 * stages_for(false, false));
 constexpr int vector_tiles = 8;  // 8 rows of a tile each: ones, ages, and the normalized sums' vectors
+constexpr int wide_vector_tiles = vector_tiles + 2;  // and a wide ahla head's second m and n
 constexpr int vector_tile_bytes = 8 * width * 2;
 constexpr int matrix_floats = width * width;
 constexpr int powers_count = decay::powers_count;
 constexpr int output_bytes = matrix_floats * 4;  // one chunk's float32 outputs
+constexpr int barrier_bytes(bool third, bool decayed) {  // the kernel's static barriers, 8 bytes each
+  return (2 * stages_for(third, decayed) + 8) * 8;
+}
 
 // Shared memory, in the order of Tiles: what every kernel uses (the third order three tiles more),
 // then the vectors of the normalized ones, then the decayed copies and the powers of the decaying
@@ -98,7 +102,7 @@ constexpr int shared_bytes(bool third, bool normalized, bool decayed) {
 // With the kernel's static barriers (loaded, inputs_free, u_ready, u_free, out_staged, out_free: 8
 // bytes each), within Hopper's 227 KB.
 constexpr bool fits(bool third, bool normalized, bool decayed) {
-  return shared_bytes(third, normalized, decayed) + (2 * stages_for(third, decayed) + 8) * 8 <= 227 * 1024;
+  return shared_bytes(third, normalized, decayed) + barrier_bytes(third, decayed) <= 227 * 1024;
 }
 constexpr bool all_fit() {
   for (const bool third : {false, true})
@@ -109,10 +113,32 @@ constexpr bool all_fit() {
 }
 static_assert(all_fit(), "the fast path's shared memory exceeds Hopper's 227 KB");
 
+// ahla with keys wider than 64, one value half a block (fast_kernel's Wide, launch_value_halves): in
+// the order of Tiles, `stages` stages of five tiles (Q, K of both key halves and the value half's V),
+// the first halves' states P, E, two of X, the second halves' P, E, the outputs' two staging buffers
+// in the outputs' type, ten vector tiles when normalized, and with decay D V, two of D X and the powers.
+constexpr int wide_shared_bytes(int stages, bool normalized, bool decayed, bool bf16_out) {
+  return wgmma::tile_alignment + (5 * stages + 6) * wgmma::tile_bytes +
+         2 * (bf16_out ? 2 : 4) * matrix_floats + (normalized ? wide_vector_tiles * vector_tile_bytes : 0) +
+         (decayed ? 3 * wgmma::tile_bytes + powers_count * 4 : 0);
+}
+constexpr bool wide_fits(int stages, bool normalized, bool decayed, bool bf16_out) {
+  return wide_shared_bytes(stages, normalized, decayed, bf16_out) + barrier_bytes(false, decayed) <=
+         227 * 1024;
+}
+// Three stages where they fit (a chunk's loads issued two ahead), else two (float32 outputs with decay
+// and normalization).
+constexpr int wide_stages(bool normalized, bool decayed, bool bf16_out) {
+  return wide_fits(3, normalized, decayed, bf16_out) ? 3 : 2;
+}
+static_assert(wide_fits(2, true, true, false) && wide_stages(false, false, false) == 3 &&
+              wide_stages(true, true, true) == 3 && stages_for(false, true) >= 3);
+
 // One chunk's inputs in shared memory; q_in and k_in are the key side's queries and keys (a cross term
-// of a wide head: the inner half's; otherwise q and k themselves).
+// of a wide head: the inner half's; otherwise q and k themselves); q2 and k2 the fourth and fifth
+// tiles of a stage of five (a cross term's q_in, k_in; a wide ahla head's second key half).
 struct Chunk {
-  Bf *q, *k, *v, *q_in, *k_in;
+  Bf *q, *k, *v, *q_in, *k_in, *q2, *k2;
 };
 
 // The key side writes U (ahla X; hla3 Z and R) of chunk c, and its copies, into the buffers of c % 2,
@@ -120,21 +146,28 @@ struct Chunk {
 struct Tiles {
   int stages;
   bool cross;               // a cross term: five tiles a chunk
-  Bf* inputs;               // stages x (Q, K, V; a cross term's Q_in, K_in)
+  bool wide;                // a wide ahla head's value half (wide_shared_bytes): five tiles a chunk
+  int staged_bytes;         // a chunk's staged outputs: float32 (a wide head's: bf16 when they are)
+  Bf* inputs;               // stages x (Q, K, V; a cross term's Q_in, K_in; a wide head's second Q, K)
   Bf *state1, *state2;      // hla2: S, F; ahla: P, E; hla3: S^K, F (the key side's and the value side's)
   Bf* u_tiles;              // two: hla2 U, ahla X, hla3 Z
   Bf *r_tiles, *state3;     // hla3: two of R, and P (the key side's second state)
+  Bf *state1b, *state2b;    // a wide head's P and E of the second key half (in R's room)
   unsigned char* outputs;   // two chunks' outputs, row-major, on their way to device memory
   // Normalized: row 0 of each: ones, ages (g^(64 - tau)); hla2: f (with F); ahla: n (with E), m
-  // (with P), two of x, two of D x.
-  Bf *ones, *ages, *vector2, *vector1, *x_rows, *decayed_x_rows;
+  // (with P), two of x, two of D x; a wide head's m and n of the second key half.
+  Bf *ones, *ages, *vector2, *vector1, *x_rows, *decayed_x_rows, *vector1b, *vector2b;
   // Decayed: the key side's D K (ahla: D V), two of D^2 U (ahla: D X; hla3: D^3 Z), the value side's
-  // D V (hla2's summaries); the powers g^0 .. g^192, float32 roundings of float64 powers.
+  // D V (hla2's summaries; not in a wide head's room); the powers g^0 .. g^192, float32 roundings of
+  // float64 powers.
   Bf *decayed_in, *decayed_u_tiles, *decayed_extra;
   float* powers;
-  __device__ Tiles(unsigned char* shared, int stages_, bool third, bool cross_ = false)
+  __device__ Tiles(unsigned char* shared, int stages_, bool third, bool cross_ = false, bool wide_ = false,
+                   bool normalized = false, bool bf16_out = false)
       : stages(stages_),
         cross(cross_),
+        wide(wide_),
+        staged_bytes(wide_ && bf16_out ? matrix_floats * 2 : output_bytes),
         inputs(reinterpret_cast<Bf*>(
             shared + (wgmma::tile_alignment - shared_address(shared) % wgmma::tile_alignment) %
                          wgmma::tile_alignment)) {
@@ -144,25 +177,37 @@ struct Tiles {
     u_tiles = state2 + elements;
     r_tiles = u_tiles + 2 * elements;
     state3 = r_tiles + 2 * elements;
-    outputs = reinterpret_cast<unsigned char*>(third ? state3 + elements : r_tiles);
-    ones = reinterpret_cast<Bf*>(outputs + 2 * output_bytes);
+    state1b = r_tiles;
+    state2b = r_tiles + elements;
+    outputs = reinterpret_cast<unsigned char*>(third ? state3 + elements : wide ? state3 : r_tiles);
+    ones = reinterpret_cast<Bf*>(outputs + 2 * staged_bytes);
     ages = ones + vector_elements;
     vector2 = ages + vector_elements;
     vector1 = vector2 + vector_elements;
     x_rows = vector1 + vector_elements;
     decayed_x_rows = x_rows + 2 * vector_elements;
-    decayed_in = ones + vector_tiles * vector_elements;  // after the vectors, used or not
+    vector1b = decayed_x_rows + 2 * vector_elements;
+    vector2b = vector1b + vector_elements;
+    // After the vectors, used or not (a wide head's: only when normalized).
+    decayed_in = ones + (!wide ? vector_tiles : normalized ? wide_vector_tiles : 0) * vector_elements;
     decayed_u_tiles = decayed_in + elements;
     decayed_extra = decayed_u_tiles + 2 * elements;
-    powers = reinterpret_cast<float*>(decayed_extra + elements);
+    powers = reinterpret_cast<float*>(wide ? decayed_extra : decayed_extra + elements);
   }
   __device__ Chunk chunk(std::int64_t c) const {
     constexpr int elements = wgmma::tile_bytes / 2;
     Bf* first = inputs + per_stage() * (c % stages) * elements;
-    return {first, first + elements, first + 2 * elements, cross ? first + 3 * elements : first,
-            cross ? first + 4 * elements : first + elements};
+    Bf* fourth = per_stage() == 5 ? first + 3 * elements : nullptr;
+    Bf* fifth = per_stage() == 5 ? first + 4 * elements : nullptr;
+    return {first,
+            first + elements,
+            first + 2 * elements,
+            cross ? fourth : first,
+            cross ? fifth : first + elements,
+            fourth,
+            fifth};
   }
-  __device__ int per_stage() const { return cross ? 5 : 3; }
+  __device__ int per_stage() const { return cross || wide ? 5 : 3; }
   __device__ Bf* u(std::int64_t c) const { return u_tiles + (c % 2) * (wgmma::tile_bytes / 2); }
   __device__ Bf* r(std::int64_t c) const { return r_tiles + (c % 2) * (wgmma::tile_bytes / 2); }
   __device__ Bf* decayed_u(std::int64_t c) const {
@@ -172,7 +217,7 @@ struct Tiles {
   __device__ Bf* decayed_x(std::int64_t c) const {
     return decayed_x_rows + (c % 2) * (vector_tile_bytes / 2);
   }
-  __device__ unsigned char* output(std::int64_t c) const { return outputs + (c % 2) * output_bytes; }
+  __device__ unsigned char* output(std::int64_t c) const { return outputs + (c % 2) * staged_bytes; }
   // hla3's summary pass, with decay: the value side's D Q (power 1) and D^2 Q (power 2) of a chunk,
   // in the outputs' room (that pass stores none).
   __device__ Bf* query_copy(int power) const {
@@ -294,6 +339,10 @@ struct Arguments {
   long long* phases;  // built with HLA_FAST_PHASES: each block's cycles per phase (phases.cuh)
   // A rank's slice (docs/ranks.md, launch_rank): its first segment starts from carries[head] too.
   bool carry_first = false;
+  // A wide ahla head (launch_value_halves): each sequence-head's value halves in blocks side by side, the
+  // outputs leaving through the kernel's out_map, in `stages` stages of five tiles (wide_stages).
+  int value_halves = 1;
+  int stages = 0;
 };
 
 // hla2's ridge without decay: the weights of the masked form, (Q U^T) . L + ridge (Q Q^T) . L, and
@@ -323,16 +372,16 @@ __device__ wgmma::RowPair finish_products(const Arguments& args, Column& den) {
 }
 
 // The outputs of a chunk's accumulators: normalized, O times the rows' inverses of finish_products,
-// then into the staging buffer as float32 or bf16, rows of dv; the terms' den goes straight to device
-// memory (rows up to n).
+// then into the staging buffer as float32 or bf16, rows of dv (a wide head's: of 64); the terms' den
+// goes straight to device memory (rows up to n; of a wide head's value halves, the first's).
 template <bool Normalized>
 __device__ void stage_outputs(const Arguments& args, Accumulator& o, const Column& den,
                               const wgmma::RowPair& inverse, unsigned char* staging, std::int64_t first_row,
-                              int rows) {
+                              int rows, bool writes_den) {
   if constexpr (Normalized) {
     if (args.den) {
       float* den_rows = args.den + first_row;
-      if (Column::holds_column0()) {
+      if (writes_den && Column::holds_column0()) {
         if (Column::row(0) < rows) den_rows[Column::row(0)] = den.x[0];
         if (Column::row(2) < rows) den_rows[Column::row(2)] = den.x[2];
       }
@@ -360,6 +409,8 @@ __device__ void stage_outputs(const Arguments& args, Accumulator& o, const Colum
 struct Block {
   const Arguments& args;
   const CUtensorMap *q, *k, *v, *q_in, *k_in;
+  const CUtensorMap* out_map;  // a wide ahla head's outputs (else null: bulk copies of whole rows)
+  int value_column;            // a wide ahla head's: the first column of the block's value half
   Tiles s;
   Arrival *loaded, *u_ready, *u_free, *inputs_free, *out_staged, *out_free;
   std::int64_t head, segment, first, chunks, total_chunks;
@@ -375,10 +426,10 @@ struct Block {
     arrival.expect(s.per_stage() * wgmma::tile_bytes);
     start_loading(*q, (first + c) * width, head, to.q, arrival);
     start_loading(*k, (first + c) * width, head, to.k, arrival);
-    start_loading(*v, (first + c) * width, head, to.v, arrival);
-    if (s.cross) {
-      start_loading(*q_in, (first + c) * width, head, to.q_in, arrival);
-      start_loading(*k_in, (first + c) * width, head, to.k_in, arrival);
+    start_loading(*v, (first + c) * width, head, to.v, arrival, value_column);
+    if (s.per_stage() == 5) {  // a cross term's inner half, a wide head's second half
+      start_loading(*q_in, (first + c) * width, head, to.q2, arrival);
+      start_loading(*k_in, (first + c) * width, head, to.k2, arrival);
     }
   }
   // hla3's loads, issued by its value side's leader. Before its loop: the first stages' chunks.
@@ -400,9 +451,14 @@ struct Block {
   __device__ int rows_of(std::int64_t c) const {
     return static_cast<int>(std::min<std::int64_t>(width, args.length - (first + c) * width));
   }
-  // By the producer (hla3: the value side's leader): chunk c's staged outputs to device memory.
+  // By the producer (hla3: the value side's leader): chunk c's staged outputs to device memory (a wide
+  // head's: the 64 x 64 box at its value half, rows past n and columns past dv left out by the map).
   __device__ void store_outputs(std::int64_t c) const {
-    start_storing(output_rows(c), s.output(c), rows_of(c) * args.value_dim * element_bytes());
+    if (out_map) {
+      tma::start_storing_box(*out_map, value_column, (first + c) * width, head, s.output(c));
+    } else {
+      start_storing(output_rows(c), s.output(c), rows_of(c) * args.value_dim * element_bytes());
+    }
   }
   // Chunk c's checkpoint in device memory (the outputs pass, when asked for).
   template <bool Normalized>
@@ -427,14 +483,18 @@ struct Block {
 //   ahla: A, X = diag(g^tau) Q P + (A . L_g) V, P = g^64 P + K^T (D V) (x = diag(g^tau) Q m + A 1,
 //   m = g^64 m + K^T (D 1)).
 // It rounds U (X) and its decayed copy D^2 U (D X) into the buffers of c % 2 for the value side.
-template <bool Ahla, Pass pass, bool Normalized, bool Decayed, bool Ridge>
+// Wide (ahla, keys wider than 64, one value half V^z): the features in halves 0 and 1 (Chunk's q, k
+// and q2, k2), A = Q^0 (K^0)^T + Q^1 (K^1)^T, X = diag(g^tau) (Q^0 P_0 + Q^1 P_1) + (A . L_g) V^z,
+// P_h = g^64 P_h + (K^h)^T (D V^z) (normalized: m_h alike); the outputs pass from zero only.
+template <bool Ahla, Pass pass, bool Normalized, bool Decayed, bool Ridge, bool Wide = false>
 __device__ void key_side(const Block& b) {
+  static_assert(!Wide || (Ahla && pass == Pass::outputs && !Ridge));
   const Arguments& args = b.args;
   const Tiles& s = b.s;
   const bool leader = threadIdx.x == 0;  // issues the checkpoints' stores
   const bool checkpointing = pass == Pass::outputs && args.checkpoints;
-  Accumulator sum1;  // hla2 S, ahla P
-  Column vector1;    // normalized ahla: m
+  Accumulator sum1, sum1b;   // hla2 S, ahla P; Wide: P_1 (P_0 in sum1)
+  Column vector1, vector1b;  // normalized ahla: m; Wide: m_1
   wgmma::zero(vector1);
   if (pass == Pass::outputs && b.carried()) {
     load_rows(sum1, b.carry());
@@ -444,6 +504,14 @@ __device__ void key_side(const Block& b) {
   }
   wgmma::round_to_tile(sum1, s.state1);
   if constexpr (Ahla && Normalized) wgmma::round_to_tile_row(vector1, s.vector1);
+  if constexpr (Wide) {
+    wgmma::zero(sum1b);
+    wgmma::round_to_tile(sum1b, s.state1b);
+    if constexpr (Normalized) {
+      wgmma::zero(vector1b);
+      wgmma::round_to_tile_row(vector1b, s.vector1b);
+    }
+  }
 
   // With decay: the sums' decay over one chunk, applied once their bf16 copies are taken and before
   // the chunk's products add to them, so that no product is in flight (registers changed between
@@ -455,6 +523,10 @@ __device__ void key_side(const Block& b) {
     if constexpr (Decayed) {
       wgmma::scale(sum1, decay.rho);
       if constexpr (Ahla && Normalized) wgmma::scale(vector1, decay.rho);
+      if constexpr (Wide) {
+        wgmma::scale(sum1b, decay.rho);
+        if constexpr (Normalized) wgmma::scale(vector1b, decay.rho);
+      }
     }
   };
   const auto age = [&](int r) { return s.powers[width - 1 - r]; };  // a tile's row r
@@ -490,22 +562,41 @@ __device__ void key_side(const Block& b) {
     Column x, x_carried;
     wgmma::fence_operand(sum1);
     if constexpr (Ahla && Normalized) wgmma::fence_operand(vector1);
+    if constexpr (Wide) {
+      wgmma::fence_operand(sum1b);
+      if constexpr (Normalized) wgmma::fence_operand(vector1b);
+    }
     wgmma::fence();
     wgmma::multiply<Major::k, Major::k>(a, now.q_in, now.k_in, false);
+    if constexpr (Wide) wgmma::multiply<Major::k, Major::k>(a, now.q2, now.k2, true);
     wgmma::commit();
+    // Q S (Q P, Q m; Wide: the sum over the halves) into `into`, `vector_into`.
+    const auto carried_products = [&](Accumulator& into, Column& vector_into) {
+      wgmma::multiply<Major::k, Major::mn>(into, now.q_in, s.state1, false);
+      if constexpr (Wide) wgmma::multiply<Major::k, Major::mn>(into, now.q2, s.state1b, true);
+      if constexpr (Ahla && Normalized) {
+        wgmma::multiply<Major::k, Major::k>(vector_into, now.q_in, s.vector1, false);
+        if constexpr (Wide) wgmma::multiply<Major::k, Major::k>(vector_into, now.q2, s.vector1b, true);
+      }
+    };
+    // S += K^T (D K) (ahla: P += K^T (D V)), `right` the decayed copy or, without decay, the input.
+    const auto state_products = [&](const Bf* right) {
+      wgmma::multiply<Major::mn, Major::mn>(sum1, now.k_in, right, true);
+      if constexpr (Wide) wgmma::multiply<Major::mn, Major::mn>(sum1b, now.k2, right, true);
+    };
     if constexpr (Decayed) {
-      wgmma::multiply<Major::k, Major::mn>(carried, now.q_in, s.state1, false);
-      if constexpr (Ahla && Normalized)
-        wgmma::multiply<Major::k, Major::k>(x_carried, now.q_in, s.vector1, false);
+      carried_products(carried, x_carried);
       wgmma::commit();
-      wgmma::multiply<Major::mn, Major::mn>(sum1, now.k_in, s.decayed_in, true);  // D K made the chunk before
+      state_products(s.decayed_in);  // D K made the chunk before
     } else {
-      wgmma::multiply<Major::k, Major::mn>(u, now.q_in, s.state1, false);
-      if constexpr (Ahla && Normalized) wgmma::multiply<Major::k, Major::k>(x, now.q_in, s.vector1, false);
+      carried_products(u, x);
       wgmma::commit();
-      wgmma::multiply<Major::mn, Major::mn>(sum1, now.k_in, Ahla ? now.v : now.k, true);
+      state_products(Ahla ? now.v : now.k);
     }
-    if constexpr (Ahla && Normalized) wgmma::multiply<Major::mn, Major::k>(vector1, now.k_in, s.ages, true);
+    if constexpr (Ahla && Normalized) {
+      wgmma::multiply<Major::mn, Major::k>(vector1, now.k_in, s.ages, true);
+      if constexpr (Wide) wgmma::multiply<Major::mn, Major::k>(vector1b, now.k2, s.ages, true);
+    }
     wgmma::commit();
     if constexpr (Decayed) {
       wgmma::wait<1>();
@@ -528,6 +619,7 @@ __device__ void key_side(const Block& b) {
     clock.mark(phases::masked);
     wgmma::fence_operand(u);
     wgmma::fence_operand(sum1);
+    if constexpr (Wide) wgmma::fence_operand(sum1b);
     if constexpr (Ridge) wgmma::add_tile(u, now.q, args.ridge);  // U + ridge Q
     // The value side's products of chunk c - 2 have read the buffers of c % 2.
     if (c >= 2) b.u_free[c % 2].wait((c / 2 - 1) % 2);
@@ -538,6 +630,7 @@ __device__ void key_side(const Block& b) {
     if constexpr (Ahla && Normalized) {
       wgmma::fence_operand(x);
       wgmma::fence_operand(vector1);
+      if constexpr (Wide) wgmma::fence_operand(vector1b);
       wgmma::round_to_tile_row(x, s.x(c));
       if constexpr (Decayed) wgmma::round_to_tile_row(x, s.decayed_x(c), decay.age);
     }
@@ -550,6 +643,10 @@ __device__ void key_side(const Block& b) {
     sync_group();
     wgmma::round_to_tile(sum1, s.state1);  // read again by the next chunk only
     if constexpr (Ahla && Normalized) wgmma::round_to_tile_row(vector1, s.vector1);
+    if constexpr (Wide) {
+      wgmma::round_to_tile(sum1b, s.state1b);
+      if constexpr (Normalized) wgmma::round_to_tile_row(vector1b, s.vector1b);
+    }
     if (c + 1 < b.chunks) {
       decay_sums();
       decay_inputs(c + 1);
@@ -572,16 +669,19 @@ __device__ void key_side(const Block& b) {
 //   (den = diag(g^tau) Q n + A x, n = g^64 n + K^T (D x));
 // the summary pass: hla2 F, C += Q^T (D V) (f, m += Q^T (D 1)); ahla E, D += K^T Q (n).
 // It stages the outputs for the producer, which stores them.
-template <bool Ahla, Pass pass, bool Normalized, bool Decayed>
+// Wide (ahla, keys wider than 64, one value half): A over both halves as the key side's, O =
+// diag(g^tau) (Q^0 E_0 + Q^1 E_1) + (A . L_g) X, E_h = g^64 E_h + (K^h)^T (D X) (normalized: n_h alike).
+template <bool Ahla, Pass pass, bool Normalized, bool Decayed, bool Wide = false>
 __device__ void value_side(const Block& b) {
+  static_assert(!Wide || (Ahla && pass == Pass::outputs));
   const Arguments& args = b.args;
   const Tiles& s = b.s;
   const bool leader = threadIdx.x == group_threads;  // issues the checkpoints' stores
   const bool checkpointing = pass == Pass::outputs && args.checkpoints;
   const std::int64_t length = args.length;
 
-  Accumulator sum2, sum3;   // hla2 F, C (summaries); ahla E, D (summaries)
-  Column vector2, vector1;  // normalized: hla2 f, m (summaries); ahla n
+  Accumulator sum2, sum3;   // hla2 F, C (summaries); ahla E, D (summaries); Wide: E_1 in sum3
+  Column vector2, vector1;  // normalized: hla2 f, m (summaries); ahla n; Wide: n_1 in vector1
   wgmma::zero(sum3);
   wgmma::zero(vector1);
   wgmma::zero(vector2);
@@ -593,6 +693,10 @@ __device__ void value_side(const Block& b) {
   }
   wgmma::round_to_tile(sum2, s.state2);
   if constexpr (Normalized) wgmma::round_to_tile_row(vector2, s.vector2);
+  if constexpr (Wide) {
+    wgmma::round_to_tile(sum3, s.state2b);
+    if constexpr (Normalized) wgmma::round_to_tile_row(vector1, s.vector2b);
+  }
 
   // With decay, as the key side's: F, f by g^128 (ahla E, n by g^64); hla2's C, m by g^64.
   const Decay decay = Decayed ? Decay(s.powers) : Decay{};
@@ -601,9 +705,9 @@ __device__ void value_side(const Block& b) {
   const auto decay_sums = [&] {
     if constexpr (Decayed) {
       wgmma::scale(sum2, Ahla ? decay.rho : decay.rho2);
-      if (!Ahla && pass == Pass::summary) wgmma::scale(sum3, decay.rho);
+      if (Wide || (!Ahla && pass == Pass::summary)) wgmma::scale(sum3, decay.rho);
       if constexpr (Normalized) {
-        if (!Ahla && pass == Pass::summary) wgmma::scale(vector1, decay.rho);
+        if (Wide || (!Ahla && pass == Pass::summary)) wgmma::scale(vector1, decay.rho);
         wgmma::scale(vector2, Ahla ? decay.rho : decay.rho2);
       }
     }
@@ -676,16 +780,39 @@ __device__ void value_side(const Block& b) {
     wgmma::RowPair inverse;
     wgmma::fence_operand(sum2);
     if constexpr (Normalized) wgmma::fence_operand(vector2);
+    if constexpr (Wide) {
+      wgmma::fence_operand(sum3);
+      if constexpr (Normalized) wgmma::fence_operand(vector1);
+    }
     wgmma::fence();
     if constexpr (Ahla) {
       Accumulator a;
       wgmma::multiply<Major::k, Major::k>(a, now.q, now.k, false);
-      if constexpr (Decayed) {
-        wgmma::multiply<Major::k, Major::mn>(carried, now.q, s.state2, false);
-        if constexpr (Normalized) wgmma::multiply<Major::k, Major::k>(x_carried, now.q, s.vector2, false);
-        wgmma::commit();
+      if constexpr (Wide) wgmma::multiply<Major::k, Major::k>(a, now.q2, now.k2, true);
+      // Q E (Wide: the sum over the halves) into `into`; E += K^T (D X) (without decay, X).
+      const auto carried_product = [&](Accumulator& into) {
+        wgmma::multiply<Major::k, Major::mn>(into, now.q, s.state2, false);
+        if constexpr (Wide) wgmma::multiply<Major::k, Major::mn>(into, now.q2, s.state2b, true);
+      };
+      const auto state_product = [&] {
         wgmma::multiply<Major::mn, Major::mn>(sum2, now.k, u_input, true);
-        if constexpr (Normalized) wgmma::multiply<Major::mn, Major::k>(vector2, now.k, x_input, true);
+        if constexpr (Wide) wgmma::multiply<Major::mn, Major::mn>(sum3, now.k2, u_input, true);
+      };
+      // Q n into `into`; n += K^T (D x).
+      const auto carried_vector = [&](Column& into) {
+        wgmma::multiply<Major::k, Major::k>(into, now.q, s.vector2, false);
+        if constexpr (Wide) wgmma::multiply<Major::k, Major::k>(into, now.q2, s.vector2b, true);
+      };
+      const auto state_vector = [&] {
+        wgmma::multiply<Major::mn, Major::k>(vector2, now.k, x_input, true);
+        if constexpr (Wide) wgmma::multiply<Major::mn, Major::k>(vector1, now.k2, x_input, true);
+      };
+      if constexpr (Decayed) {
+        carried_product(carried);
+        if constexpr (Normalized) carried_vector(x_carried);
+        wgmma::commit();
+        state_product();
+        if constexpr (Normalized) state_vector();
         wgmma::commit();
         wgmma::wait<1>();
         wgmma::fence_operand(carried);
@@ -696,11 +823,11 @@ __device__ void value_side(const Block& b) {
         }
       } else {
         wgmma::commit();
-        wgmma::multiply<Major::k, Major::mn>(o, now.q, s.state2, false);
-        wgmma::multiply<Major::mn, Major::mn>(sum2, now.k, u_input, true);
+        carried_product(o);
+        state_product();
         if constexpr (Normalized) {
-          wgmma::multiply<Major::k, Major::k>(den, now.q, s.vector2, false);
-          wgmma::multiply<Major::mn, Major::k>(vector2, now.k, x_input, true);
+          carried_vector(den);
+          state_vector();
         }
         wgmma::commit();
         wgmma::wait<1>();
@@ -761,11 +888,15 @@ __device__ void value_side(const Block& b) {
       wgmma::fence_operand(den);
       wgmma::fence_operand(vector2);
     }
+    if constexpr (Wide) {
+      wgmma::fence_operand(sum3);
+      if constexpr (Normalized) wgmma::fence_operand(vector1);
+    }
     b.u_free[c % 2].arrive();  // this warp's products that read the buffers of c % 2 are done
     b.inputs_free[c % s.stages].arrive();
     if (c >= 2) b.out_free[c % 2].wait((c / 2 - 1) % 2);  // chunk c - 2's outputs have left s.output(c)
     stage_outputs<Normalized>(args, o, den, inverse, s.output(c), b.head * length + (b.first + c) * width,
-                              b.rows_of(c));
+                              b.rows_of(c), b.value_column == 0);
     wgmma::fence_shared();  // this thread's staged outputs, for the copy engine
     b.out_staged[c % 2].arrive();
     clock.mark(phases::handover);
@@ -773,6 +904,10 @@ __device__ void value_side(const Block& b) {
     sync_group();  // every warp's products that read F (f) and chunk c's inputs are done
     wgmma::round_to_tile(sum2, s.state2);  // published at the top of the next chunk
     if constexpr (Normalized) wgmma::round_to_tile_row(vector2, s.vector2);
+    if constexpr (Wide) {
+      wgmma::round_to_tile(sum3, s.state2b);
+      if constexpr (Normalized) wgmma::round_to_tile_row(vector1, s.vector2b);
+    }
     if (c + 1 < b.chunks) decay_sums();
     clock.mark(phases::state);
   }
@@ -1070,7 +1205,7 @@ __device__ void hla3_value_side(const Block& b) {
     }
     b.u_free[c % 2].arrive();  // this warp's products that read the buffers of c % 2 are done
     stage_outputs<Normalized>(args, o, den, inverse, s.output(c),
-                              b.head * args.length + (b.first + c) * width, b.rows_of(c));
+                              b.head * args.length + (b.first + c) * width, b.rows_of(c), true);
     sync_group();  // every warp's products that read F (eta) and chunk c's inputs are done
     wgmma::round_to_tile(corrected_value, s.state2);  // published at the top of the next chunk
     if constexpr (Normalized) wgmma::round_to_tile_row(corrected_mass, s.vector2);
@@ -1100,21 +1235,26 @@ enum class Algebra { hla2, ahla, hla3 };
 
 // q, k, v: tensor maps of the [heads, length, d or dv] inputs with 64 x 64 boxes (a short last chunk
 // read with zeros past the end, a narrower head with zeros past its columns); q_in, k_in: those of the
-// key side's queries and keys in a cross term (Arguments::cross), else not read.
+// key side's queries and keys in a cross term (Arguments::cross), of the second key half when Wide,
+// else not read; out_map: the outputs' when Wide (tma::output_map), else not read.
 // Decayed: some head's gamma is not 1 (the kernel takes any gamma, 1 included; without Decayed it
-// skips the decay's work). Ridge: hla2's ridge, gamma = 1.
-template <Algebra algebra, Pass pass, bool Normalized, bool Decayed, bool Ridge>
+// skips the decay's work). Ridge: hla2's ridge, gamma = 1. Wide: ahla with keys wider than 64, block
+// h * value_halves + z computing value half z of sequence-head h (key_side, value_side).
+template <Algebra algebra, Pass pass, bool Normalized, bool Decayed, bool Ridge, bool Wide = false>
 __global__ void __launch_bounds__(threads_for(algebra == Algebra::hla3), 1)
     fast_kernel(const __grid_constant__ CUtensorMap q, const __grid_constant__ CUtensorMap k,
                 const __grid_constant__ CUtensorMap v, const __grid_constant__ CUtensorMap q_in,
-                const __grid_constant__ CUtensorMap k_in, const __grid_constant__ Arguments args) {
+                const __grid_constant__ CUtensorMap k_in, const __grid_constant__ CUtensorMap out_map,
+                const __grid_constant__ Arguments args) {
   extern __shared__ __align__(128) unsigned char shared[];
   constexpr bool third = algebra == Algebra::hla3;
   constexpr int stages = stages_for(third, Decayed);
+  static_assert(!Wide || algebra == Algebra::ahla);
   __shared__ Arrival loaded[stages], inputs_free[stages], u_ready[2], u_free[2], out_staged[2], out_free[2];
   const int segments = args.segments;
   const int per_head = pass == Pass::outputs ? segments : segments - 1;
-  const std::int64_t head = blockIdx.x / per_head, segment = blockIdx.x % per_head;
+  const std::int64_t block = Wide ? blockIdx.x / args.value_halves : blockIdx.x;
+  const std::int64_t head = block / per_head, segment = block % per_head;
   const std::int64_t first = segment * args.segment_chunks;  // this segment's first chunk
   const std::int64_t total_chunks = (args.length + width - 1) / width;
   const Block b{.args = args,
@@ -1123,7 +1263,10 @@ __global__ void __launch_bounds__(threads_for(algebra == Algebra::hla3), 1)
                 .v = &v,
                 .q_in = &q_in,
                 .k_in = &k_in,
-                .s = Tiles(shared, args.cross ? cross_stages : stages, third, args.cross),
+                .out_map = Wide ? &out_map : nullptr,
+                .value_column = Wide ? static_cast<int>(blockIdx.x % args.value_halves) * width : 0,
+                .s = Wide ? Tiles(shared, args.stages, false, false, true, Normalized, args.bf16_out)
+                          : Tiles(shared, args.cross ? cross_stages : stages, third, args.cross),
                 .loaded = loaded,
                 .u_ready = u_ready,
                 .u_free = u_free,
@@ -1169,13 +1312,13 @@ __global__ void __launch_bounds__(threads_for(algebra == Algebra::hla3), 1)
     if constexpr (third) {
       hla3_key_side<pass, Normalized, Decayed>(b);
     } else {
-      key_side<ahla, pass, Normalized, Decayed, Ridge>(b);
+      key_side<ahla, pass, Normalized, Decayed, Ridge, Wide>(b);
     }
   } else if (threadIdx.x < threads) {
     if constexpr (third) {
       hla3_value_side<pass, Normalized, Decayed>(b);
     } else {
-      value_side<ahla, pass, Normalized, Decayed>(b);
+      value_side<ahla, pass, Normalized, Decayed, Wide>(b);
     }
   } else if constexpr (!third) {
     producer<pass>(b);
@@ -1445,12 +1588,16 @@ inline Arguments arguments_of(const FastLaunch& how, std::int64_t length, std::i
           .phases = nullptr};
 }
 
-// The kernel of `pass`, allowed its dynamic shared memory.
-template <Algebra algebra, Pass pass, bool Normalized, bool Decayed, bool Ridge>
+// The kernel of `pass`, allowed its dynamic shared memory (Wide: the more of its two output types').
+template <Algebra algebra, Pass pass, bool Normalized, bool Decayed, bool Ridge, bool Wide = false>
 auto forward_kernel() {
-  const auto kernel = fast_kernel<algebra, pass, Normalized, Decayed, Ridge>;
+  const auto kernel = fast_kernel<algebra, pass, Normalized, Decayed, Ridge, Wide>;
+  const auto wide_bytes = [](bool bf16_out) {
+    return wide_shared_bytes(wide_stages(Normalized, Decayed, bf16_out), Normalized, Decayed, bf16_out);
+  };
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             shared_bytes(algebra == Algebra::hla3, Normalized, Decayed)),
+                             Wide ? std::max(wide_bytes(false), wide_bytes(true))
+                                  : shared_bytes(algebra == Algebra::hla3, Normalized, Decayed)),
         "cudaFuncSetAttribute");
   return kernel;
 }
@@ -1500,7 +1647,8 @@ void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, cons
         PhaseSums sums(blocks, stream);
         with.phases = sums.get();
 #endif
-        outputs<<<blocks, threads_for(third), shared, stream>>>(q_map, k_map, v_map, q_map, k_map, with);
+        outputs<<<blocks, threads_for(third), shared, stream>>>(q_map, k_map, v_map, q_map, k_map, q_map,
+                                                                with);
         check_launch("fast kernel");
 #if defined(HLA_FAST_PHASES)
         sums.print(split.segment_chunks, stream);
@@ -1509,7 +1657,8 @@ void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, cons
       [&](unsigned blocks, float* summaries) {
         Arguments with = args;
         with.summaries = summaries;
-        summary<<<blocks, threads_for(third), shared, stream>>>(q_map, k_map, v_map, q_map, k_map, with);
+        summary<<<blocks, threads_for(third), shared, stream>>>(q_map, k_map, v_map, q_map, k_map, q_map,
+                                                                with);
         check_launch("fast kernel (segment summaries)");
       },
       [&](const float* summaries, float* carries) {
@@ -1546,7 +1695,7 @@ void launch_rank(const FastLaunch& how, std::int64_t heads, std::int64_t length,
       with.summaries = mine;
       forward_kernel<algebra, Pass::summary, Normalized, Decayed,
                      Ridge>()<<<static_cast<unsigned>(heads), threads_for(third), shared, stream>>>(
-          q_map, k_map, v_map, q_map, k_map, with);
+          q_map, k_map, v_map, q_map, k_map, q_map, with);
       check_launch("fast kernel (rank summary)");
     });
   };
@@ -1562,7 +1711,7 @@ void launch_rank(const FastLaunch& how, std::int64_t heads, std::int64_t length,
   with_maps([&](const CUtensorMap& q_map, const CUtensorMap& k_map, const CUtensorMap& v_map) {
     forward_kernel<algebra, Pass::outputs, Normalized, Decayed,
                    Ridge>()<<<static_cast<unsigned>(heads), threads_for(third), shared, stream>>>(
-        q_map, k_map, v_map, q_map, k_map, args);
+        q_map, k_map, v_map, q_map, k_map, q_map, args);
     check_launch("fast kernel (rank outputs)");
   });
   if (carry) check(cudaFreeAsync(carry, stream), "cudaFreeAsync");
@@ -1637,7 +1786,7 @@ void launch_wide(const FastLaunch& how, std::int64_t heads, std::int64_t length,
         args.checkpoints = nullptr;
         args.cross = x != y;
         (x == y ? diagonal : cross)<<<static_cast<unsigned>(heads), threads_for(false), shared, stream>>>(
-            q_maps[x], k_maps[x], v_map, q_maps[y], k_maps[y], args);
+            q_maps[x], k_maps[x], v_map, q_maps[y], k_maps[y], q_maps[x], args);
         check_launch("fast kernel (a wide head's term)");
       }
     }
@@ -1646,6 +1795,37 @@ void launch_wide(const FastLaunch& how, std::int64_t heads, std::int64_t length,
         how.value_dim, Normalized && !how.den, how.eps, how.out, how.bf16_out, how.den);
     check_launch("fast kernel (a wide head's sum)");
   }
+}
+
+// ahla with keys wider than 64 (up to 128; values up to 128): X is dv wide and each value column of
+// the outputs depends on the same column of V alone, so each value half z of 64 columns is one run of
+// the two sides with A over both key halves and two states a side (fast_kernel's Wide), the halves'
+// sums on chip: both halves' blocks of a sequence-head side by side, one segment each, the outputs
+// leaving through a tensor map at their half's columns (docs/perf.md, "ahla's wide heads by value
+// halves"; docs/gpu.md gives the bound).
+template <bool Normalized, bool Decayed>
+void launch_value_halves(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
+                         const BFloat16* k, const BFloat16* v, CUstream_st* stream) {
+  tma::require_hopper();
+  const auto kernel = forward_kernel<Algebra::ahla, Pass::outputs, Normalized, Decayed, false, true>();
+  const int second = how.key_dim - width;  // the second key half's columns
+  const int halves = (how.value_dim + width - 1) / width;
+  const std::int64_t chunks = (length + width - 1) / width;
+  Arguments args = arguments_of(how, length, std::max<std::int64_t>(chunks, 1), 1);
+  args.value_dim = width;  // staged in rows of 64, the out map's boxes
+  args.value_halves = halves;
+  args.stages = wide_stages(Normalized, Decayed, how.bf16_out);
+  args.checkpoints = nullptr;
+  const CUtensorMap q_map = tma::tile_map(q, heads, length, width, how.key_dim),
+                    k_map = tma::tile_map(k, heads, length, width, how.key_dim),
+                    q2_map = tma::tile_map(q + width, heads, length, second, how.key_dim),
+                    k2_map = tma::tile_map(k + width, heads, length, second, how.key_dim),
+                    v_map = tma::tile_map(v, heads, length, how.value_dim),
+                    out_map = tma::output_map(how.out, how.bf16_out, heads, length, how.value_dim);
+  kernel<<<static_cast<unsigned>(heads * halves), threads_for(false),
+           wide_shared_bytes(args.stages, Normalized, Decayed, how.bf16_out), stream>>>(
+      q_map, k_map, v_map, q2_map, k2_map, out_map, args);
+  check_launch("fast kernel (a wide ahla head)");
 }
 
 // f.template operator()<algebra, Normalized, Decayed, Ridge>() for the kernel that `how` takes.
@@ -1688,6 +1868,10 @@ void launch_fast(const FastLaunch& how, std::int64_t heads, std::int64_t length,
   if (wide && (how.variant == Variant::hla3 || how.checkpoints))
     throw Error("fast path: heads wider than 64 are hla2's and ahla's forward, without checkpoints");
   with_fast_kernel(how, [&]<Algebra algebra, bool Normalized, bool Decayed, bool Ridge>() {
+    if constexpr (algebra == Algebra::ahla) {
+      if (how.key_dim > width)
+        return launch_value_halves<Normalized, Decayed>(how, heads, length, q, k, v, stream);
+    }
     if constexpr (algebra != Algebra::hla3) {
       if (wide) return launch_wide<algebra, Normalized, Decayed, Ridge>(how, heads, length, q, k, v, stream);
     }

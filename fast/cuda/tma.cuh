@@ -52,16 +52,16 @@ struct Arrival {
   }
 };
 
-// Starts copying the 64 x 64 box at `row` of sequence-head `head` of a tile_map (its rows row ..
-// row + 63; rows past the head's length arrive as zeros) into a tile in the 128-byte swizzle,
-// signalling `arrival` with the whole box's bytes (the tensor memory accelerator; one thread
-// issues it).
+// Starts copying the 64 x 64 box at `row` (and `column`) of sequence-head `head` of a tile_map (its
+// rows row .. row + 63; rows past the head's length and columns past its width arrive as zeros) into
+// a tile in the 128-byte swizzle, signalling `arrival` with the whole box's bytes (the tensor memory
+// accelerator; one thread issues it).
 __device__ inline void start_loading(const CUtensorMap& map, std::int64_t row, std::int64_t head, void* to,
-                                     Arrival& arrival) {
+                                     Arrival& arrival, int column = 0) {
   asm volatile(
       "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
       "[%5];\n" ::"r"(shared_address(to)),
-      "l"(&map), "r"(0), "r"(static_cast<int>(row)), "r"(static_cast<int>(head)),
+      "l"(&map), "r"(column), "r"(static_cast<int>(row)), "r"(static_cast<int>(head)),
       "r"(shared_address(&arrival.word))
       : "memory");
 }
@@ -81,6 +81,17 @@ __device__ inline void start_storing(void* to, const void* from, int bytes) {
   asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(to),
                "r"(shared_address(from)), "r"(bytes)
                : "memory");
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+// Starts storing a box_map's 64 x 64 box at (column, row) of sequence-head `head` from shared memory,
+// row-major as the map's element type; the map leaves out rows and columns past the tensor's. Tracked
+// as one group, as start_storing's.
+__device__ inline void start_storing_box(const CUtensorMap& map, int column, std::int64_t row,
+                                         std::int64_t head, const void* from) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];\n" ::"l"(&map),
+      "r"(column), "r"(static_cast<int>(row)), "r"(static_cast<int>(head)), "r"(shared_address(from))
+      : "memory");
   asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
 }
 // Until at most `Pending` of the thread's latest groups still read their shared memory.
@@ -104,15 +115,8 @@ inline void require_hopper() {
   }
 }
 
-// The tensor map of a [heads, length, columns] bf16 tensor (columns a multiple of 8, at most 64: rows
-// of whole 16-byte pieces), read in 64 x 64 boxes of one head into 128-byte swizzled tiles; a box
-// reaching past a head's length or its columns is filled with zeros there, so a sequence's last chunk
-// may be short and a narrower head arrives padded to 64 columns (CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE
-// fills zeros). `row_elements` (0: columns): the elements from one row to the next, so that the map may
-// read `columns` columns of wider rows (a 64-column half of a wide head: `data` at its first column,
-// 16-byte aligned).
-inline CUtensorMap tile_map(const BFloat16* data, std::int64_t heads, std::int64_t length, int columns,
-                            int row_elements = 0) {
+// The driver's tensor-map encoder (reached through the runtime, once).
+inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   static const auto encode = [] {
     void* function = nullptr;
     cudaDriverEntryPointQueryResult found{};
@@ -124,21 +128,49 @@ inline CUtensorMap tile_map(const BFloat16* data, std::int64_t heads, std::int64
     }
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(function);
   }();
+  return encode;
+}
+
+// The map of a [heads, length, columns] tensor of `type` with rows `row_elements` apart, read or
+// written in 64 x 64 boxes of one head.
+inline CUtensorMap box_map(CUtensorMapDataType type, int element_bytes, const void* data, std::int64_t heads,
+                           std::int64_t length, int columns, int row_elements, CUtensorMapSwizzle swizzle,
+                           CUtensorMapL2promotion promotion) {
   CUtensorMap map;
   const cuuint64_t dims[] = {static_cast<cuuint64_t>(columns), static_cast<cuuint64_t>(length),
                              static_cast<cuuint64_t>(heads)};
-  const cuuint64_t row_bytes =
-      static_cast<cuuint64_t>(row_elements > 0 ? row_elements : columns) * sizeof(BFloat16);
+  const cuuint64_t row_bytes = static_cast<cuuint64_t>(row_elements) * static_cast<cuuint64_t>(element_bytes);
   const cuuint64_t strides[] = {row_bytes,
                                 row_bytes * static_cast<cuuint64_t>(length)};  // bytes between rows, heads
   const cuuint32_t box[] = {wgmma::width, wgmma::width, 1}, element_strides[] = {1, 1, 1};
-  const CUresult status =
-      encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<BFloat16*>(data), dims, strides, box,
-             element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult status = tensor_map_encoder()(&map, type, 3, const_cast<void*>(data), dims, strides, box,
+                                               element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+                                               promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (status != CUDA_SUCCESS)
     throw Error("fast path: cuTensorMapEncodeTiled failed (" + std::to_string(status) + ")");
   return map;
+}
+
+// The tensor map of a [heads, length, columns] bf16 tensor (columns a multiple of 8: rows of whole
+// 16-byte pieces), read in 64 x 64 boxes of one head into 128-byte swizzled tiles; a box reaching past
+// a head's length or its columns is filled with zeros there, so a sequence's last chunk may be short
+// and a narrower head arrives padded to 64 columns (CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE fills zeros); a
+// head wider than 64 is read box by box at a column (start_loading). `row_elements` (0: columns): the
+// elements from one row to the next, so that the map may read `columns` columns of wider rows (a
+// 64-column half of a wide head: `data` at its first column, 16-byte aligned).
+inline CUtensorMap tile_map(const BFloat16* data, std::int64_t heads, std::int64_t length, int columns,
+                            int row_elements = 0) {
+  return box_map(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, data, heads, length, columns,
+                 row_elements > 0 ? row_elements : columns, CU_TENSOR_MAP_SWIZZLE_128B,
+                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
+}
+
+// The tensor map of [heads, length, columns] outputs (float32, or bf16 when `bf16`; columns a multiple
+// of 8), written by start_storing_box from 64 x 64 boxes staged row-major (rows of 64 elements).
+inline CUtensorMap output_map(void* data, bool bf16, std::int64_t heads, std::int64_t length, int columns) {
+  return box_map(bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32, bf16 ? 2 : 4,
+                 data, heads, length, columns, columns, CU_TENSOR_MAP_SWIZZLE_NONE,
+                 CU_TENSOR_MAP_L2_PROMOTION_NONE);
 }
 
 }  // namespace hla::fast::gpu::detail::tma

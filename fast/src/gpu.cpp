@@ -1113,8 +1113,9 @@ FastRoundings fast_roundings(Variant variant, bool decayed, std::int64_t n, int 
     return decayed ? FastRoundings{7, 111 * chunks + 228} : FastRoundings{5, 108 * chunks + 216};
   FastRoundings counts =
       decayed ? FastRoundings{4, 10 * (padded / 8 + 24)} : FastRoundings{3, 9 * (padded / 8 + 24)};
-  // A wider head's terms added in float32: at most three roundings at 2^-24 more, one unit of 2^-22.
-  if (key_dim > fast_width) counts.float32 += 1;
+  // hla2's wider head: its terms added in float32, at most three roundings at 2^-24 more, one unit of
+  // 2^-22. ahla's wider head sums its key halves on chip, within the same count (docs/gpu.md).
+  if (key_dim > fast_width && variant == Variant::hla2) counts.float32 += 1;
   return counts;
 }
 

@@ -1214,8 +1214,9 @@ TEST_CASE("gpu/fast/heads narrower than 64 stay within the bf16 bound", "[gpu][f
   check_fast_path(100, 3, 20261232, fast_cases[1], 56, 8);
 }
 
-// Heads wider than 64 (hla2 and ahla: the sum of the operators of the 64-column halves, four terms a
-// value half at d = 128): d = dv = 128 with every option, two heads of 65 chunks and 17 tokens; the key
+// Heads wider than 64 (hla2: the sum of the operators of the 64-column halves, four terms a value half
+// at d = 128; ahla with keys wider than 64: one pass per value half, both key halves on chip; ahla with
+// d = 64 < dv: the halves' operators): d = dv = 128 with every option, two heads of 65 chunks and 17 tokens; the key
 // halves alone (d = 128, dv = 64), the value halves alone (d = 64, dv = 128), and uneven halves (d = 96,
 // dv = 72) on three heads of 100 tokens.
 TEST_CASE("gpu/fast/heads wider than 64 stay within the bf16 bound", "[gpu][fast]") {

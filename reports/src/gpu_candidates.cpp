@@ -276,7 +276,8 @@ void add_fast_row(std::vector<Candidate>& out) {
         return gpu_gauge(spec, Implementation::gpu_streaming, s, 0);
       },
       [](const OperatorSpec& spec, Index n, Index d, Index dv, Index) { return fast_depth(spec, n, d, dv); },
-      // hla2's and ahla's forward up to 128 (the sum of the halves' operators), the rest up to 64.
+      // hla2's and ahla's forward up to 128 (ahla's keys by value halves, otherwise the sum of the
+      // halves' operators), the rest up to 64.
       [](const OperatorSpec& spec, bool backward) -> Index {
         return backward || spec.variant == Variant::hla3 ? fast::fast_width : fast::fast_wide_width;
       }};
