@@ -34,7 +34,9 @@
 
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <string>
+#include <type_traits>
 #include <vector>
 #if defined(HLA_FAST_PHASES)
 #include <cstdio>
@@ -241,11 +243,23 @@ struct MaskFactors {
     return f[i];
   }
 };
+// The same factors read from the powers in shared memory at each use, for a kernel short of registers:
+// a wide ahla head's unnormalized decayed kernel, 8% faster so (its spills gone); the normalized one
+// ran 26% slower so and keeps the registers (docs/perf.md, "ahla's wide heads by value halves").
+struct SharedMaskFactors {
+  const float* powers = nullptr;
+  int power = 0;
+  SharedMaskFactors() = default;
+  __device__ SharedMaskFactors(const float* powers_, int power_) : powers(powers_), power(power_) {}
+  __device__ float operator()(int, int r, int c) const { return c <= r ? powers[power * (r - c)] : 0.0f; }
+};
+template <bool Shared>
+using MaskFactorsOf = std::conditional_t<Shared, SharedMaskFactors, MaskFactors>;
 
 // bf16(a . L), a's products done, as a register operand: the causal mask, with the decay's factors
 // when Decayed.
-template <bool Decayed>
-__device__ wgmma::RowOperand round_masked(Accumulator& a, const MaskFactors& factors) {
+template <bool Decayed, class Factors>
+__device__ wgmma::RowOperand round_masked(Accumulator& a, const Factors& factors) {
   wgmma::fence_operand(a);
   if constexpr (Decayed) {
     return wgmma::round_to_masked_operand(a, factors);
@@ -517,8 +531,9 @@ __device__ void key_side(const Block& b) {
   // the chunk's products add to them, so that no product is in flight (registers changed between
   // an accumulator's products stall the matrix units' pipeline).
   const Decay decay = Decayed ? Decay(s.powers) : Decay{};
-  MaskFactors a_factors;
-  if constexpr (Decayed) a_factors = MaskFactors(s.powers, 1);
+  using Factors = MaskFactorsOf<Wide && !Normalized>;
+  Factors a_factors;
+  if constexpr (Decayed) a_factors = Factors(s.powers, 1);
   const auto decay_sums = [&] {
     if constexpr (Decayed) {
       wgmma::scale(sum1, decay.rho);
@@ -700,8 +715,9 @@ __device__ void value_side(const Block& b) {
 
   // With decay, as the key side's: F, f by g^128 (ahla E, n by g^64); hla2's C, m by g^64.
   const Decay decay = Decayed ? Decay(s.powers) : Decay{};
-  MaskFactors mask_factors;  // ahla's A, hla2's W
-  if constexpr (Decayed && pass == Pass::outputs) mask_factors = MaskFactors(s.powers, Ahla ? 1 : 2);
+  using Factors = MaskFactorsOf<Wide && !Normalized>;
+  Factors mask_factors;  // ahla's A, hla2's W
+  if constexpr (Decayed && pass == Pass::outputs) mask_factors = Factors(s.powers, Ahla ? 1 : 2);
   const auto decay_sums = [&] {
     if constexpr (Decayed) {
       wgmma::scale(sum2, Ahla ? decay.rho : decay.rho2);
