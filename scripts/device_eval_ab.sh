@@ -1,23 +1,29 @@
 #!/bin/bash
-# scripts/device_eval_ab.sh BEFORE AFTER: whether two builds of `hla` give the same outputs byte for byte
+# scripts/device_eval_ab.sh BEFORE AFTER [D]: whether two builds of `hla` give the same outputs byte for byte
 # on the fast path (`hla eval --impl gpu-fast --scalar f32`), for a change that should leave them so
 # (docs/perf.md: one that moves no product, sum or rounding). The inputs, 4,160 tokens (65 chunks, the
-# last one short) of d = dv = 64, q and k positive, are drawn with a fixed seed and written as .npy by
-# Python's struct (no numpy needed); each case runs both builds and compares the files with cmp. The
-# files live in a new temporary folder, removed at the end. Exit status: 0 when every case is equal, 1
-# when one differs or fails.
+# last one short) of d = dv = D (64 unless given, a multiple of 8 up to 128; above 64 the hla3 case is
+# left out, the fast path's wide heads being hla2's and ahla's), q and k positive, are drawn with a fixed
+# seed and written as .npy by Python's struct (no numpy needed); each case runs both builds and compares
+# the files with cmp. The files live in a new temporary folder, removed at the end. Exit status: 0 when
+# every case is equal, 1 when one differs or fails.
 set -u
-if [ $# -ne 2 ] || [ ! -x "$1" ] || [ ! -x "$2" ]; then
-  echo "usage: scripts/device_eval_ab.sh BEFORE AFTER (two hla executables)" >&2
+usage="usage: scripts/device_eval_ab.sh BEFORE AFTER [D] (two hla executables; D a multiple of 8 up to 128)"
+if [ $# -lt 2 ] || [ $# -gt 3 ] || [ ! -x "$1" ] || [ ! -x "$2" ]; then
+  echo "$usage" >&2
   exit 2
 fi
-before=$1 after=$2
+before=$1 after=$2 width=${3:-64}
+if ! [[ $width =~ ^[0-9]+$ ]] || [ $((width % 8)) != 0 ] || [ "$width" -lt 8 ] || [ "$width" -gt 128 ]; then
+  echo "$usage" >&2
+  exit 2
+fi
 folder=$(mktemp -d) || exit 2
 trap 'rm -rf -- "$folder"' EXIT
-python3 - "$folder" <<'EOF' || exit 1
+python3 - "$folder" "$width" <<'EOF' || exit 1
 import random, struct, sys
 random.seed(7)
-n, d = 4160, 64
+n, d = 4160, int(sys.argv[2])
 for name in "qkv":
     values = [random.gauss(0, 1) / 8 for _ in range(n * d)]
     if name != "v":
@@ -33,6 +39,7 @@ status=0
 i=0
 for options in "--variant hla2" "--variant hla2 --ridge 1/2" "--variant hla2 --normalize --eps 1/4 --decay 63/64" \
   "--variant ahla --decay 7/8" "--variant ahla --normalize --eps 1/4" "--variant hla3 --decay 63/64"; do
+  [ "$width" -gt 64 ] && [[ $options == *hla3* ]] && continue
   i=$((i + 1))
   # shellcheck disable=SC2086 # the options and inputs are words
   if ! "$before" eval $options $inputs --out "$folder/before_$i.npy" ||

@@ -52,6 +52,10 @@ report=$("$eval_ab" "$work/hla_f32" "$work/hla_f32") || fail "device_eval_ab, eq
 [ "$(echo "$report" | grep -c 'equal byte for byte')" = 6 ] || fail "device_eval_ab, equal builds: $report"
 report=$("$eval_ab" "$work/hla_f32" "$work/hla_f64") && fail "device_eval_ab passed builds that differ"
 [ "$(echo "$report" | grep -c 'the outputs differ')" = 6 ] || fail "device_eval_ab, differing builds: $report"
+report=$("$eval_ab" "$work/hla_f32" "$work/hla_f32" 128) || fail "device_eval_ab, d = 128: status $?: $report"
+[ "$(echo "$report" | grep -c 'equal byte for byte')" = 5 ] || fail "device_eval_ab, d = 128: $report"
 message=$("$eval_ab" "$work/hla_f32" 2>&1)
 [ $? = 2 ] && [ "$(echo "$message" | wc -l)" = 1 ] || fail "device_eval_ab with one build: '$message'"
+message=$("$eval_ab" "$work/hla_f32" "$work/hla_f32" 100 2>&1)
+[ $? = 2 ] && [ "$(echo "$message" | wc -l)" = 1 ] || fail "device_eval_ab with d = 100: '$message'"
 echo "device_ab.sh and device_eval_ab.sh: tables, new files, failures and verdicts as documented"
