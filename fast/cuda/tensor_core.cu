@@ -1,9 +1,10 @@
 // The fast path: masked hla2, ahla and hla3 on the matrix units, corrected forms (docs/findings.md F1
 // for decayed hla2, F2 for hla3), normalized or not, decay gamma in (0, 1] per head; bf16 inputs,
 // float32 accumulation and state, tiles of 64 columns (d and dv multiples of 8 up to 64: columns past
-// d or dv load as zeros, and the outputs leave in rows of dv; hla2 and ahla up to 128 as the sum of the
-// halves' operators, launch_wide), chunks of 64 tokens (the last one may
-// be short: rows past n load as zeros and are not stored), outputs in float32 or bf16. One block per
+// d or dv load as zeros, and the outputs leave in rows of dv; up to 128, ahla's wider keys in one pass
+// per value half, launch_value_halves, and otherwise the sum of the halves' operators, launch_wide),
+// chunks of 64 tokens (the last one may be short: rows past n load as zeros and are not stored),
+// outputs in float32 or bf16. One block per
 // sequence-head walks its chunks in order, so the scan over chunk summaries is the running state
 // itself and never touches device memory; every step of a chunk is a 64 x 64 x 64 product issued
 // asynchronously on Hopper's warpgroup matrix units (wgmma.cuh), and the state sums stay in the
@@ -115,12 +116,20 @@ constexpr bool all_fit() {
 }
 static_assert(all_fit(), "the fast path's shared memory exceeds Hopper's 227 KB");
 
+// Whether a wide ahla head's value side reads the key side's masked A from two tiles more instead of
+// forming A itself: 12-37% faster, but for the unnormalized decayed kernel, which then spills and ran
+// 14% slower (docs/perf.md, "the value side takes the key side's masked A").
+constexpr bool hands_over_a(bool normalized, bool decayed) {
+  return normalized || !decayed;
+}
 // ahla with keys wider than 64, one value half a block (fast_kernel's Wide, launch_value_halves): in
 // the order of Tiles, `stages` stages of five tiles (Q, K of both key halves and the value half's V),
-// the first halves' states P, E, two of X, the second halves' P, E, the outputs' two staging buffers
-// in the outputs' type, ten vector tiles when normalized, and with decay D V, two of D X and the powers.
+// the first halves' states P, E, two of X, the second halves' P, E, two of the key side's masked A
+// (hands_over_a), the outputs' two staging buffers in the outputs' type, ten vector tiles when
+// normalized, and with decay D V, two of D X and the powers.
 constexpr int wide_shared_bytes(int stages, bool normalized, bool decayed, bool bf16_out) {
-  return wgmma::tile_alignment + (5 * stages + 6) * wgmma::tile_bytes +
+  return wgmma::tile_alignment +
+         (5 * stages + 6 + (hands_over_a(normalized, decayed) ? 2 : 0)) * wgmma::tile_bytes +
          2 * (bf16_out ? 2 : 4) * matrix_floats + (normalized ? wide_vector_tiles * vector_tile_bytes : 0) +
          (decayed ? 3 * wgmma::tile_bytes + powers_count * 4 : 0);
 }
@@ -128,13 +137,14 @@ constexpr bool wide_fits(int stages, bool normalized, bool decayed, bool bf16_ou
   return wide_shared_bytes(stages, normalized, decayed, bf16_out) + barrier_bytes(false, decayed) <=
          227 * 1024;
 }
-// Three stages where they fit (a chunk's loads issued two ahead), else two (float32 outputs with decay
-// and normalization).
+// Three stages where they fit (a chunk's loads issued two ahead), else two (float32 outputs with
+// normalization or decay, and both together).
 constexpr int wide_stages(bool normalized, bool decayed, bool bf16_out) {
   return wide_fits(3, normalized, decayed, bf16_out) ? 3 : 2;
 }
 static_assert(wide_fits(2, true, true, false) && wide_stages(false, false, false) == 3 &&
-              wide_stages(true, true, true) == 3 && stages_for(false, true) >= 3);
+              wide_stages(true, false, true) == 3 && wide_stages(false, true, false) == 3 &&
+              stages_for(false, true) >= 3);
 
 // One chunk's inputs in shared memory; q_in and k_in are the key side's queries and keys (a cross term
 // of a wide head: the inner half's; otherwise q and k themselves); q2 and k2 the fourth and fifth
@@ -155,6 +165,7 @@ struct Tiles {
   Bf* u_tiles;              // two: hla2 U, ahla X, hla3 Z
   Bf *r_tiles, *state3;     // hla3: two of R, and P (the key side's second state)
   Bf *state1b, *state2b;    // a wide head's P and E of the second key half (in R's room)
+  Bf* a_tiles;              // a wide head's: two of the key side's masked A (hands_over_a)
   unsigned char* outputs;   // two chunks' outputs, row-major, on their way to device memory
   // Normalized: row 0 of each: ones, ages (g^(64 - tau)); hla2: f (with F); ahla: n (with E), m
   // (with P), two of x, two of D x; a wide head's m and n of the second key half.
@@ -165,7 +176,7 @@ struct Tiles {
   Bf *decayed_in, *decayed_u_tiles, *decayed_extra;
   float* powers;
   __device__ Tiles(unsigned char* shared, int stages_, bool third, bool cross_ = false, bool wide_ = false,
-                   bool normalized = false, bool bf16_out = false)
+                   bool normalized = false, bool bf16_out = false, bool hands_a = false)
       : stages(stages_),
         cross(cross_),
         wide(wide_),
@@ -181,7 +192,10 @@ struct Tiles {
     state3 = r_tiles + 2 * elements;
     state1b = r_tiles;
     state2b = r_tiles + elements;
-    outputs = reinterpret_cast<unsigned char*>(third ? state3 + elements : wide ? state3 : r_tiles);
+    a_tiles = r_tiles + 2 * elements;
+    outputs = reinterpret_cast<unsigned char*>(third  ? state3 + elements
+                                               : wide ? a_tiles + (hands_a ? 2 : 0) * elements
+                                                      : r_tiles);
     ones = reinterpret_cast<Bf*>(outputs + 2 * staged_bytes);
     ages = ones + vector_elements;
     vector2 = ages + vector_elements;
@@ -212,6 +226,7 @@ struct Tiles {
   __device__ int per_stage() const { return cross || wide ? 5 : 3; }
   __device__ Bf* u(std::int64_t c) const { return u_tiles + (c % 2) * (wgmma::tile_bytes / 2); }
   __device__ Bf* r(std::int64_t c) const { return r_tiles + (c % 2) * (wgmma::tile_bytes / 2); }
+  __device__ Bf* a(std::int64_t c) const { return a_tiles + (c % 2) * (wgmma::tile_bytes / 2); }
   __device__ Bf* decayed_u(std::int64_t c) const {
     return decayed_u_tiles + (c % 2) * (wgmma::tile_bytes / 2);
   }
@@ -499,10 +514,13 @@ struct Block {
 // It rounds U (X) and its decayed copy D^2 U (D X) into the buffers of c % 2 for the value side.
 // Wide (ahla, keys wider than 64, one value half V^z): the features in halves 0 and 1 (Chunk's q, k
 // and q2, k2), A = Q^0 (K^0)^T + Q^1 (K^1)^T, X = diag(g^tau) (Q^0 P_0 + Q^1 P_1) + (A . L_g) V^z,
-// P_h = g^64 P_h + (K^h)^T (D V^z) (normalized: m_h alike); the outputs pass from zero only.
+// P_h = g^64 P_h + (K^h)^T (D V^z) (normalized: m_h alike); the outputs pass from zero only. It
+// hands its bf16(A . L_g) over too (hands_over_a), in the buffer of c % 2, so that the value side need
+// not form A.
 template <bool Ahla, Pass pass, bool Normalized, bool Decayed, bool Ridge, bool Wide = false>
 __device__ void key_side(const Block& b) {
   static_assert(!Wide || (Ahla && pass == Pass::outputs && !Ridge));
+  constexpr bool hands_a = Wide && hands_over_a(Normalized, Decayed);
   const Arguments& args = b.args;
   const Tiles& s = b.s;
   const bool leader = threadIdx.x == 0;  // issues the checkpoints' stores
@@ -626,6 +644,15 @@ __device__ void key_side(const Block& b) {
     }
     clock.mark(phases::first);
     const wgmma::RowOperand masked = round_masked<Decayed>(a, a_factors);
+    // The value side's products of chunk c - 2 have read the buffers of c % 2 (hands_a: A's buffer, which
+    // takes the operand now, while the products below need its registers anyway).
+    const auto wait_partner = [&] {
+      if (c >= 2) b.u_free[c % 2].wait((c / 2 - 1) % 2);
+    };
+    if constexpr (hands_a) {
+      wait_partner();
+      wgmma::store_operand(masked, s.a(c));
+    }
     wgmma::fence();
     wgmma::multiply<Major::mn>(u, masked, Ahla ? now.v : now.k, true);  // hla2: U += A K;  ahla: X += A V
     if constexpr (Ahla && Normalized) wgmma::multiply<Major::k>(x, masked, s.ones, true);  // x += A 1
@@ -636,8 +663,7 @@ __device__ void key_side(const Block& b) {
     wgmma::fence_operand(sum1);
     if constexpr (Wide) wgmma::fence_operand(sum1b);
     if constexpr (Ridge) wgmma::add_tile(u, now.q, args.ridge);  // U + ridge Q
-    // The value side's products of chunk c - 2 have read the buffers of c % 2.
-    if (c >= 2) b.u_free[c % 2].wait((c / 2 - 1) % 2);
+    if constexpr (!hands_a) wait_partner();
     clock.mark(phases::partner);
     wgmma::round_to_tile(u, s.u(c));
     // hla2: D^2 U (for F);  ahla: D X (for E)
@@ -684,11 +710,13 @@ __device__ void key_side(const Block& b) {
 //   (den = diag(g^tau) Q n + A x, n = g^64 n + K^T (D x));
 // the summary pass: hla2 F, C += Q^T (D V) (f, m += Q^T (D 1)); ahla E, D += K^T Q (n).
 // It stages the outputs for the producer, which stores them.
-// Wide (ahla, keys wider than 64, one value half): A over both halves as the key side's, O =
-// diag(g^tau) (Q^0 E_0 + Q^1 E_1) + (A . L_g) X, E_h = g^64 E_h + (K^h)^T (D X) (normalized: n_h alike).
+// Wide (ahla, keys wider than 64, one value half): A over both halves (hands_over_a: the key side's
+// bf16(A . L_g)), O = diag(g^tau) (Q^0 E_0 + Q^1 E_1) + (A . L_g) X, E_h = g^64 E_h + (K^h)^T (D X)
+// (normalized: n_h alike).
 template <bool Ahla, Pass pass, bool Normalized, bool Decayed, bool Wide = false>
 __device__ void value_side(const Block& b) {
   static_assert(!Wide || (Ahla && pass == Pass::outputs));
+  constexpr bool hands_a = Wide && hands_over_a(Normalized, Decayed);
   const Arguments& args = b.args;
   const Tiles& s = b.s;
   const bool leader = threadIdx.x == group_threads;  // issues the checkpoints' stores
@@ -716,8 +744,8 @@ __device__ void value_side(const Block& b) {
   // With decay, as the key side's: F, f by g^128 (ahla E, n by g^64); hla2's C, m by g^64.
   const Decay decay = Decayed ? Decay(s.powers) : Decay{};
   using Factors = MaskFactorsOf<Wide && !Normalized>;
-  Factors mask_factors;  // ahla's A, hla2's W
-  if constexpr (Decayed && pass == Pass::outputs) mask_factors = Factors(s.powers, Ahla ? 1 : 2);
+  Factors mask_factors;  // ahla's A, hla2's W (hands_a: A comes masked from the key side)
+  if constexpr (Decayed && pass == Pass::outputs && !hands_a) mask_factors = Factors(s.powers, Ahla ? 1 : 2);
   const auto decay_sums = [&] {
     if constexpr (Decayed) {
       wgmma::scale(sum2, Ahla ? decay.rho : decay.rho2);
@@ -803,8 +831,10 @@ __device__ void value_side(const Block& b) {
     wgmma::fence();
     if constexpr (Ahla) {
       Accumulator a;
-      wgmma::multiply<Major::k, Major::k>(a, now.q, now.k, false);
-      if constexpr (Wide) wgmma::multiply<Major::k, Major::k>(a, now.q2, now.k2, true);
+      if constexpr (!hands_a) {
+        wgmma::multiply<Major::k, Major::k>(a, now.q, now.k, false);
+        if constexpr (Wide) wgmma::multiply<Major::k, Major::k>(a, now.q2, now.k2, true);
+      }
       // Q E (Wide: the sum over the halves) into `into`; E += K^T (D X) (without decay, X).
       const auto carried_product = [&](Accumulator& into) {
         wgmma::multiply<Major::k, Major::mn>(into, now.q, s.state2, false);
@@ -849,13 +879,22 @@ __device__ void value_side(const Block& b) {
         wgmma::wait<1>();
       }
       clock.mark(phases::first);
-      const wgmma::RowOperand masked = round_masked<Decayed>(a, mask_factors);
-      wgmma::fence();
-      if constexpr (Normalized) {
-        wgmma::multiply<Major::k>(den, masked, s.x(c), true);
-        wgmma::commit();
+      if constexpr (hands_a) {
+        wgmma::fence();  // o (den) rescaled since their last products
+        if constexpr (Normalized) {
+          wgmma::multiply<Major::k, Major::k>(den, s.a(c), s.x(c), true);
+          wgmma::commit();
+        }
+        wgmma::multiply<Major::k, Major::mn>(o, s.a(c), s.u(c), true);
+      } else {
+        const wgmma::RowOperand masked = round_masked<Decayed>(a, mask_factors);
+        wgmma::fence();
+        if constexpr (Normalized) {
+          wgmma::multiply<Major::k>(den, masked, s.x(c), true);
+          wgmma::commit();
+        }
+        wgmma::multiply<Major::mn>(o, masked, s.u(c), true);
       }
-      wgmma::multiply<Major::mn>(o, masked, s.u(c), true);
       wgmma::commit();
       inverse = finish_products<Normalized>(args, den);
     } else {
@@ -1281,7 +1320,8 @@ __global__ void __launch_bounds__(threads_for(algebra == Algebra::hla3), 1)
                 .k_in = &k_in,
                 .out_map = Wide ? &out_map : nullptr,
                 .value_column = Wide ? static_cast<int>(blockIdx.x % args.value_halves) * width : 0,
-                .s = Wide ? Tiles(shared, args.stages, false, false, true, Normalized, args.bf16_out)
+                .s = Wide ? Tiles(shared, args.stages, false, false, true, Normalized, args.bf16_out,
+                                  hands_over_a(Normalized, Decayed))
                           : Tiles(shared, args.cross ? cross_stages : stages, third, args.cross),
                 .loaded = loaded,
                 .u_ready = u_ready,
