@@ -259,8 +259,8 @@ struct MaskFactors {
   }
 };
 // The same factors read from the powers in shared memory at each use, for a kernel short of registers:
-// a wide ahla head's unnormalized decayed kernel, 8% faster so (its spills gone); the normalized one
-// ran 26% slower so and keeps the registers (docs/perf.md, "ahla's wide heads by value halves").
+// a wide ahla head's unnormalized decayed kernel, 8% faster so (its spills 524 -> 12 bytes); the normalized
+// one ran 26% slower so and keeps the registers (docs/perf.md, "ahla's wide heads by value halves").
 struct SharedMaskFactors {
   const float* powers = nullptr;
   int power = 0;
@@ -835,30 +835,27 @@ __device__ void value_side(const Block& b) {
         wgmma::multiply<Major::k, Major::k>(a, now.q, now.k, false);
         if constexpr (Wide) wgmma::multiply<Major::k, Major::k>(a, now.q2, now.k2, true);
       }
-      // Q E (Wide: the sum over the halves) into `into`; E += K^T (D X) (without decay, X).
-      const auto carried_product = [&](Accumulator& into) {
-        wgmma::multiply<Major::k, Major::mn>(into, now.q, s.state2, false);
-        if constexpr (Wide) wgmma::multiply<Major::k, Major::mn>(into, now.q2, s.state2b, true);
+      // Q E into an accumulator, Q n into a column (Wide: the sums over the halves), from the state
+      // tiles `first` and `second`; then E += K^T (D X) into `sum` and `sum_b` (columns: n += K^T (D x)),
+      // `right` D X (D x) or, without decay, X (x). A column's B operand is a vector tile's row.
+      const auto from_states = [&](auto& into, const Bf* first, const Bf* second) {
+        constexpr Major major =
+            std::is_same_v<std::remove_cvref_t<decltype(into)>, Column> ? Major::k : Major::mn;
+        wgmma::multiply<Major::k, major>(into, now.q, first, false);
+        if constexpr (Wide) wgmma::multiply<Major::k, major>(into, now.q2, second, true);
       };
-      const auto state_product = [&] {
-        wgmma::multiply<Major::mn, Major::mn>(sum2, now.k, u_input, true);
-        if constexpr (Wide) wgmma::multiply<Major::mn, Major::mn>(sum3, now.k2, u_input, true);
-      };
-      // Q n into `into`; n += K^T (D x).
-      const auto carried_vector = [&](Column& into) {
-        wgmma::multiply<Major::k, Major::k>(into, now.q, s.vector2, false);
-        if constexpr (Wide) wgmma::multiply<Major::k, Major::k>(into, now.q2, s.vector2b, true);
-      };
-      const auto state_vector = [&] {
-        wgmma::multiply<Major::mn, Major::k>(vector2, now.k, x_input, true);
-        if constexpr (Wide) wgmma::multiply<Major::mn, Major::k>(vector1, now.k2, x_input, true);
+      const auto add_states = [&](auto& sum, auto& sum_b, const Bf* right) {
+        constexpr Major major =
+            std::is_same_v<std::remove_cvref_t<decltype(sum)>, Column> ? Major::k : Major::mn;
+        wgmma::multiply<Major::mn, major>(sum, now.k, right, true);
+        if constexpr (Wide) wgmma::multiply<Major::mn, major>(sum_b, now.k2, right, true);
       };
       if constexpr (Decayed) {
-        carried_product(carried);
-        if constexpr (Normalized) carried_vector(x_carried);
+        from_states(carried, s.state2, s.state2b);
+        if constexpr (Normalized) from_states(x_carried, s.vector2, s.vector2b);
         wgmma::commit();
-        state_product();
-        if constexpr (Normalized) state_vector();
+        add_states(sum2, sum3, u_input);
+        if constexpr (Normalized) add_states(vector2, vector1, x_input);
         wgmma::commit();
         wgmma::wait<1>();
         wgmma::fence_operand(carried);
@@ -869,11 +866,11 @@ __device__ void value_side(const Block& b) {
         }
       } else {
         wgmma::commit();
-        carried_product(o);
-        state_product();
+        from_states(o, s.state2, s.state2b);
+        add_states(sum2, sum3, u_input);
         if constexpr (Normalized) {
-          carried_vector(den);
-          state_vector();
+          from_states(den, s.vector2, s.vector2b);
+          add_states(vector2, vector1, x_input);
         }
         wgmma::commit();
         wgmma::wait<1>();
