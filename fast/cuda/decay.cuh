@@ -18,10 +18,11 @@ __device__ inline double gamma_of(const double* head_decays, std::int64_t heads_
   return head_decays ? head_decays[head % heads_per_batch] : decay;
 }
 
-// powers[i] = g^i, i = 0..192, by the block's threads (the caller synchronizes before reading).
-__device__ inline void fill_powers(float* powers, double gamma) {
+// powers[i] = g^(step i), i = 0..192, by the block's threads (the caller synchronizes before reading):
+// step 2 gives the powers of g^2 as the same roundings of g's even powers.
+__device__ inline void fill_powers(float* powers, double gamma, int step = 1) {
   for (int i = threadIdx.x; i < powers_count; i += blockDim.x)
-    powers[i] = static_cast<float>(pow(gamma, static_cast<double>(i)));
+    powers[i] = static_cast<float>(pow(gamma, static_cast<double>(step * i)));
 }
 
 // A thread's factors for its two accumulator rows (RowPair) and per chunk.

@@ -90,8 +90,8 @@ void launch_fill_gaussian(In* data, std::int64_t count, std::uint64_t seed, floa
 
 // The tensor-core path (tensor_core.cu): masked hla2, ahla or hla3, d and dv multiples of 8 up to 64
 // (the tiles are 64 wide: narrower heads load zero-padded; hla2 and ahla without checkpoints up to 128,
-// ahla's wider keys in one pass per value half, the rest the sum of the halves' operators), any n, over `heads` sequence-heads of `length` tokens (the batch's
-// heads one after another).
+// ahla's wider keys in one pass per value half, hla2's in two passes, values alone wider by their
+// halves), any n, over `heads` sequence-heads of `length` tokens (the batch's heads one after another).
 struct FastLaunch {
   Variant variant = Variant::hla2;
   int key_dim = 64, value_dim = 64;

@@ -1,10 +1,10 @@
 // The fast path: masked hla2, ahla and hla3 on the matrix units, corrected forms (docs/findings.md F1
 // for decayed hla2, F2 for hla3), normalized or not, decay gamma in (0, 1] per head; bf16 inputs,
 // float32 accumulation and state, tiles of 64 columns (d and dv multiples of 8 up to 64: columns past
-// d or dv load as zeros, and the outputs leave in rows of dv; up to 128, ahla's wider keys in one pass
-// per value half, launch_value_halves, and otherwise the sum of the halves' operators, launch_wide),
-// chunks of 64 tokens (the last one may be short: rows past n load as zeros and are not stored),
-// outputs in float32 or bf16. One block per
+// d or dv load as zeros, and the outputs leave in rows of dv; up to 128: ahla's wider keys in one pass
+// per value half, launch_value_halves; hla2's in two passes, launch_hla2_halves; values alone wider
+// than 64 by the value halves' operators, launch_wide), chunks of 64 tokens (the last one may be
+// short: rows past n load as zeros and are not stored), outputs in float32 or bf16. One block per
 // sequence-head walks its chunks in order, so the scan over chunk summaries is the running state
 // itself and never touches device memory; every step of a chunk is a 64 x 64 x 64 product issued
 // asynchronously on Hopper's warpgroup matrix units (wgmma.cuh), and the state sums stay in the
@@ -78,12 +78,6 @@ constexpr int threads_for(bool third) {
 constexpr int stages_for(bool third, bool decayed) {
   return third ? 4 : decayed ? 5 : 6;
 }
-// A term of a head wider than 64 whose two halves differ (`Arguments::cross`, launch_wide): five tiles
-// a chunk (the key side's queries and keys of the inner half besides Q, K, V), in three stages, within
-// the room of hla2's and ahla's stages.
-constexpr int cross_stages = 3;
-static_assert(5 * cross_stages <= 3 * stages_for(false, true) &&
-              5 * cross_stages <= 3 * stages_for(false, false));
 constexpr int vector_tiles = 8;  // 8 rows of a tile each: ones, ages, and the normalized sums' vectors
 constexpr int wide_vector_tiles = vector_tiles + 2;  // and a wide ahla head's second m and n
 constexpr int vector_tile_bytes = 8 * width * 2;
@@ -116,51 +110,82 @@ constexpr bool all_fit() {
 }
 static_assert(all_fit(), "the fast path's shared memory exceeds Hopper's 227 KB");
 
-// Whether a wide ahla head's value side reads the key side's masked A from two tiles more instead of
-// forming A itself: 12-37% faster, but for the unnormalized decayed kernel, which then spills and ran
-// 14% slower (docs/perf.md, "the value side takes the key side's masked A").
-constexpr bool hands_over_a(bool normalized, bool decayed) {
-  return normalized || !decayed;
+// What a block of a head with keys wider than 64 (up to 128) computes, the features in halves 0 and 1
+// of 64 columns (the second one zero-padded when narrower):
+//   ahla: value half z of an ahla head, both sides over both key halves (launch_value_halves);
+//   hla2_keys: hla2's first pass, key half x of U (and with decay of D^2 U): ahla's key side with V :=
+//     K^x, its rows stored to a bf16 scratch [heads, n, 128] (with decay 256: D^2 U at 128);
+//   hla2_values: hla2's second pass, value half z of the outputs from that scratch: the first warpgroup
+//     forms W = (Q^0 (U^0)^T + Q^1 (U^1)^T) . L_g^2 alone (weights_side) and the value side is ahla's
+//     with K := U (its state products' D^2 U), X := V^z and the powers of g^2 (launch_hla2_halves).
+enum class WideRole { none, ahla, hla2_keys, hla2_values };
+
+// Whether a wide head's value side reads the key side's masked A from two tiles more instead of
+// forming A itself: 12-37% faster, but for the unnormalized decayed ahla kernel, which then spills and
+// ran 14% slower (docs/perf.md, "the value side takes the key side's masked A"); hla2's second pass
+// always (its first warpgroup has nothing else to do).
+constexpr bool hands_over_a(WideRole role, bool normalized, bool decayed) {
+  return role == WideRole::hla2_values || (role == WideRole::ahla && (normalized || !decayed));
 }
-// ahla with keys wider than 64, one value half a block (fast_kernel's Wide, launch_value_halves): in
-// the order of Tiles, `stages` stages of five tiles (Q, K of both key halves and the value half's V),
-// the first halves' states P, E, two of X, the second halves' P, E, two of the key side's masked A
-// (hands_over_a), the outputs' two staging buffers in the outputs' type, ten vector tiles when
-// normalized, and with decay D V, two of D X and the powers.
-constexpr int wide_shared_bytes(int stages, bool normalized, bool decayed, bool bf16_out) {
+// A wide block's input tiles a chunk: Q, K (hla2_values: U) of both key halves and V (the value half;
+// hla2_keys: K^x); hla2_values with decay D^2 U of both halves too.
+constexpr int wide_inputs(WideRole role, bool decayed) {
+  return role == WideRole::hla2_values && decayed ? 7 : 5;
+}
+// A wide block's shared memory, in the order of Tiles: `stages` stages of wide_inputs tiles; then
+//   ahla, hla2_keys: the first halves' states P, E, two of X, the second halves' P, E, two of the key
+//     side's masked A (hands_over_a), the outputs' two staging buffers in the outputs' type (hla2_keys:
+//     none, its U leaves from X's tiles), ten vector tiles when normalized, and with decay D V, two of
+//     D X and the powers;
+//   hla2_values: the states F_0, F_1, two of W, the staging buffers, the vector tiles when normalized
+//     and with decay the powers.
+constexpr int wide_shared_bytes(WideRole role, int stages, bool normalized, bool decayed, bool bf16_out) {
+  const bool values = role == WideRole::hla2_values;
+  const int staging = role == WideRole::hla2_keys ? 0 : 2 * (bf16_out ? 2 : 4) * matrix_floats;
   return wgmma::tile_alignment +
-         (5 * stages + 6 + (hands_over_a(normalized, decayed) ? 2 : 0)) * wgmma::tile_bytes +
-         2 * (bf16_out ? 2 : 4) * matrix_floats + (normalized ? wide_vector_tiles * vector_tile_bytes : 0) +
-         (decayed ? 3 * wgmma::tile_bytes + powers_count * 4 : 0);
+         (wide_inputs(role, decayed) * stages +
+          (values ? 4 : 6 + (hands_over_a(role, normalized, decayed) ? 2 : 0))) *
+             wgmma::tile_bytes +
+         staging + (normalized ? wide_vector_tiles * vector_tile_bytes : 0) +
+         (decayed ? (values ? 0 : 3 * wgmma::tile_bytes) + powers_count * 4 : 0);
 }
-constexpr bool wide_fits(int stages, bool normalized, bool decayed, bool bf16_out) {
-  return wide_shared_bytes(stages, normalized, decayed, bf16_out) + barrier_bytes(false, decayed) <=
+constexpr bool wide_fits(WideRole role, int stages, bool normalized, bool decayed, bool bf16_out) {
+  return wide_shared_bytes(role, stages, normalized, decayed, bf16_out) + barrier_bytes(false, decayed) <=
          227 * 1024;
 }
-// Three stages where they fit (a chunk's loads issued two ahead), else two (float32 outputs with
-// normalization or decay, and both together).
-constexpr int wide_stages(bool normalized, bool decayed, bool bf16_out) {
-  return wide_fits(3, normalized, decayed, bf16_out) ? 3 : 2;
+// Three stages where they fit (a chunk's loads issued two ahead), else two: ahla's normalized forms but
+// with bf16 outputs undecayed, and hla2's second pass with decay but with bf16 outputs unnormalized.
+constexpr int wide_stages(WideRole role, bool normalized, bool decayed, bool bf16_out) {
+  return wide_fits(role, 3, normalized, decayed, bf16_out) ? 3 : 2;
 }
-static_assert(wide_fits(2, true, true, false) && wide_stages(false, false, false) == 3 &&
-              wide_stages(true, false, true) == 3 && wide_stages(false, true, false) == 3 &&
-              stages_for(false, true) >= 3);
+constexpr bool wide_all_fit() {
+  for (const WideRole role : {WideRole::ahla, WideRole::hla2_keys, WideRole::hla2_values})
+    for (const bool normalized : {false, true})
+      for (const bool decayed : {false, true})
+        if (!wide_fits(role, 2, normalized && role != WideRole::hla2_keys, decayed, false)) return false;
+  return true;
+}
+static_assert(wide_all_fit() && wide_stages(WideRole::ahla, false, false, false) == 3 &&
+              wide_stages(WideRole::ahla, true, false, true) == 3 &&
+              wide_stages(WideRole::ahla, false, true, false) == 3 &&
+              wide_stages(WideRole::hla2_keys, false, true, true) == 3 &&
+              wide_stages(WideRole::hla2_values, true, false, false) == 3 && stages_for(false, true) >= 3);
 
-// One chunk's inputs in shared memory; q_in and k_in are the key side's queries and keys (a cross term
-// of a wide head: the inner half's; otherwise q and k themselves); q2 and k2 the fourth and fifth
-// tiles of a stage of five (a cross term's q_in, k_in; a wide ahla head's second key half).
+// One chunk's inputs in shared memory; q2 and k2 the fourth and fifth tiles of a wide block's stage
+// (the second key half's Q and K, hla2_values' U); ks and ks2 the keys of the value side's state
+// products (hla2_values with decay: D^2 U of both halves, the sixth and seventh tiles; else k, k2).
 struct Chunk {
-  Bf *q, *k, *v, *q_in, *k_in, *q2, *k2;
+  Bf *q, *k, *v, *q2, *k2, *ks, *ks2;
 };
 
 // The key side writes U (ahla X; hla3 Z and R) of chunk c, and its copies, into the buffers of c % 2,
 // which the value side reads.
 struct Tiles {
   int stages;
-  bool cross;               // a cross term: five tiles a chunk
-  bool wide;                // a wide ahla head's value half (wide_shared_bytes): five tiles a chunk
+  WideRole wide;            // a wide head's block (wide_shared_bytes)
+  bool decayed;             // a wide head's: whether its kernel decays (hla2_values: seven tiles a chunk)
   int staged_bytes;         // a chunk's staged outputs: float32 (a wide head's: bf16 when they are)
-  Bf* inputs;               // stages x (Q, K, V; a cross term's Q_in, K_in; a wide head's second Q, K)
+  Bf* inputs;               // stages x (Q, K, V; a wide head's second Q, K, ...: wide_inputs)
   Bf *state1, *state2;      // hla2: S, F; ahla: P, E; hla3: S^K, F (the key side's and the value side's)
   Bf* u_tiles;              // two: hla2 U, ahla X, hla3 Z
   Bf *r_tiles, *state3;     // hla3: two of R, and P (the key side's second state)
@@ -172,19 +197,22 @@ struct Tiles {
   Bf *ones, *ages, *vector2, *vector1, *x_rows, *decayed_x_rows, *vector1b, *vector2b;
   // Decayed: the key side's D K (ahla: D V), two of D^2 U (ahla: D X; hla3: D^3 Z), the value side's
   // D V (hla2's summaries; not in a wide head's room); the powers g^0 .. g^192, float32 roundings of
-  // float64 powers.
+  // float64 powers (hla2_values: of g^2).
   Bf *decayed_in, *decayed_u_tiles, *decayed_extra;
   float* powers;
-  __device__ Tiles(unsigned char* shared, int stages_, bool third, bool cross_ = false, bool wide_ = false,
-                   bool normalized = false, bool bf16_out = false, bool hands_a = false)
+  __device__ Tiles(unsigned char* shared, int stages_, bool third, WideRole wide_ = WideRole::none,
+                   bool normalized = false, bool decayed_ = false, bool bf16_out = false)
       : stages(stages_),
-        cross(cross_),
         wide(wide_),
-        staged_bytes(wide_ && bf16_out ? matrix_floats * 2 : output_bytes),
+        decayed(decayed_),
+        staged_bytes(wide_ == WideRole::hla2_keys          ? 0
+                     : wide_ != WideRole::none && bf16_out ? matrix_floats * 2
+                                                           : output_bytes),
         inputs(reinterpret_cast<Bf*>(
             shared + (wgmma::tile_alignment - shared_address(shared) % wgmma::tile_alignment) %
                          wgmma::tile_alignment)) {
     constexpr int elements = wgmma::tile_bytes / 2, vector_elements = vector_tile_bytes / 2;
+    const bool is_wide = wide != WideRole::none, values = wide == WideRole::hla2_values;
     state1 = inputs + per_stage() * stages * elements;
     state2 = state1 + elements;
     u_tiles = state2 + elements;
@@ -193,9 +221,16 @@ struct Tiles {
     state1b = r_tiles;
     state2b = r_tiles + elements;
     a_tiles = r_tiles + 2 * elements;
-    outputs = reinterpret_cast<unsigned char*>(third  ? state3 + elements
-                                               : wide ? a_tiles + (hands_a ? 2 : 0) * elements
-                                                      : r_tiles);
+    if (values) {  // F_0, F_1 and W's two tiles only
+      state2 = state1;
+      state2b = state2 + elements;
+      a_tiles = state2b + elements;
+      state1 = u_tiles = r_tiles = state3 = state1b = nullptr;
+    }
+    outputs = reinterpret_cast<unsigned char*>(
+        third     ? state3 + elements
+        : is_wide ? a_tiles + (hands_over_a(wide, normalized, decayed) ? 2 : 0) * elements
+                  : r_tiles);
     ones = reinterpret_cast<Bf*>(outputs + 2 * staged_bytes);
     ages = ones + vector_elements;
     vector2 = ages + vector_elements;
@@ -205,25 +240,28 @@ struct Tiles {
     vector1b = decayed_x_rows + 2 * vector_elements;
     vector2b = vector1b + vector_elements;
     // After the vectors, used or not (a wide head's: only when normalized).
-    decayed_in = ones + (!wide ? vector_tiles : normalized ? wide_vector_tiles : 0) * vector_elements;
+    decayed_in = ones + (!is_wide ? vector_tiles : normalized ? wide_vector_tiles : 0) * vector_elements;
     decayed_u_tiles = decayed_in + elements;
     decayed_extra = decayed_u_tiles + 2 * elements;
-    powers = reinterpret_cast<float*>(wide ? decayed_extra : decayed_extra + elements);
+    powers = reinterpret_cast<float*>(values    ? decayed_in
+                                      : is_wide ? decayed_extra
+                                                : decayed_extra + elements);
+    if (values) decayed_in = decayed_u_tiles = decayed_extra = nullptr;
   }
   __device__ Chunk chunk(std::int64_t c) const {
     constexpr int elements = wgmma::tile_bytes / 2;
     Bf* first = inputs + per_stage() * (c % stages) * elements;
-    Bf* fourth = per_stage() == 5 ? first + 3 * elements : nullptr;
-    Bf* fifth = per_stage() == 5 ? first + 4 * elements : nullptr;
+    const auto tile = [&](int i) { return i < per_stage() ? first + i * elements : nullptr; };
+    const bool own_state_keys = per_stage() == 7;
     return {first,
             first + elements,
             first + 2 * elements,
-            cross ? fourth : first,
-            cross ? fifth : first + elements,
-            fourth,
-            fifth};
+            tile(3),
+            tile(4),
+            own_state_keys ? tile(5) : first + elements,
+            own_state_keys ? tile(6) : tile(4)};
   }
-  __device__ int per_stage() const { return cross || wide ? 5 : 3; }
+  __device__ int per_stage() const { return wide != WideRole::none ? wide_inputs(wide, decayed) : 3; }
   __device__ Bf* u(std::int64_t c) const { return u_tiles + (c % 2) * (wgmma::tile_bytes / 2); }
   __device__ Bf* r(std::int64_t c) const { return r_tiles + (c % 2) * (wgmma::tile_bytes / 2); }
   __device__ Bf* a(std::int64_t c) const { return a_tiles + (c % 2) * (wgmma::tile_bytes / 2); }
@@ -358,9 +396,6 @@ struct Arguments {
   float* den;  // terms: out gets num and den the denominators
   const float* carries;
   float* summaries;
-  // A cross term of a head wider than 64 (launch_wide): the key side reads the inner half's queries and
-  // keys (the kernel's q_in, k_in maps), five tiles a chunk; the outputs pass only, one segment.
-  bool cross = false;
   // The outputs pass, when set: each chunk's state operands (hla2 S~, F~; ahla P~, E~) as the
   // products read them, two tile images per chunk in the 128-byte swizzle and, normalized, the rows
   // of their vectors (launch.hpp, checkpoint_bytes), for the backward (tensor_core_backward.cu).
@@ -368,8 +403,9 @@ struct Arguments {
   long long* phases;  // built with HLA_FAST_PHASES: each block's cycles per phase (phases.cuh)
   // A rank's slice (docs/ranks.md, launch_rank): its first segment starts from carries[head] too.
   bool carry_first = false;
-  // A wide ahla head (launch_value_halves): each sequence-head's value halves in blocks side by side, the
-  // outputs leaving through the kernel's out_map, in `stages` stages of five tiles (wide_stages).
+  // A wide head (launch_value_halves, launch_hla2_halves): each sequence-head's value halves (hla2's
+  // first pass: key halves) in blocks side by side, the outputs (U) leaving through the kernel's out_map,
+  // in `stages` stages of wide_inputs tiles (wide_stages).
   int value_halves = 1;
   int stages = 0;
 };
@@ -437,9 +473,9 @@ __device__ void stage_outputs(const Arguments& args, Accumulator& o, const Colum
 // c + stages at the end of chunk c and stores the outputs (its key side has no time to spare).
 struct Block {
   const Arguments& args;
-  const CUtensorMap *q, *k, *v, *q_in, *k_in;
-  const CUtensorMap* out_map;  // a wide ahla head's outputs (else null: bulk copies of whole rows)
-  int value_column;            // a wide ahla head's: the first column of the block's value half
+  const CUtensorMap *q, *k, *v;
+  const CUtensorMap* out_map;  // a wide head's outputs or U (else null: bulk copies of whole rows)
+  int value_column;            // a wide head's: the first column of the block's value half (key half)
   Tiles s;
   Arrival *loaded, *u_ready, *u_free, *inputs_free, *out_staged, *out_free;
   std::int64_t head, segment, first, chunks, total_chunks;
@@ -456,9 +492,13 @@ struct Block {
     start_loading(*q, (first + c) * width, head, to.q, arrival);
     start_loading(*k, (first + c) * width, head, to.k, arrival);
     start_loading(*v, (first + c) * width, head, to.v, arrival, value_column);
-    if (s.per_stage() == 5) {  // a cross term's inner half, a wide head's second half
-      start_loading(*q_in, (first + c) * width, head, to.q2, arrival);
-      start_loading(*k_in, (first + c) * width, head, to.k2, arrival);
+    if (s.wide != WideRole::none) {  // the second key half, at column 64 (hla2_values: of U)
+      start_loading(*q, (first + c) * width, head, to.q2, arrival, width);
+      start_loading(*k, (first + c) * width, head, to.k2, arrival, width);
+    }
+    if (s.per_stage() == 7) {  // hla2_values with decay: D^2 U of both halves, after U in the scratch
+      start_loading(*k, (first + c) * width, head, to.ks, arrival, 2 * width);
+      start_loading(*k, (first + c) * width, head, to.ks2, arrival, 3 * width);
     }
   }
   // hla3's loads, issued by its value side's leader. Before its loop: the first stages' chunks.
@@ -481,9 +521,16 @@ struct Block {
     return static_cast<int>(std::min<std::int64_t>(width, args.length - (first + c) * width));
   }
   // By the producer (hla3: the value side's leader): chunk c's staged outputs to device memory (a wide
-  // head's: the 64 x 64 box at its value half, rows past n and columns past dv left out by the map).
+  // head's: the 64 x 64 box at its value half, rows past n and columns past dv left out by the map;
+  // hla2's first pass: U^x, and with decay D^2 U^x, from their tiles, at the key half's columns of the
+  // scratch), one group of stores.
   __device__ void store_outputs(std::int64_t c) const {
-    if (out_map) {
+    if (s.wide == WideRole::hla2_keys) {
+      tma::store_box(*out_map, value_column, (first + c) * width, head, s.u(c));
+      if (s.decayed)
+        tma::store_box(*out_map, 2 * width + value_column, (first + c) * width, head, s.decayed_u(c));
+      tma::commit_stores();
+    } else if (out_map) {
       tma::start_storing_box(*out_map, value_column, (first + c) * width, head, s.output(c));
     } else {
       start_storing(output_rows(c), s.output(c), rows_of(c) * args.value_dim * element_bytes());
@@ -506,8 +553,7 @@ struct Block {
 };
 
 // The key side (the first warpgroup) of chunk c, with S the state before it (ahla P; normalized
-// ahla, m); in a cross term Q and K are the inner half's (Chunk::q_in, k_in) but for the K that U's
-// A K and the decayed copy D K read (hla2: S = sum k_in k^T, U = Q_in S + A K, A = Q_in K_in^T):
+// ahla, m):
 //   hla2: A = Q K^T, U = diag(g^tau) Q S + (A . L_g) K (+ ridge Q), S = g^64 S + K^T (D K);
 //   ahla: A, X = diag(g^tau) Q P + (A . L_g) V, P = g^64 P + K^T (D V) (x = diag(g^tau) Q m + A 1,
 //   m = g^64 m + K^T (D 1)).
@@ -516,11 +562,15 @@ struct Block {
 // and q2, k2), A = Q^0 (K^0)^T + Q^1 (K^1)^T, X = diag(g^tau) (Q^0 P_0 + Q^1 P_1) + (A . L_g) V^z,
 // P_h = g^64 P_h + (K^h)^T (D V^z) (normalized: m_h alike); the outputs pass from zero only. It
 // hands its bf16(A . L_g) over too (hands_over_a), in the buffer of c % 2, so that the value side need
-// not form A.
-template <bool Ahla, Pass pass, bool Normalized, bool Decayed, bool Ridge, bool Wide = false>
+// not form A. hla2_keys: the same with V := K^x, so X = U^x and P_h = S_hx = sum k^h (k^x)^T; its copy
+// for the value side D^2 U^x, and hla2's ridge adds ridge Q^x.
+template <bool Ahla, Pass pass, bool Normalized, bool Decayed, bool Ridge, WideRole Wide = WideRole::none>
 __device__ void key_side(const Block& b) {
-  static_assert(!Wide || (Ahla && pass == Pass::outputs && !Ridge));
-  constexpr bool hands_a = Wide && hands_over_a(Normalized, Decayed);
+  constexpr bool wide = Wide != WideRole::none, hla2_keys = Wide == WideRole::hla2_keys;
+  static_assert(!wide ||
+                (Ahla && pass == Pass::outputs && (!Ridge || hla2_keys) && Wide != WideRole::hla2_values));
+  static_assert(!hla2_keys || !Normalized);
+  constexpr bool hands_a = hands_over_a(Wide, Normalized, Decayed);
   const Arguments& args = b.args;
   const Tiles& s = b.s;
   const bool leader = threadIdx.x == 0;  // issues the checkpoints' stores
@@ -536,7 +586,7 @@ __device__ void key_side(const Block& b) {
   }
   wgmma::round_to_tile(sum1, s.state1);
   if constexpr (Ahla && Normalized) wgmma::round_to_tile_row(vector1, s.vector1);
-  if constexpr (Wide) {
+  if constexpr (wide) {
     wgmma::zero(sum1b);
     wgmma::round_to_tile(sum1b, s.state1b);
     if constexpr (Normalized) {
@@ -549,14 +599,14 @@ __device__ void key_side(const Block& b) {
   // the chunk's products add to them, so that no product is in flight (registers changed between
   // an accumulator's products stall the matrix units' pipeline).
   const Decay decay = Decayed ? Decay(s.powers) : Decay{};
-  using Factors = MaskFactorsOf<Wide && !Normalized>;
+  using Factors = MaskFactorsOf<wide && !Normalized>;
   Factors a_factors;
   if constexpr (Decayed) a_factors = Factors(s.powers, 1);
   const auto decay_sums = [&] {
     if constexpr (Decayed) {
       wgmma::scale(sum1, decay.rho);
       if constexpr (Ahla && Normalized) wgmma::scale(vector1, decay.rho);
-      if constexpr (Wide) {
+      if constexpr (wide) {
         wgmma::scale(sum1b, decay.rho);
         if constexpr (Normalized) wgmma::scale(vector1b, decay.rho);
       }
@@ -595,27 +645,27 @@ __device__ void key_side(const Block& b) {
     Column x, x_carried;
     wgmma::fence_operand(sum1);
     if constexpr (Ahla && Normalized) wgmma::fence_operand(vector1);
-    if constexpr (Wide) {
+    if constexpr (wide) {
       wgmma::fence_operand(sum1b);
       if constexpr (Normalized) wgmma::fence_operand(vector1b);
     }
     wgmma::fence();
-    wgmma::multiply<Major::k, Major::k>(a, now.q_in, now.k_in, false);
-    if constexpr (Wide) wgmma::multiply<Major::k, Major::k>(a, now.q2, now.k2, true);
+    wgmma::multiply<Major::k, Major::k>(a, now.q, now.k, false);
+    if constexpr (wide) wgmma::multiply<Major::k, Major::k>(a, now.q2, now.k2, true);
     wgmma::commit();
     // Q S (Q P, Q m; Wide: the sum over the halves) into `into`, `vector_into`.
     const auto carried_products = [&](Accumulator& into, Column& vector_into) {
-      wgmma::multiply<Major::k, Major::mn>(into, now.q_in, s.state1, false);
-      if constexpr (Wide) wgmma::multiply<Major::k, Major::mn>(into, now.q2, s.state1b, true);
+      wgmma::multiply<Major::k, Major::mn>(into, now.q, s.state1, false);
+      if constexpr (wide) wgmma::multiply<Major::k, Major::mn>(into, now.q2, s.state1b, true);
       if constexpr (Ahla && Normalized) {
-        wgmma::multiply<Major::k, Major::k>(vector_into, now.q_in, s.vector1, false);
-        if constexpr (Wide) wgmma::multiply<Major::k, Major::k>(vector_into, now.q2, s.vector1b, true);
+        wgmma::multiply<Major::k, Major::k>(vector_into, now.q, s.vector1, false);
+        if constexpr (wide) wgmma::multiply<Major::k, Major::k>(vector_into, now.q2, s.vector1b, true);
       }
     };
     // S += K^T (D K) (ahla: P += K^T (D V)), `right` the decayed copy or, without decay, the input.
     const auto state_products = [&](const Bf* right) {
-      wgmma::multiply<Major::mn, Major::mn>(sum1, now.k_in, right, true);
-      if constexpr (Wide) wgmma::multiply<Major::mn, Major::mn>(sum1b, now.k2, right, true);
+      wgmma::multiply<Major::mn, Major::mn>(sum1, now.k, right, true);
+      if constexpr (wide) wgmma::multiply<Major::mn, Major::mn>(sum1b, now.k2, right, true);
     };
     if constexpr (Decayed) {
       carried_products(carried, x_carried);
@@ -627,8 +677,8 @@ __device__ void key_side(const Block& b) {
       state_products(Ahla ? now.v : now.k);
     }
     if constexpr (Ahla && Normalized) {
-      wgmma::multiply<Major::mn, Major::k>(vector1, now.k_in, s.ages, true);
-      if constexpr (Wide) wgmma::multiply<Major::mn, Major::k>(vector1b, now.k2, s.ages, true);
+      wgmma::multiply<Major::mn, Major::k>(vector1, now.k, s.ages, true);
+      if constexpr (wide) wgmma::multiply<Major::mn, Major::k>(vector1b, now.k2, s.ages, true);
     }
     wgmma::commit();
     if constexpr (Decayed) {
@@ -661,17 +711,19 @@ __device__ void key_side(const Block& b) {
     clock.mark(phases::masked);
     wgmma::fence_operand(u);
     wgmma::fence_operand(sum1);
-    if constexpr (Wide) wgmma::fence_operand(sum1b);
-    if constexpr (Ridge) wgmma::add_tile(u, now.q, args.ridge);  // U + ridge Q
+    if constexpr (wide) wgmma::fence_operand(sum1b);
+    if constexpr (Ridge)
+      wgmma::add_tile(u, hla2_keys && b.value_column > 0 ? now.q2 : now.q, args.ridge);  // + ridge Q
     if constexpr (!hands_a) wait_partner();
     clock.mark(phases::partner);
     wgmma::round_to_tile(u, s.u(c));
     // hla2: D^2 U (for F);  ahla: D X (for E)
-    if constexpr (Decayed) wgmma::round_to_tile(u, s.decayed_u(c), Ahla ? decay.age : decay.age2);
+    if constexpr (Decayed)
+      wgmma::round_to_tile(u, s.decayed_u(c), Ahla && !hla2_keys ? decay.age : decay.age2);
     if constexpr (Ahla && Normalized) {
       wgmma::fence_operand(x);
       wgmma::fence_operand(vector1);
-      if constexpr (Wide) wgmma::fence_operand(vector1b);
+      if constexpr (wide) wgmma::fence_operand(vector1b);
       wgmma::round_to_tile_row(x, s.x(c));
       if constexpr (Decayed) wgmma::round_to_tile_row(x, s.decayed_x(c), decay.age);
     }
@@ -684,7 +736,7 @@ __device__ void key_side(const Block& b) {
     sync_group();
     wgmma::round_to_tile(sum1, s.state1);  // read again by the next chunk only
     if constexpr (Ahla && Normalized) wgmma::round_to_tile_row(vector1, s.vector1);
-    if constexpr (Wide) {
+    if constexpr (wide) {
       wgmma::round_to_tile(sum1b, s.state1b);
       if constexpr (Normalized) wgmma::round_to_tile_row(vector1b, s.vector1b);
     }
@@ -712,11 +764,15 @@ __device__ void key_side(const Block& b) {
 // It stages the outputs for the producer, which stores them.
 // Wide (ahla, keys wider than 64, one value half): A over both halves (hands_over_a: the key side's
 // bf16(A . L_g)), O = diag(g^tau) (Q^0 E_0 + Q^1 E_1) + (A . L_g) X, E_h = g^64 E_h + (K^h)^T (D X)
-// (normalized: n_h alike).
-template <bool Ahla, Pass pass, bool Normalized, bool Decayed, bool Wide = false>
+// (normalized: n_h alike). hla2_values: the same at g^2 with the key side's A := W (weights_side), K :=
+// U and X := V^z, so O^z = diag(g^(2 tau)) (Q^0 F_0 + Q^1 F_1) + W V^z and F_h = g^128 F_h + (D^2 U^h)^T
+// V^z (Chunk's ks, ks2), the decay already in the left factor; normalized, x := 1: den = diag(g^(2
+// tau)) (Q^0 f_0 + Q^1 f_1) + W 1, f_h = g^128 f_h + (D^2 U^h)^T 1.
+template <bool Ahla, Pass pass, bool Normalized, bool Decayed, WideRole Wide = WideRole::none>
 __device__ void value_side(const Block& b) {
-  static_assert(!Wide || (Ahla && pass == Pass::outputs));
-  constexpr bool hands_a = Wide && hands_over_a(Normalized, Decayed);
+  constexpr bool wide = Wide != WideRole::none, hla2_values = Wide == WideRole::hla2_values;
+  static_assert(!wide || (Ahla && pass == Pass::outputs && Wide != WideRole::hla2_keys));
+  constexpr bool hands_a = hands_over_a(Wide, Normalized, Decayed);
   const Arguments& args = b.args;
   const Tiles& s = b.s;
   const bool leader = threadIdx.x == group_threads;  // issues the checkpoints' stores
@@ -736,22 +792,22 @@ __device__ void value_side(const Block& b) {
   }
   wgmma::round_to_tile(sum2, s.state2);
   if constexpr (Normalized) wgmma::round_to_tile_row(vector2, s.vector2);
-  if constexpr (Wide) {
+  if constexpr (wide) {
     wgmma::round_to_tile(sum3, s.state2b);
     if constexpr (Normalized) wgmma::round_to_tile_row(vector1, s.vector2b);
   }
 
   // With decay, as the key side's: F, f by g^128 (ahla E, n by g^64); hla2's C, m by g^64.
   const Decay decay = Decayed ? Decay(s.powers) : Decay{};
-  using Factors = MaskFactorsOf<Wide && !Normalized>;
+  using Factors = MaskFactorsOf<wide && !Normalized>;
   Factors mask_factors;  // ahla's A, hla2's W (hands_a: A comes masked from the key side)
   if constexpr (Decayed && pass == Pass::outputs && !hands_a) mask_factors = Factors(s.powers, Ahla ? 1 : 2);
   const auto decay_sums = [&] {
     if constexpr (Decayed) {
       wgmma::scale(sum2, Ahla ? decay.rho : decay.rho2);
-      if (Wide || (!Ahla && pass == Pass::summary)) wgmma::scale(sum3, decay.rho);
+      if (wide || (!Ahla && pass == Pass::summary)) wgmma::scale(sum3, decay.rho);
       if constexpr (Normalized) {
-        if (Wide || (!Ahla && pass == Pass::summary)) wgmma::scale(vector1, decay.rho);
+        if (wide || (!Ahla && pass == Pass::summary)) wgmma::scale(vector1, decay.rho);
         wgmma::scale(vector2, Ahla ? decay.rho : decay.rho2);
       }
     }
@@ -780,8 +836,12 @@ __device__ void value_side(const Block& b) {
     }
     clock.mark(phases::publish);
     const Chunk now = s.chunk(c);
-    const Bf* u_input = Decayed ? s.decayed_u(c) : s.u(c);
-    const Bf* x_input = Decayed ? s.decayed_x(c) : s.x(c);
+    // The right factors of the state products (hla2_values: V^z and the ones, the decay being in ks),
+    // and ahla's X and x of the masked products (hla2_values: V^z and the ones).
+    const Bf* u_input = hla2_values ? now.v : Decayed ? s.decayed_u(c) : s.u(c);
+    const Bf* x_input = hla2_values ? s.ones : Decayed ? s.decayed_x(c) : s.x(c);
+    const Bf* x_tile = hla2_values ? now.v : s.u(c);
+    const Bf* x_row = hla2_values ? s.ones : s.x(c);
     if constexpr (pass == Pass::summary) {
       wgmma::fence_operand(sum2);
       wgmma::fence_operand(sum3);
@@ -824,7 +884,7 @@ __device__ void value_side(const Block& b) {
     wgmma::RowPair inverse;
     wgmma::fence_operand(sum2);
     if constexpr (Normalized) wgmma::fence_operand(vector2);
-    if constexpr (Wide) {
+    if constexpr (wide) {
       wgmma::fence_operand(sum3);
       if constexpr (Normalized) wgmma::fence_operand(vector1);
     }
@@ -833,7 +893,7 @@ __device__ void value_side(const Block& b) {
       Accumulator a;
       if constexpr (!hands_a) {
         wgmma::multiply<Major::k, Major::k>(a, now.q, now.k, false);
-        if constexpr (Wide) wgmma::multiply<Major::k, Major::k>(a, now.q2, now.k2, true);
+        if constexpr (wide) wgmma::multiply<Major::k, Major::k>(a, now.q2, now.k2, true);
       }
       // Q E into an accumulator, Q n into a column (Wide: the sums over the halves), from the state
       // tiles `first` and `second`; then E += K^T (D X) into `sum` and `sum_b` (columns: n += K^T (D x)),
@@ -842,13 +902,13 @@ __device__ void value_side(const Block& b) {
         constexpr Major major =
             std::is_same_v<std::remove_cvref_t<decltype(into)>, Column> ? Major::k : Major::mn;
         wgmma::multiply<Major::k, major>(into, now.q, first, false);
-        if constexpr (Wide) wgmma::multiply<Major::k, major>(into, now.q2, second, true);
+        if constexpr (wide) wgmma::multiply<Major::k, major>(into, now.q2, second, true);
       };
       const auto add_states = [&](auto& sum, auto& sum_b, const Bf* right) {
         constexpr Major major =
             std::is_same_v<std::remove_cvref_t<decltype(sum)>, Column> ? Major::k : Major::mn;
-        wgmma::multiply<Major::mn, major>(sum, now.k, right, true);
-        if constexpr (Wide) wgmma::multiply<Major::mn, major>(sum_b, now.k2, right, true);
+        wgmma::multiply<Major::mn, major>(sum, now.ks, right, true);
+        if constexpr (wide) wgmma::multiply<Major::mn, major>(sum_b, now.ks2, right, true);
       };
       if constexpr (Decayed) {
         from_states(carried, s.state2, s.state2b);
@@ -879,18 +939,18 @@ __device__ void value_side(const Block& b) {
       if constexpr (hands_a) {
         wgmma::fence();  // o (den) rescaled since their last products
         if constexpr (Normalized) {
-          wgmma::multiply<Major::k, Major::k>(den, s.a(c), s.x(c), true);
+          wgmma::multiply<Major::k, Major::k>(den, s.a(c), x_row, true);
           wgmma::commit();
         }
-        wgmma::multiply<Major::k, Major::mn>(o, s.a(c), s.u(c), true);
+        wgmma::multiply<Major::k, Major::mn>(o, s.a(c), x_tile, true);
       } else {
         const wgmma::RowOperand masked = round_masked<Decayed>(a, mask_factors);
         wgmma::fence();
         if constexpr (Normalized) {
-          wgmma::multiply<Major::k>(den, masked, s.x(c), true);
+          wgmma::multiply<Major::k>(den, masked, x_row, true);
           wgmma::commit();
         }
-        wgmma::multiply<Major::mn>(o, masked, s.u(c), true);
+        wgmma::multiply<Major::mn>(o, masked, x_tile, true);
       }
       wgmma::commit();
       inverse = finish_products<Normalized>(args, den);
@@ -940,7 +1000,7 @@ __device__ void value_side(const Block& b) {
       wgmma::fence_operand(den);
       wgmma::fence_operand(vector2);
     }
-    if constexpr (Wide) {
+    if constexpr (wide) {
       wgmma::fence_operand(sum3);
       if constexpr (Normalized) wgmma::fence_operand(vector1);
     }
@@ -956,7 +1016,7 @@ __device__ void value_side(const Block& b) {
     sync_group();  // every warp's products that read F (f) and chunk c's inputs are done
     wgmma::round_to_tile(sum2, s.state2);  // published at the top of the next chunk
     if constexpr (Normalized) wgmma::round_to_tile_row(vector2, s.vector2);
-    if constexpr (Wide) {
+    if constexpr (wide) {
       wgmma::round_to_tile(sum3, s.state2b);
       if constexpr (Normalized) wgmma::round_to_tile_row(vector1, s.vector2b);
     }
@@ -974,6 +1034,52 @@ __device__ void value_side(const Block& b) {
     }
   }
   if (checkpointing && leader) wait_stores_done();
+}
+
+// hla2's second pass (WideRole::hla2_values), the first warpgroup: chunk c's weights W = (Q^0 (U^0)^T +
+// Q^1 (U^1)^T) . L_g^2 (the powers are g^2's, so power 1), rounded to bf16 into the buffer of c % 2 as
+// the wide ahla key side hands its masked A over; the value side does the rest.
+template <bool Decayed>
+__device__ void weights_side(const Block& b) {
+  const Tiles& s = b.s;
+  MaskFactors factors;
+  if constexpr (Decayed) factors = MaskFactors(s.powers, 1);
+  phases::Clock clock;
+  for (std::int64_t c = 0; c < b.chunks; ++c) {
+    b.wait_loaded(c);
+    clock.mark(phases::inputs);
+    const Chunk now = s.chunk(c);
+    Accumulator w;
+    wgmma::fence();
+    wgmma::multiply<Major::k, Major::k>(w, now.q, now.k, false);
+    wgmma::multiply<Major::k, Major::k>(w, now.q2, now.k2, true);
+    wgmma::commit();
+    wgmma::wait<0>();
+    clock.mark(phases::first);
+    const wgmma::RowOperand masked = round_masked<Decayed>(w, factors);
+    if (c >= 2) b.u_free[c % 2].wait((c / 2 - 1) % 2);  // the value side's products of c - 2 read it
+    clock.mark(phases::partner);
+    wgmma::store_operand(masked, s.a(c));
+    wgmma::fence_shared();
+    b.u_ready[c % 2].arrive();
+    clock.mark(phases::handover);
+  }
+  clock.store(b.args.phases);
+}
+
+// hla2's first pass (WideRole::hla2_keys), the second warpgroup: it hands chunk c's U^x (D^2 U^x) in
+// the buffers of c % 2 to the producer, which stores them, and the buffers back to the key side once
+// that store has read them (out_free), at chunk c + 1; the key side is done with the inputs by then.
+__device__ void release_side(const Block& b) {
+  for (std::int64_t c = 0; c < b.chunks; ++c) {
+    b.u_ready[c % 2].wait(c / 2 % 2);
+    b.inputs_free[c % b.s.stages].arrive();
+    b.out_staged[c % 2].arrive();
+    if (c >= 1) {
+      b.out_free[(c - 1) % 2].wait((c - 1) / 2 % 2);
+      b.u_free[(c - 1) % 2].arrive();
+    }
+  }
 }
 
 // hla2's and ahla's producer warp (its first thread): every load and store of the block, in chunk order.
@@ -1286,26 +1392,27 @@ __device__ void hla3_value_side(const Block& b) {
 enum class Algebra { hla2, ahla, hla3 };
 
 // q, k, v: tensor maps of the [heads, length, d or dv] inputs with 64 x 64 boxes (a short last chunk
-// read with zeros past the end, a narrower head with zeros past its columns); q_in, k_in: those of the
-// key side's queries and keys in a cross term (Arguments::cross), of the second key half when Wide,
-// else not read; out_map: the outputs' when Wide (tma::output_map), else not read.
-// Decayed: some head's gamma is not 1 (the kernel takes any gamma, 1 included; without Decayed it
-// skips the decay's work). Ridge: hla2's ridge, gamma = 1. Wide: ahla with keys wider than 64, block
-// h * value_halves + z computing value half z of sequence-head h (key_side, value_side).
-template <Algebra algebra, Pass pass, bool Normalized, bool Decayed, bool Ridge, bool Wide = false>
+// read with zeros past the end, a narrower head with zeros past its columns; a wide head's second key
+// half at column 64; hla2's second pass: k the scratch of U and D^2 U, v hla2's first pass: K);
+// out_map: a wide head's outputs (tma::output_map; hla2's first pass: the scratch's tile_map), else not
+// read. Decayed: some head's gamma is not 1 (the kernel takes any gamma, 1 included; without Decayed it
+// skips the decay's work). Ridge: hla2's ridge, gamma = 1. Wide: keys wider than 64 (WideRole), block
+// h * value_halves + z computing value half (hla2's first pass: key half) z of sequence-head h.
+template <Algebra algebra, Pass pass, bool Normalized, bool Decayed, bool Ridge,
+          WideRole Wide = WideRole::none>
 __global__ void __launch_bounds__(threads_for(algebra == Algebra::hla3), 1)
     fast_kernel(const __grid_constant__ CUtensorMap q, const __grid_constant__ CUtensorMap k,
-                const __grid_constant__ CUtensorMap v, const __grid_constant__ CUtensorMap q_in,
-                const __grid_constant__ CUtensorMap k_in, const __grid_constant__ CUtensorMap out_map,
+                const __grid_constant__ CUtensorMap v, const __grid_constant__ CUtensorMap out_map,
                 const __grid_constant__ Arguments args) {
   extern __shared__ __align__(128) unsigned char shared[];
   constexpr bool third = algebra == Algebra::hla3;
   constexpr int stages = stages_for(third, Decayed);
-  static_assert(!Wide || algebra == Algebra::ahla);
+  constexpr bool wide = Wide != WideRole::none;
+  static_assert(!wide || algebra == Algebra::ahla);
   __shared__ Arrival loaded[stages], inputs_free[stages], u_ready[2], u_free[2], out_staged[2], out_free[2];
   const int segments = args.segments;
   const int per_head = pass == Pass::outputs ? segments : segments - 1;
-  const std::int64_t block = Wide ? blockIdx.x / args.value_halves : blockIdx.x;
+  const std::int64_t block = wide ? blockIdx.x / args.value_halves : blockIdx.x;
   const std::int64_t head = block / per_head, segment = block % per_head;
   const std::int64_t first = segment * args.segment_chunks;  // this segment's first chunk
   const std::int64_t total_chunks = (args.length + width - 1) / width;
@@ -1313,13 +1420,10 @@ __global__ void __launch_bounds__(threads_for(algebra == Algebra::hla3), 1)
                 .q = &q,
                 .k = &k,
                 .v = &v,
-                .q_in = &q_in,
-                .k_in = &k_in,
-                .out_map = Wide ? &out_map : nullptr,
-                .value_column = Wide ? static_cast<int>(blockIdx.x % args.value_halves) * width : 0,
-                .s = Wide ? Tiles(shared, args.stages, false, false, true, Normalized, args.bf16_out,
-                                  hands_over_a(Normalized, Decayed))
-                          : Tiles(shared, args.cross ? cross_stages : stages, third, args.cross),
+                .out_map = wide ? &out_map : nullptr,
+                .value_column = wide ? static_cast<int>(blockIdx.x % args.value_halves) * width : 0,
+                .s = wide ? Tiles(shared, args.stages, false, Wide, Normalized, Decayed, args.bf16_out)
+                          : Tiles(shared, stages, third),
                 .loaded = loaded,
                 .u_ready = u_ready,
                 .u_free = u_free,
@@ -1336,7 +1440,8 @@ __global__ void __launch_bounds__(threads_for(algebra == Algebra::hla3), 1)
   const Tiles& s = b.s;
 
   if constexpr (Decayed) {  // the powers of gamma
-    decay::fill_powers(s.powers, decay::gamma_of(args.head_decays, args.heads_per_batch, args.decay, head));
+    decay::fill_powers(s.powers, decay::gamma_of(args.head_decays, args.heads_per_batch, args.decay, head),
+                       Wide == WideRole::hla2_values ? 2 : 1);
     __syncthreads();
   }
   if constexpr (Normalized) {  // the ones and ages vectors; the vector tiles' rows 1..7 stay zero
@@ -1364,12 +1469,16 @@ __global__ void __launch_bounds__(threads_for(algebra == Algebra::hla3), 1)
   if (threadIdx.x < group_threads) {
     if constexpr (third) {
       hla3_key_side<pass, Normalized, Decayed>(b);
+    } else if constexpr (Wide == WideRole::hla2_values) {
+      weights_side<Decayed>(b);
     } else {
       key_side<ahla, pass, Normalized, Decayed, Ridge, Wide>(b);
     }
   } else if (threadIdx.x < threads) {
     if constexpr (third) {
       hla3_value_side<pass, Normalized, Decayed>(b);
+    } else if constexpr (Wide == WideRole::hla2_keys) {
+      release_side(b);
     } else {
       value_side<ahla, pass, Normalized, Decayed, Wide>(b);
     }
@@ -1642,15 +1751,18 @@ inline Arguments arguments_of(const FastLaunch& how, std::int64_t length, std::i
 }
 
 // The kernel of `pass`, allowed its dynamic shared memory (Wide: the more of its two output types').
-template <Algebra algebra, Pass pass, bool Normalized, bool Decayed, bool Ridge, bool Wide = false>
+template <Algebra algebra, Pass pass, bool Normalized, bool Decayed, bool Ridge,
+          WideRole Wide = WideRole::none>
 auto forward_kernel() {
   const auto kernel = fast_kernel<algebra, pass, Normalized, Decayed, Ridge, Wide>;
   const auto wide_bytes = [](bool bf16_out) {
-    return wide_shared_bytes(wide_stages(Normalized, Decayed, bf16_out), Normalized, Decayed, bf16_out);
+    return wide_shared_bytes(Wide, wide_stages(Wide, Normalized, Decayed, bf16_out), Normalized, Decayed,
+                             bf16_out);
   };
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             Wide ? std::max(wide_bytes(false), wide_bytes(true))
-                                  : shared_bytes(algebra == Algebra::hla3, Normalized, Decayed)),
+                             Wide != WideRole::none
+                                 ? std::max(wide_bytes(false), wide_bytes(true))
+                                 : shared_bytes(algebra == Algebra::hla3, Normalized, Decayed)),
         "cudaFuncSetAttribute");
   return kernel;
 }
@@ -1700,8 +1812,7 @@ void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, cons
         PhaseSums sums(blocks, stream);
         with.phases = sums.get();
 #endif
-        outputs<<<blocks, threads_for(third), shared, stream>>>(q_map, k_map, v_map, q_map, k_map, q_map,
-                                                                with);
+        outputs<<<blocks, threads_for(third), shared, stream>>>(q_map, k_map, v_map, q_map, with);
         check_launch("fast kernel");
 #if defined(HLA_FAST_PHASES)
         sums.print(split.segment_chunks, stream);
@@ -1710,8 +1821,7 @@ void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, cons
       [&](unsigned blocks, float* summaries) {
         Arguments with = args;
         with.summaries = summaries;
-        summary<<<blocks, threads_for(third), shared, stream>>>(q_map, k_map, v_map, q_map, k_map, q_map,
-                                                                with);
+        summary<<<blocks, threads_for(third), shared, stream>>>(q_map, k_map, v_map, q_map, with);
         check_launch("fast kernel (segment summaries)");
       },
       [&](const float* summaries, float* carries) {
@@ -1748,7 +1858,7 @@ void launch_rank(const FastLaunch& how, std::int64_t heads, std::int64_t length,
       with.summaries = mine;
       forward_kernel<algebra, Pass::summary, Normalized, Decayed,
                      Ridge>()<<<static_cast<unsigned>(heads), threads_for(third), shared, stream>>>(
-          q_map, k_map, v_map, q_map, k_map, q_map, with);
+          q_map, k_map, v_map, q_map, with);
       check_launch("fast kernel (rank summary)");
     });
   };
@@ -1764,37 +1874,26 @@ void launch_rank(const FastLaunch& how, std::int64_t heads, std::int64_t length,
   with_maps([&](const CUtensorMap& q_map, const CUtensorMap& k_map, const CUtensorMap& v_map) {
     forward_kernel<algebra, Pass::outputs, Normalized, Decayed,
                    Ridge>()<<<static_cast<unsigned>(heads), threads_for(third), shared, stream>>>(
-        q_map, k_map, v_map, q_map, k_map, q_map, args);
+        q_map, k_map, v_map, q_map, args);
     check_launch("fast kernel (rank outputs)");
   });
   if (carry) check(cudaFreeAsync(carry, stream), "cudaFreeAsync");
 }
 
-// A head wider than 64 (d or dv up to 128; hla2 and ahla, docs/perf.md "What d = dv = 128 needs"): each
-// output's weight of v_j is a sum of products of two dot products over the features, (q_t . k_i)(k_i .
-// q_j) for hla2 and (q_t . k_i)(q_i . k_j) for ahla, times decay factors of the positions alone. With the
-// key features in halves x, y of 64 columns (the second one narrower when d < 128), q . k = q^0 . k^0 +
-// q^1 . k^1, so the operator is the sum over (x, y) of the 64-wide operator whose outer dot product (the
-// value side's, and hla2's U's A K and S's right factor) reads half x and whose inner one (the key
-// side's) reads half y: for x = y the kernel as it is (on that half; hla2's ridge there), otherwise a
-// cross term (Arguments::cross). Value columns split into halves z independently. Each term writes its
-// numerators (and denominators) in float32 to its own scratch, one segment a sequence-head; then
-// finish_wide_kernel adds the terms in the order (0, 0), (0, 1), (1, 0), (1, 1) (at most three float32
-// roundings more, counted by fast_roundings) and divides as the kernel does.
+// Values wider than 64 with keys up to 64 (hla2 and ahla, dv up to 128): each value column of the
+// outputs depends on the same column of V alone, so each value half z is the 64-wide operator on V^z,
+// writing its numerators (and the denominators) in float32 to a scratch, one segment a sequence-head;
+// then finish_wide_kernel writes the half's columns of the outputs, divided as the kernel divides. The
+// bound is the 64-wide one (docs/gpu.md).
 __global__ void __launch_bounds__(256)
-    finish_wide_kernel(const float* nums, const float* dens, int terms, std::int64_t rows,
-                       std::int64_t term_stride, int columns, int first_column, int value_dim, bool divide,
-                       float eps, void* out, bool bf16_out, float* den_out) {
+    finish_wide_kernel(const float* nums, const float* dens, std::int64_t rows, int columns, int first_column,
+                       int value_dim, bool divide, float eps, void* out, bool bf16_out, float* den_out) {
   const std::int64_t count = rows * columns;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t row = i / columns;
     const int c = static_cast<int>(i % columns);
-    float num = nums[i], den = dens ? dens[row] : 0.0f;
-    for (int t = 1; t < terms; ++t) {
-      num = __fadd_rn(num, nums[t * term_stride + i]);
-      if (dens) den = __fadd_rn(den, dens[t * rows + row]);
-    }
+    const float num = nums[i], den = dens ? dens[row] : 0.0f;
     const float value = divide ? __fmul_rn(num, __frcp_rn(__fadd_rn(den, eps))) : num;
     const std::int64_t at = row * value_dim + first_column + c;
     if (bf16_out) {
@@ -1809,76 +1908,106 @@ __global__ void __launch_bounds__(256)
 template <Algebra algebra, bool Normalized, bool Decayed, bool Ridge>
 void launch_wide(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
                  const BFloat16* k, const BFloat16* v, CUstream_st* stream) {
-  static_assert(algebra != Algebra::hla3, "hla3's weights are products of three dot products");
+  static_assert(algebra != Algebra::hla3, "hla3's fast path is 64 wide");
   tma::require_hopper();
   constexpr int shared = shared_bytes(false, Normalized, Decayed);
-  const auto diagonal = forward_kernel<algebra, Pass::outputs, Normalized, Decayed, Ridge>();
-  const auto cross = forward_kernel<algebra, Pass::outputs, Normalized, Decayed, false>();
-  const auto halves = [](int columns) { return (columns + width - 1) / width; };
-  const auto columns_of = [](int columns, int half) { return std::min(width, columns - half * width); };
-  const int key_halves = halves(how.key_dim), terms = key_halves * key_halves;
-  const std::int64_t chunks = (length + width - 1) / width, rows = heads * length, term_stride = rows * width;
-  const StreamScratch nums(terms * term_stride, stream), dens(Normalized ? terms * rows : 1, stream);
-  std::vector<CUtensorMap> q_maps, k_maps;  // each key half's
-  for (int x = 0; x < key_halves; ++x) {
-    q_maps.push_back(tma::tile_map(q + x * width, heads, length, columns_of(how.key_dim, x), how.key_dim));
-    k_maps.push_back(tma::tile_map(k + x * width, heads, length, columns_of(how.key_dim, x), how.key_dim));
-  }
-  for (int z = 0; z < halves(how.value_dim); ++z) {
-    const int columns = columns_of(how.value_dim, z);
+  const auto kernel = forward_kernel<algebra, Pass::outputs, Normalized, Decayed, Ridge>();
+  const std::int64_t chunks = (length + width - 1) / width, rows = heads * length;
+  const StreamScratch nums(rows * width, stream), dens(Normalized ? rows : 1, stream);
+  const CUtensorMap q_map = tma::tile_map(q, heads, length, how.key_dim),
+                    k_map = tma::tile_map(k, heads, length, how.key_dim);
+  for (int z = 0; z * width < how.value_dim; ++z) {
+    const int columns = std::min(width, how.value_dim - z * width);
     const CUtensorMap v_map = tma::tile_map(v + z * width, heads, length, columns, how.value_dim);
-    for (int x = 0; x < key_halves; ++x) {
-      for (int y = 0; y < key_halves; ++y) {
-        const int term = x * key_halves + y;
-        Arguments args = arguments_of(how, length, std::max<std::int64_t>(chunks, 1), 1);
-        args.value_dim = columns;
-        args.ridge = x == y ? how.ridge : 0.0f;
-        args.out = nums.get() + term * term_stride;
-        args.bf16_out = false;
-        args.den = Normalized ? dens.get() + term * rows : nullptr;  // the terms, not their quotient
-        args.checkpoints = nullptr;
-        args.cross = x != y;
-        (x == y ? diagonal : cross)<<<static_cast<unsigned>(heads), threads_for(false), shared, stream>>>(
-            q_maps[x], k_maps[x], v_map, q_maps[y], k_maps[y], q_maps[x], args);
-        check_launch("fast kernel (a wide head's term)");
-      }
-    }
-    finish_wide_kernel<<<1024, 256, 0, stream>>>(
-        nums.get(), Normalized ? dens.get() : nullptr, terms, rows, term_stride, columns, z * width,
-        how.value_dim, Normalized && !how.den, how.eps, how.out, how.bf16_out, how.den);
-    check_launch("fast kernel (a wide head's sum)");
+    Arguments args = arguments_of(how, length, std::max<std::int64_t>(chunks, 1), 1);
+    args.value_dim = columns;
+    args.out = nums.get();
+    args.bf16_out = false;
+    args.den = Normalized ? dens.get() : nullptr;  // the terms, not their quotient
+    args.checkpoints = nullptr;
+    kernel<<<static_cast<unsigned>(heads), threads_for(false), shared, stream>>>(q_map, k_map, v_map, q_map,
+                                                                                 args);
+    check_launch("fast kernel (a wide head's value half)");
+    finish_wide_kernel<<<1024, 256, 0, stream>>>(nums.get(), Normalized ? dens.get() : nullptr, rows, columns,
+                                                 z * width, how.value_dim, Normalized && !how.den, how.eps,
+                                                 how.out, how.bf16_out, how.den);
+    check_launch("fast kernel (a wide head's value half, its outputs)");
   }
 }
 
 // ahla with keys wider than 64 (up to 128; values up to 128): X is dv wide and each value column of
 // the outputs depends on the same column of V alone, so each value half z of 64 columns is one run of
-// the two sides with A over both key halves and two states a side (fast_kernel's Wide), the halves'
-// sums on chip: both halves' blocks of a sequence-head side by side, one segment each, the outputs
-// leaving through a tensor map at their half's columns (docs/perf.md, "ahla's wide heads by value
-// halves"; docs/gpu.md gives the bound).
+// the two sides with A over both key halves and two states a side (fast_kernel's WideRole::ahla), the
+// halves' sums on chip: both halves' blocks of a sequence-head side by side, one segment each, the
+// outputs leaving through a tensor map at their half's columns (docs/perf.md, "ahla's wide heads by
+// value halves"; docs/gpu.md gives the bound).
 template <bool Normalized, bool Decayed>
 void launch_value_halves(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
                          const BFloat16* k, const BFloat16* v, CUstream_st* stream) {
   tma::require_hopper();
-  const auto kernel = forward_kernel<Algebra::ahla, Pass::outputs, Normalized, Decayed, false, true>();
-  const int second = how.key_dim - width;  // the second key half's columns
+  constexpr WideRole role = WideRole::ahla;
+  const auto kernel = forward_kernel<Algebra::ahla, Pass::outputs, Normalized, Decayed, false, role>();
   const int halves = (how.value_dim + width - 1) / width;
   const std::int64_t chunks = (length + width - 1) / width;
   Arguments args = arguments_of(how, length, std::max<std::int64_t>(chunks, 1), 1);
   args.value_dim = width;  // staged in rows of 64, the out map's boxes
   args.value_halves = halves;
-  args.stages = wide_stages(Normalized, Decayed, how.bf16_out);
+  args.stages = wide_stages(role, Normalized, Decayed, how.bf16_out);
   args.checkpoints = nullptr;
-  const CUtensorMap q_map = tma::tile_map(q, heads, length, width, how.key_dim),
-                    k_map = tma::tile_map(k, heads, length, width, how.key_dim),
-                    q2_map = tma::tile_map(q + width, heads, length, second, how.key_dim),
-                    k2_map = tma::tile_map(k + width, heads, length, second, how.key_dim),
+  const CUtensorMap q_map = tma::tile_map(q, heads, length, how.key_dim),
+                    k_map = tma::tile_map(k, heads, length, how.key_dim),
                     v_map = tma::tile_map(v, heads, length, how.value_dim),
                     out_map = tma::output_map(how.out, how.bf16_out, heads, length, how.value_dim);
   kernel<<<static_cast<unsigned>(heads * halves), threads_for(false),
-           wide_shared_bytes(args.stages, Normalized, Decayed, how.bf16_out), stream>>>(
-      q_map, k_map, v_map, q2_map, k2_map, out_map, args);
+           wide_shared_bytes(role, args.stages, Normalized, Decayed, how.bf16_out), stream>>>(
+      q_map, k_map, v_map, out_map, args);
   check_launch("fast kernel (a wide ahla head)");
+}
+
+// hla2 with keys wider than 64 (up to 128; values up to 128), in two passes (docs/perf.md, "hla2's wide
+// heads in two passes"; docs/gpu.md gives the bound). U is d wide, but its key half x, U^x =
+// diag(g^tau) (Q^0 S_0x + Q^1 S_1x) + (A . L_g) K^x with S_hx = sum k^h (k^x)^T, is the wide ahla key
+// side's X with V := K^x: the first pass runs it per key half (WideRole::hla2_keys) and stores U^x, and
+// with decay D^2 U^x, in bf16 to a scratch [heads, n, 128 or 256]. The second pass is, per value half
+// z, the wide ahla value side at g^2 with K := U and X := V^z, its first warpgroup forming W
+// (WideRole::hla2_values). Every operand is rounded as in the 64-wide kernel.
+template <bool Normalized, bool Decayed, bool Ridge>
+void launch_hla2_halves(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
+                        const BFloat16* k, const BFloat16* v, CUstream_st* stream) {
+  tma::require_hopper();
+  const auto keys =
+      forward_kernel<Algebra::ahla, Pass::outputs, false, Decayed, Ridge, WideRole::hla2_keys>();
+  const auto values =
+      forward_kernel<Algebra::ahla, Pass::outputs, Normalized, Decayed, false, WideRole::hla2_values>();
+  const std::int64_t chunks = (length + width - 1) / width;
+  const int scratch_columns = (Decayed ? 4 : 2) * width;  // U^0, U^1 (D^2 U^0, D^2 U^1)
+  const StreamScratch scratch(static_cast<std::size_t>(heads * length) * scratch_columns / 2, stream);
+  const auto* u = reinterpret_cast<const BFloat16*>(scratch.get());
+  const CUtensorMap q_map = tma::tile_map(q, heads, length, how.key_dim),
+                    k_map = tma::tile_map(k, heads, length, how.key_dim),
+                    u_map = tma::tile_map(u, heads, length, scratch_columns),
+                    v_map = tma::tile_map(v, heads, length, how.value_dim),
+                    out_map = tma::output_map(how.out, how.bf16_out, heads, length, how.value_dim);
+  const Arguments args = arguments_of(how, length, std::max<std::int64_t>(chunks, 1), 1);
+
+  Arguments first = args;
+  first.value_halves = 2;  // key halves
+  first.stages = wide_stages(WideRole::hla2_keys, false, Decayed, false);
+  first.checkpoints = nullptr;
+  keys<<<static_cast<unsigned>(heads * 2), threads_for(false),
+         wide_shared_bytes(WideRole::hla2_keys, first.stages, false, Decayed, false), stream>>>(
+      q_map, k_map, k_map, u_map, first);
+  check_launch("fast kernel (a wide hla2 head's keys)");
+
+  Arguments second = args;
+  second.value_dim = width;  // staged in rows of 64, the out map's boxes
+  second.value_halves = (how.value_dim + width - 1) / width;
+  second.stages = wide_stages(WideRole::hla2_values, Normalized, Decayed, how.bf16_out);
+  second.checkpoints = nullptr;
+  values<<<static_cast<unsigned>(heads * second.value_halves), threads_for(false),
+           wide_shared_bytes(WideRole::hla2_values, second.stages, Normalized, Decayed, how.bf16_out),
+           stream>>>(q_map, u_map, v_map, out_map, second);
+  check_launch("fast kernel (a wide hla2 head's outputs)");
 }
 
 // f.template operator()<algebra, Normalized, Decayed, Ridge>() for the kernel that `how` takes.
@@ -1924,6 +2053,10 @@ void launch_fast(const FastLaunch& how, std::int64_t heads, std::int64_t length,
     if constexpr (algebra == Algebra::ahla) {
       if (how.key_dim > width)
         return launch_value_halves<Normalized, Decayed>(how, heads, length, q, k, v, stream);
+    }
+    if constexpr (algebra == Algebra::hla2) {
+      if (how.key_dim > width)
+        return launch_hla2_halves<Normalized, Decayed, Ridge>(how, heads, length, q, k, v, stream);
     }
     if constexpr (algebra != Algebra::hla3) {
       if (wide) return launch_wide<algebra, Normalized, Decayed, Ridge>(how, heads, length, q, k, v, stream);

@@ -83,16 +83,24 @@ __device__ inline void start_storing(void* to, const void* from, int bytes) {
                : "memory");
   asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
 }
-// Starts storing a box_map's 64 x 64 box at (column, row) of sequence-head `head` from shared memory,
-// row-major as the map's element type; the map leaves out rows and columns past the tensor's. Tracked
-// as one group, as start_storing's.
-__device__ inline void start_storing_box(const CUtensorMap& map, int column, std::int64_t row,
-                                         std::int64_t head, const void* from) {
+// Starts storing a box_map's 64 x 64 box at (column, row) of sequence-head `head` from shared memory
+// (row-major as the map's element type, or a tile in the 128-byte swizzle through a tile_map); the map
+// leaves out rows and columns past the tensor's. store_box joins the thread's next group of stores,
+// which commit_stores closes; start_storing_box is one box as one group, as start_storing's.
+__device__ inline void store_box(const CUtensorMap& map, int column, std::int64_t row, std::int64_t head,
+                                 const void* from) {
   asm volatile(
       "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];\n" ::"l"(&map),
       "r"(column), "r"(static_cast<int>(row)), "r"(static_cast<int>(head)), "r"(shared_address(from))
       : "memory");
+}
+__device__ inline void commit_stores() {
   asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+__device__ inline void start_storing_box(const CUtensorMap& map, int column, std::int64_t row,
+                                         std::int64_t head, const void* from) {
+  store_box(map, column, row, head, from);
+  commit_stores();
 }
 // Until at most `Pending` of the thread's latest groups still read their shared memory.
 template <int Pending = 0>
@@ -155,7 +163,8 @@ inline CUtensorMap box_map(CUtensorMapDataType type, int element_bytes, const vo
 // 16-byte pieces), read in 64 x 64 boxes of one head into 128-byte swizzled tiles; a box reaching past
 // a head's length or its columns is filled with zeros there, so a sequence's last chunk may be short
 // and a narrower head arrives padded to 64 columns (CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE fills zeros); a
-// head wider than 64 is read box by box at a column (start_loading). `row_elements` (0: columns): the
+// head wider than 64 is read box by box at a column (start_loading); written the same way from such
+// tiles (store_box: rows and columns past the tensor's left out). `row_elements` (0: columns): the
 // elements from one row to the next, so that the map may read `columns` columns of wider rows (a
 // 64-column half of a wide head: `data` at its first column, 16-byte aligned).
 inline CUtensorMap tile_map(const BFloat16* data, std::int64_t heads, std::int64_t length, int columns,

@@ -341,8 +341,8 @@ std::string implementation_summary(Implementation impl) {
              ", any n (the last chunk of 64 may be short); inputs rounded to bf16, sums in "
              "float32 (--scalar f32); hla2 and ahla up to " +
              std::to_string(fast_wide_width) +
-             " (ahla's keys in one pass per value half; otherwise the sum of the halves' operators, "
-             "slower); --grad too (hla2 and ahla, up to " +
+             " (ahla's keys in one pass per value half, hla2's in two passes; values alone wider by "
+             "their halves); --grad too (hla2 and ahla, up to " +
              std::to_string(fast_width) +
              "); --ranks or --slices: the sequence split across ranks simulated on this GPU, every slice but "
              "the last one length, a multiple of 64";

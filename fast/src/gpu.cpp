@@ -1106,17 +1106,12 @@ std::vector<Gradients<float>> fast_readout_gradients(const OperatorSpec& spec,
                                    [&](std::size_t i, const Terms<float>&) { return d_terms[i]; });
 }
 
-FastRoundings fast_roundings(Variant variant, bool decayed, std::int64_t n, int key_dim) {
+FastRoundings fast_roundings(Variant variant, bool decayed, std::int64_t n) {
   const std::int64_t padded = (n + 63) / 64 * 64;  // a short last chunk runs as a whole one, zeros past n
   const std::int64_t chunks = padded / 64;
   if (variant == Variant::hla3)
     return decayed ? FastRoundings{7, 111 * chunks + 228} : FastRoundings{5, 108 * chunks + 216};
-  FastRoundings counts =
-      decayed ? FastRoundings{4, 10 * (padded / 8 + 24)} : FastRoundings{3, 9 * (padded / 8 + 24)};
-  // hla2's wider head: its terms added in float32, at most three roundings at 2^-24 more, one unit of
-  // 2^-22. ahla's wider head sums its key halves on chip, within the same count (docs/gpu.md).
-  if (key_dim > fast_width && variant == Variant::hla2) counts.float32 += 1;
-  return counts;
+  return decayed ? FastRoundings{4, 10 * (padded / 8 + 24)} : FastRoundings{3, 9 * (padded / 8 + 24)};
 }
 
 FastRoundings fast_backward_roundings(const OperatorSpec& spec, std::int64_t n, bool head_decays) {

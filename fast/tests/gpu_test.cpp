@@ -983,8 +983,7 @@ void check_fast_path(Index n, Index heads, std::uint64_t seed, const FastCase& f
              : fast::gpu::terms_bf16(spec, fast::default_form(spec, fast::Implementation::scan),
                                      Implementation::gpu_scan, inputs, 64);
     const int r = order(variant);
-    const fast::gpu::FastRoundings roundings =
-        fast::gpu::fast_roundings(variant, spec.decayed(), n, static_cast<int>(d));
+    const fast::gpu::FastRoundings roundings = fast::gpu::fast_roundings(variant, spec.decayed(), n);
     const double fast_factor =
         (1 + gamma_of(roundings.bf16, u8)) * (1 + gamma_of(static_cast<double>(roundings.float32), 0x1p-22)) -
         1;
@@ -1214,9 +1213,10 @@ TEST_CASE("gpu/fast/heads narrower than 64 stay within the bf16 bound", "[gpu][f
   check_fast_path(100, 3, 20261232, fast_cases[1], 56, 8);
 }
 
-// Heads wider than 64 (hla2: the sum of the operators of the 64-column halves, four terms a value half
-// at d = 128; ahla with keys wider than 64: one pass per value half, both key halves on chip; ahla with
-// d = 64 < dv: the halves' operators): d = dv = 128 with every option, two heads of 65 chunks and 17 tokens; the key
+// Heads wider than 64 (hla2 with keys wider than 64: two passes, U by key halves to a scratch, then the
+// outputs by value halves; ahla with keys wider than 64: one pass per value half, both key halves on
+// chip; d <= 64 < dv: the value halves' operators): d = dv = 128 with every option, two heads of 65
+// chunks and 17 tokens; the key
 // halves alone (d = 128, dv = 64), the value halves alone (d = 64, dv = 128), and uneven halves (d = 96,
 // dv = 72) on three heads of 100 tokens.
 TEST_CASE("gpu/fast/heads wider than 64 stay within the bf16 bound", "[gpu][fast]") {

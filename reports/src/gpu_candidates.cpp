@@ -207,9 +207,8 @@ std::int64_t one_depth(const fast::gpu::FastRoundings& roundings) {
   return roundings.bf16 + (roundings.float32 + (1 << 14) - 1) / (1 << 14);
 }
 
-Depths fast_depth(const OperatorSpec& spec, Index n, Index d, Index dv) {
-  const std::int64_t k =
-      one_depth(fast::gpu::fast_roundings(spec.variant, spec.decayed(), n, static_cast<int>(d)));
+Depths fast_depth(const OperatorSpec& spec, Index n, Index dv) {
+  const std::int64_t k = one_depth(fast::gpu::fast_roundings(spec.variant, spec.decayed(), n));
   return {Matrix<std::int64_t>::Constant(n, dv, k),
           spec.normalize ? Vector<std::int64_t>::Constant(n, k) : Vector<std::int64_t>::Zero(n)};
 }
@@ -263,7 +262,7 @@ Gradients<std::int64_t> fast_backward_depth(const OperatorSpec& spec, Index n, I
           Matrix<std::int64_t>::Constant(n, d, k),
           Matrix<std::int64_t>::Constant(n, dv, k),
           {},
-          fast_depth(spec, n, d, dv)};
+          fast_depth(spec, n, dv)};
 }
 
 void add_fast_row(std::vector<Candidate>& out) {
@@ -275,9 +274,9 @@ void add_fast_row(std::vector<Candidate>& out) {
       [](const OperatorSpec& spec, const Sequence<double>& s, Index) {
         return gpu_gauge(spec, Implementation::gpu_streaming, s, 0);
       },
-      [](const OperatorSpec& spec, Index n, Index d, Index dv, Index) { return fast_depth(spec, n, d, dv); },
-      // hla2's and ahla's forward up to 128 (ahla's keys by value halves, otherwise the sum of the
-      // halves' operators), the rest up to 64.
+      [](const OperatorSpec& spec, Index n, Index, Index dv, Index) { return fast_depth(spec, n, dv); },
+      // hla2's and ahla's forward up to 128 (ahla's keys by value halves, hla2's in two passes), the
+      // rest up to 64.
       [](const OperatorSpec& spec, bool backward) -> Index {
         return backward || spec.variant == Variant::hla3 ? fast::fast_width : fast::fast_wide_width;
       }};

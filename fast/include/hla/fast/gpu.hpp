@@ -264,8 +264,8 @@ struct FastOutput {
 
 // The fast path on the matrix units (Implementation::gpu_fast: the operators the catalogue says),
 // bf16 inputs, float32 accumulation and state, d and dv as fast_covers_width says (hla2 and ahla
-// without checkpoints: fast_covers_wide_width, ahla's wider keys in one pass per value half, the other
-// heads the sum of their halves' operators), any n (chunks of
+// without checkpoints: fast_covers_wide_width, ahla's wider keys in one pass per value half, hla2's in
+// two passes, values alone wider by their halves), any n (chunks of
 // 64 tokens, the last one possibly short). head_decays: empty, or one gamma in (0, 1] per head
 // (problem.heads values, shared by the batch), replacing spec.decay (not with hla2's ridge, which
 // takes gamma = 1). Runs in `stream` without synchronizing it. Throws hla::Error for anything else.
@@ -351,14 +351,13 @@ std::vector<Gradients<float>> ranks_fast_gradients(const OperatorSpec& spec,
 // float32 sums add at most `float32` roundings counted at u = 2^-22, so that componentwise
 // |fast - exact| <= ((1 + gamma_8(bf16)) (1 + gamma_22(float32)) - 1) gauge, the gauge being the
 // operator on |q|, |k|, |v|. `decayed`: some head's gamma is not 1. hla3's monomials are products of
-// a row of Z and a row of R, whose chains both count. key_dim above 64: hla2's wide head's terms (each
-// a 64-wide operator's monomials with the counts above) are added in float32, one unit more; ahla's
-// sums its key halves in its products' accumulators, within the same counts.
+// a row of Z and a row of R, whose chains both count. The same counts bound the heads wider than 64
+// (their key halves summed in the products' accumulators).
 struct FastRoundings {
   int bf16;
   std::int64_t float32;
 };
-FastRoundings fast_roundings(Variant variant, bool decayed, std::int64_t n, int key_dim = 64);
+FastRoundings fast_roundings(Variant variant, bool decayed, std::int64_t n);
 // The same counts for the backward's gradients of spec (docs/gpu.md, "The fast backward and its
 // bound"): the forward's without decay (plus one float32 rounding for hla2 normalized or with the
 // ridge); with decay, spec's or one gamma per head (`head_decays`, whatever their values: the kernels'
