@@ -114,7 +114,8 @@ static_assert(all_fit(), "the fast path's shared memory exceeds Hopper's 227 KB"
 // of 64 columns (the second one zero-padded when narrower):
 //   ahla: value half z of an ahla head, both sides over both key halves (launch_value_halves);
 //   hla2_keys: hla2's first pass, key half x of U (and with decay of D^2 U): ahla's key side with V :=
-//     K^x, its rows stored to a bf16 scratch [heads, n, 128] (with decay 256: D^2 U at 128);
+//     K^x, its rows stored to a bf16 scratch [heads, n, 128] (with decay 256: D^2 U at 128) by the
+//     producer warp, which is the block's only other warp, two blocks a multiprocessor;
 //   hla2_values: hla2's second pass, value half z of the outputs from that scratch: the first warpgroup
 //     forms W = (Q^0 (U^0)^T + Q^1 (U^1)^T) . L_g^2 alone (weights_side) and the value side is ahla's
 //     with K := U (its state products' D^2 U), X := V^z and the powers of g^2 (launch_hla2_halves).
@@ -127,35 +128,61 @@ enum class WideRole { none, ahla, hla2_keys, hla2_values };
 constexpr bool hands_over_a(WideRole role, bool normalized, bool decayed) {
   return role == WideRole::hla2_values || (role == WideRole::ahla && (normalized || !decayed));
 }
+// A wide block's threads: the two sides and the producer warp; hla2_keys the key side and the producer.
+constexpr int wide_threads(WideRole role) {
+  return role == WideRole::hla2_keys ? group_threads + 32 : threads_for(false);
+}
 // A wide block's input tiles a chunk: Q, K (hla2_values: U) of both key halves and V (the value half;
-// hla2_keys: K^x); hla2_values with decay D^2 U of both halves too.
+// hla2_keys: none, V := K^x being the K tile of its half); hla2_values with decay D^2 U of both halves
+// too.
 constexpr int wide_inputs(WideRole role, bool decayed) {
-  return role == WideRole::hla2_values && decayed ? 7 : 5;
+  return role == WideRole::hla2_keys ? 4 : role == WideRole::hla2_values && decayed ? 7 : 5;
 }
 // A wide block's shared memory, in the order of Tiles: `stages` stages of wide_inputs tiles; then
-//   ahla, hla2_keys: the first halves' states P, E, two of X, the second halves' P, E, two of the key
-//     side's masked A (hands_over_a), the outputs' two staging buffers in the outputs' type (hla2_keys:
-//     none, its U leaves from X's tiles), ten vector tiles when normalized, and with decay D V, two of
-//     D X and the powers;
+//   ahla: the first halves' states P, E, two of X, the second halves' P, E, two of the key side's
+//     masked A (hands_over_a), the outputs' two staging buffers in the outputs' type, ten vector tiles
+//     when normalized, and with decay D V, two of D X and the powers;
+//   hla2_keys: S_0x, S_1x, one of U (the producer stores it before the next chunk's), and with decay
+//     one of D^2 U, D K^x and the powers;
 //   hla2_values: the states F_0, F_1, two of W, the staging buffers, the vector tiles when normalized
 //     and with decay the powers.
 constexpr int wide_shared_bytes(WideRole role, int stages, bool normalized, bool decayed, bool bf16_out) {
-  const bool values = role == WideRole::hla2_values;
-  const int staging = role == WideRole::hla2_keys ? 0 : 2 * (bf16_out ? 2 : 4) * matrix_floats;
-  return wgmma::tile_alignment +
-         (wide_inputs(role, decayed) * stages +
-          (values ? 4 : 6 + (hands_over_a(role, normalized, decayed) ? 2 : 0))) *
-             wgmma::tile_bytes +
-         staging + (normalized ? wide_vector_tiles * vector_tile_bytes : 0) +
-         (decayed ? (values ? 0 : 3 * wgmma::tile_bytes) + powers_count * 4 : 0);
+  const int inputs = wide_inputs(role, decayed) * stages * wgmma::tile_bytes;
+  const int staging = 2 * (bf16_out ? 2 : 4) * matrix_floats,
+            vectors = normalized ? wide_vector_tiles * vector_tile_bytes : 0, powers = powers_count * 4;
+  switch (role) {
+    case WideRole::hla2_keys:
+      return wgmma::tile_alignment + inputs + 3 * wgmma::tile_bytes +
+             (decayed ? 2 * wgmma::tile_bytes + powers : 0);
+    case WideRole::hla2_values:
+      return wgmma::tile_alignment + inputs + 4 * wgmma::tile_bytes + staging + vectors +
+             (decayed ? powers : 0);
+    default:
+      return wgmma::tile_alignment + inputs +
+             (6 + (hands_over_a(role, normalized, decayed) ? 2 : 0)) * wgmma::tile_bytes + staging + vectors +
+             (decayed ? 3 * wgmma::tile_bytes + powers : 0);
+  }
 }
+// hla2_keys in two stages, so that two blocks share a multiprocessor (its 228 KB less 1 KB a block).
+constexpr int keys_stages = 2;
+constexpr bool keys_fit_twice() {
+  for (const bool decayed : {false, true})
+    if (wide_shared_bytes(WideRole::hla2_keys, keys_stages, false, decayed, false) +
+            barrier_bytes(false, decayed) >
+        113 * 1024)
+      return false;
+  return true;
+}
+static_assert(keys_fit_twice());
 constexpr bool wide_fits(WideRole role, int stages, bool normalized, bool decayed, bool bf16_out) {
   return wide_shared_bytes(role, stages, normalized, decayed, bf16_out) + barrier_bytes(false, decayed) <=
          227 * 1024;
 }
 // Three stages where they fit (a chunk's loads issued two ahead), else two: ahla's normalized forms but
-// with bf16 outputs undecayed, and hla2's second pass with decay but with bf16 outputs unnormalized.
+// with bf16 outputs undecayed, and hla2's second pass with decay but with bf16 outputs unnormalized;
+// hla2_keys keys_stages.
 constexpr int wide_stages(WideRole role, bool normalized, bool decayed, bool bf16_out) {
+  if (role == WideRole::hla2_keys) return keys_stages;
   return wide_fits(role, 3, normalized, decayed, bf16_out) ? 3 : 2;
 }
 constexpr bool wide_all_fit() {
@@ -168,12 +195,12 @@ constexpr bool wide_all_fit() {
 static_assert(wide_all_fit() && wide_stages(WideRole::ahla, false, false, false) == 3 &&
               wide_stages(WideRole::ahla, true, false, true) == 3 &&
               wide_stages(WideRole::ahla, false, true, false) == 3 &&
-              wide_stages(WideRole::hla2_keys, false, true, true) == 3 &&
               wide_stages(WideRole::hla2_values, true, false, false) == 3 && stages_for(false, true) >= 3);
 
 // One chunk's inputs in shared memory; q2 and k2 the fourth and fifth tiles of a wide block's stage
-// (the second key half's Q and K, hla2_values' U); ks and ks2 the keys of the value side's state
-// products (hla2_values with decay: D^2 U of both halves, the sixth and seventh tiles; else k, k2).
+// (the second key half's Q and K, hla2_values' U; hla2_keys' stage is Q, K, Q2, K2, and its V one of
+// the K tiles); ks and ks2 the keys of the value side's state products (hla2_values with decay: D^2 U
+// of both halves, the sixth and seventh tiles; else k, k2).
 struct Chunk {
   Bf *q, *k, *v, *q2, *k2, *ks, *ks2;
 };
@@ -184,6 +211,7 @@ struct Tiles {
   int stages;
   WideRole wide;            // a wide head's block (wide_shared_bytes)
   bool decayed;             // a wide head's: whether its kernel decays (hla2_values: seven tiles a chunk)
+  bool second_half;         // hla2_keys: the block's key half is the second (V := K2)
   int staged_bytes;         // a chunk's staged outputs: float32 (a wide head's: bf16 when they are)
   Bf* inputs;               // stages x (Q, K, V; a wide head's second Q, K, ...: wide_inputs)
   Bf *state1, *state2;      // hla2: S, F; ahla: P, E; hla3: S^K, F (the key side's and the value side's)
@@ -201,10 +229,12 @@ struct Tiles {
   Bf *decayed_in, *decayed_u_tiles, *decayed_extra;
   float* powers;
   __device__ Tiles(unsigned char* shared, int stages_, bool third, WideRole wide_ = WideRole::none,
-                   bool normalized = false, bool decayed_ = false, bool bf16_out = false)
+                   bool normalized = false, bool decayed_ = false, bool bf16_out = false,
+                   bool second_half_ = false)
       : stages(stages_),
         wide(wide_),
         decayed(decayed_),
+        second_half(second_half_),
         staged_bytes(wide_ == WideRole::hla2_keys          ? 0
                      : wide_ != WideRole::none && bf16_out ? matrix_floats * 2
                                                            : output_bytes),
@@ -247,11 +277,25 @@ struct Tiles {
                                       : is_wide ? decayed_extra
                                                 : decayed_extra + elements);
     if (values) decayed_in = decayed_u_tiles = decayed_extra = nullptr;
+    if (wide == WideRole::hla2_keys) {  // S_0x, S_1x, U; with decay D^2 U, D K^x, the powers
+      state1b = state1 + elements;
+      u_tiles = state1b + elements;
+      decayed_u_tiles = u_tiles + elements;
+      decayed_in = decayed_u_tiles + elements;
+      powers = reinterpret_cast<float*>(decayed_in + elements);
+      state2 = r_tiles = state3 = state2b = a_tiles = decayed_extra = nullptr;
+      outputs = nullptr;
+      ones = ages = vector2 = vector1 = x_rows = decayed_x_rows = vector1b = vector2b = nullptr;
+    }
   }
   __device__ Chunk chunk(std::int64_t c) const {
     constexpr int elements = wgmma::tile_bytes / 2;
     Bf* first = inputs + per_stage() * (c % stages) * elements;
     const auto tile = [&](int i) { return i < per_stage() ? first + i * elements : nullptr; };
+    if (wide == WideRole::hla2_keys) {
+      Bf *k = first + elements, *k2 = first + 3 * elements;
+      return {first, k, second_half ? k2 : k, first + 2 * elements, k2, k, k2};
+    }
     const bool own_state_keys = per_stage() == 7;
     return {first,
             first + elements,
@@ -262,11 +306,13 @@ struct Tiles {
             own_state_keys ? tile(6) : tile(4)};
   }
   __device__ int per_stage() const { return wide != WideRole::none ? wide_inputs(wide, decayed) : 3; }
-  __device__ Bf* u(std::int64_t c) const { return u_tiles + (c % 2) * (wgmma::tile_bytes / 2); }
+  // U's buffer of chunk c: one of two (hla2_keys: its one).
+  __device__ int buffer(std::int64_t c) const { return wide == WideRole::hla2_keys ? 0 : c % 2; }
+  __device__ Bf* u(std::int64_t c) const { return u_tiles + buffer(c) * (wgmma::tile_bytes / 2); }
   __device__ Bf* r(std::int64_t c) const { return r_tiles + (c % 2) * (wgmma::tile_bytes / 2); }
   __device__ Bf* a(std::int64_t c) const { return a_tiles + (c % 2) * (wgmma::tile_bytes / 2); }
   __device__ Bf* decayed_u(std::int64_t c) const {
-    return decayed_u_tiles + (c % 2) * (wgmma::tile_bytes / 2);
+    return decayed_u_tiles + buffer(c) * (wgmma::tile_bytes / 2);
   }
   __device__ Bf* x(std::int64_t c) const { return x_rows + (c % 2) * (vector_tile_bytes / 2); }
   __device__ Bf* decayed_x(std::int64_t c) const {
@@ -491,7 +537,8 @@ struct Block {
     arrival.expect(s.per_stage() * wgmma::tile_bytes);
     start_loading(*q, (first + c) * width, head, to.q, arrival);
     start_loading(*k, (first + c) * width, head, to.k, arrival);
-    start_loading(*v, (first + c) * width, head, to.v, arrival, value_column);
+    if (s.wide != WideRole::hla2_keys)
+      start_loading(*v, (first + c) * width, head, to.v, arrival, value_column);
     if (s.wide != WideRole::none) {  // the second key half, at column 64 (hla2_values: of U)
       start_loading(*q, (first + c) * width, head, to.q2, arrival, width);
       start_loading(*k, (first + c) * width, head, to.k2, arrival, width);
@@ -696,8 +743,13 @@ __device__ void key_side(const Block& b) {
     const wgmma::RowOperand masked = round_masked<Decayed>(a, a_factors);
     // The value side's products of chunk c - 2 have read the buffers of c % 2 (hands_a: A's buffer, which
     // takes the operand now, while the products below need its registers anyway).
+    // hla2_keys: its one U tile, given back once the store of chunk c - 1 has read it.
     const auto wait_partner = [&] {
-      if (c >= 2) b.u_free[c % 2].wait((c / 2 - 1) % 2);
+      if (hla2_keys) {
+        if (c >= 1) b.u_free[(c - 1) % 2].wait((c - 1) / 2 % 2);
+      } else if (c >= 2) {
+        b.u_free[c % 2].wait((c / 2 - 1) % 2);
+      }
     };
     if constexpr (hands_a) {
       wait_partner();
@@ -1067,19 +1119,22 @@ __device__ void weights_side(const Block& b) {
   clock.store(b.args.phases);
 }
 
-// hla2's first pass (WideRole::hla2_keys), the second warpgroup: it hands chunk c's U^x (D^2 U^x) in
-// the buffers of c % 2 to the producer, which stores them, and the buffers back to the key side once
-// that store has read them (out_free), at chunk c + 1; the key side is done with the inputs by then.
-__device__ void release_side(const Block& b) {
+// hla2's first pass (WideRole::hla2_keys), its producer warp (the first thread): the loads, chunk
+// c + stages into chunk c's buffers once the key side has handed chunk c over (u_ready: it is done with
+// the chunk's inputs then), and U^x (D^2 U^x) of chunk c to the scratch, the tiles given back to the key
+// side (u_free) once that store has read them.
+__device__ void keys_producer(const Block& b) {
+  if (threadIdx.x % 32 != 0) return;
+  const Tiles& s = b.s;
+  for (int c = 0; c < s.stages; ++c) b.start_chunk(c);
   for (std::int64_t c = 0; c < b.chunks; ++c) {
     b.u_ready[c % 2].wait(c / 2 % 2);
-    b.inputs_free[c % b.s.stages].arrive();
-    b.out_staged[c % 2].arrive();
-    if (c >= 1) {
-      b.out_free[(c - 1) % 2].wait((c - 1) / 2 % 2);
-      b.u_free[(c - 1) % 2].arrive();
-    }
+    b.start_chunk(c + s.stages);
+    b.store_outputs(c);
+    wait_stores_read();
+    b.u_free[c % 2].arrive();
   }
+  wait_stores_done();
 }
 
 // hla2's and ahla's producer warp (its first thread): every load and store of the block, in chunk order.
@@ -1400,7 +1455,9 @@ enum class Algebra { hla2, ahla, hla3 };
 // h * value_halves + z computing value half (hla2's first pass: key half) z of sequence-head h.
 template <Algebra algebra, Pass pass, bool Normalized, bool Decayed, bool Ridge,
           WideRole Wide = WideRole::none>
-__global__ void __launch_bounds__(threads_for(algebra == Algebra::hla3), 1)
+__global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra == Algebra::hla3)
+                                                         : wide_threads(Wide),
+                                  Wide == WideRole::hla2_keys ? 2 : 1)
     fast_kernel(const __grid_constant__ CUtensorMap q, const __grid_constant__ CUtensorMap k,
                 const __grid_constant__ CUtensorMap v, const __grid_constant__ CUtensorMap out_map,
                 const __grid_constant__ Arguments args) {
@@ -1422,7 +1479,8 @@ __global__ void __launch_bounds__(threads_for(algebra == Algebra::hla3), 1)
                 .v = &v,
                 .out_map = wide ? &out_map : nullptr,
                 .value_column = wide ? static_cast<int>(blockIdx.x % args.value_halves) * width : 0,
-                .s = wide ? Tiles(shared, args.stages, false, Wide, Normalized, Decayed, args.bf16_out)
+                .s = wide ? Tiles(shared, args.stages, false, Wide, Normalized, Decayed, args.bf16_out,
+                                  blockIdx.x % args.value_halves == 1)
                           : Tiles(shared, stages, third),
                 .loaded = loaded,
                 .u_ready = u_ready,
@@ -1453,12 +1511,13 @@ __global__ void __launch_bounds__(threads_for(algebra == Algebra::hla3), 1)
     }
   }
   if (threadIdx.x == 0) {
-    if (blockDim.x != threads_for(third)) __trap();  // hla2's and ahla's loads need the producer warp
+    // hla2's and ahla's loads need the producer warp
+    if (blockDim.x != (wide ? wide_threads(Wide) : threads_for(third))) __trap();
     for (Arrival& arrival : loaded) arrival.init();
     for (Arrival& arrival : inputs_free) arrival.init(group_threads);
     for (int i = 0; i < 2; ++i) {
       u_ready[i].init(group_threads);
-      u_free[i].init(group_threads);
+      u_free[i].init(Wide == WideRole::hla2_keys ? 1 : group_threads);  // hla2_keys: the producer's
       out_staged[i].init(group_threads);
       out_free[i].init();
     }
@@ -1474,11 +1533,11 @@ __global__ void __launch_bounds__(threads_for(algebra == Algebra::hla3), 1)
     } else {
       key_side<ahla, pass, Normalized, Decayed, Ridge, Wide>(b);
     }
+  } else if constexpr (Wide == WideRole::hla2_keys) {
+    keys_producer(b);
   } else if (threadIdx.x < threads) {
     if constexpr (third) {
       hla3_value_side<pass, Normalized, Decayed>(b);
-    } else if constexpr (Wide == WideRole::hla2_keys) {
-      release_side(b);
     } else {
       value_side<ahla, pass, Normalized, Decayed, Wide>(b);
     }
@@ -1764,6 +1823,11 @@ auto forward_kernel() {
                                  ? std::max(wide_bytes(false), wide_bytes(true))
                                  : shared_bytes(algebra == Algebra::hla3, Normalized, Decayed)),
         "cudaFuncSetAttribute");
+  // The most shared memory a multiprocessor has, for hla2_keys' two blocks (the others' one block asks
+  // for most of it anyway).
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                             cudaSharedmemCarveoutMaxShared),
+        "cudaFuncSetAttribute");
   return kernel;
 }
 
@@ -1958,7 +2022,7 @@ void launch_value_halves(const FastLaunch& how, std::int64_t heads, std::int64_t
                     k_map = tma::tile_map(k, heads, length, how.key_dim),
                     v_map = tma::tile_map(v, heads, length, how.value_dim),
                     out_map = tma::output_map(how.out, how.bf16_out, heads, length, how.value_dim);
-  kernel<<<static_cast<unsigned>(heads * halves), threads_for(false),
+  kernel<<<static_cast<unsigned>(heads * halves), wide_threads(role),
            wide_shared_bytes(role, args.stages, Normalized, Decayed, how.bf16_out), stream>>>(
       q_map, k_map, v_map, out_map, args);
   check_launch("fast kernel (a wide ahla head)");
@@ -1994,7 +2058,7 @@ void launch_hla2_halves(const FastLaunch& how, std::int64_t heads, std::int64_t 
   first.value_halves = 2;  // key halves
   first.stages = wide_stages(WideRole::hla2_keys, false, Decayed, false);
   first.checkpoints = nullptr;
-  keys<<<static_cast<unsigned>(heads * 2), threads_for(false),
+  keys<<<static_cast<unsigned>(heads * 2), wide_threads(WideRole::hla2_keys),
          wide_shared_bytes(WideRole::hla2_keys, first.stages, false, Decayed, false), stream>>>(
       q_map, k_map, k_map, u_map, first);
   check_launch("fast kernel (a wide hla2 head's keys)");
@@ -2004,7 +2068,7 @@ void launch_hla2_halves(const FastLaunch& how, std::int64_t heads, std::int64_t 
   second.value_halves = (how.value_dim + width - 1) / width;
   second.stages = wide_stages(WideRole::hla2_values, Normalized, Decayed, how.bf16_out);
   second.checkpoints = nullptr;
-  values<<<static_cast<unsigned>(heads * second.value_halves), threads_for(false),
+  values<<<static_cast<unsigned>(heads * second.value_halves), wide_threads(WideRole::hla2_values),
            wide_shared_bytes(WideRole::hla2_values, second.stages, Normalized, Decayed, how.bf16_out),
            stream>>>(q_map, u_map, v_map, out_map, second);
   check_launch("fast kernel (a wide hla2 head's outputs)");
