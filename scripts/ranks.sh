@@ -19,13 +19,26 @@ for ((r = 0; r < ranks; r++)); do
   HLA_RANK=$r HLA_RANKS=$ranks HLA_RANK_ID="$folder/nccl.id" CUDA_VISIBLE_DEVICES=$r "$@" &
   pids+=($!)
 done
+# Each rank's end is found by polling and its status read by `wait PID`, which keeps the status of a
+# rank that ended before it is asked: `wait -n` misses a rank that ended while bash waited for another
+# command (bash 5.2), and the other ranks then ran to their end.
 status=0
-for ((left = ranks; left > 0; left--)); do
-  wait -n
-  code=$?
-  if [ $code -ne 0 ] && [ $status -eq 0 ]; then
-    status=$code
-    kill "${pids[@]}" 2>/dev/null
-  fi
+running=("${pids[@]}")
+while [ ${#running[@]} -gt 0 ]; do
+  still=()
+  for pid in "${running[@]}"; do
+    if kill -0 "$pid" 2>/dev/null; then
+      still+=("$pid")
+      continue
+    fi
+    wait "$pid"
+    code=$?
+    if [ $code -ne 0 ] && [ $status -eq 0 ]; then
+      status=$code
+      kill "${pids[@]}" 2>/dev/null
+    fi
+  done
+  running=("${still[@]}")
+  [ ${#running[@]} -gt 0 ] && sleep 0.05
 done
 exit $status
