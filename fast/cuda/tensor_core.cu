@@ -1999,6 +1999,26 @@ void launch_wide(const FastLaunch& how, std::int64_t heads, std::int64_t length,
   }
 }
 
+// One pass of a head with keys wider than 64 in `Role`: `halves` blocks a sequence-head side by side
+// (value halves; hla2's keys pass: key halves), one segment each, the outputs (hla2's keys pass: U)
+// leaving through `out` in boxes of 64 x 64.
+template <WideRole Role, bool Normalized, bool Decayed, bool Ridge>
+void launch_wide_pass(const FastLaunch& how, std::int64_t heads, std::int64_t length, int halves,
+                      const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& v,
+                      const CUtensorMap& out, const char* what, CUstream_st* stream) {
+  const auto kernel = forward_kernel<Algebra::ahla, Pass::outputs, Normalized, Decayed, Ridge, Role>();
+  const std::int64_t chunks = (length + width - 1) / width;
+  Arguments args = arguments_of(how, length, std::max<std::int64_t>(chunks, 1), 1);
+  args.value_dim = width;  // staged in rows of 64, the out map's boxes
+  args.value_halves = halves;
+  args.stages = wide_stages(Role, Normalized, Decayed, how.bf16_out);
+  args.checkpoints = nullptr;
+  kernel<<<static_cast<unsigned>(heads * halves), wide_threads(Role),
+           wide_shared_bytes(Role, args.stages, Normalized, Decayed, how.bf16_out), stream>>>(q, k, v, out,
+                                                                                              args);
+  check_launch(what);
+}
+
 // ahla with keys wider than 64 (up to 128; values up to 128): X is dv wide and each value column of
 // the outputs depends on the same column of V alone, so each value half z of 64 columns is one run of
 // the two sides with A over both key halves and two states a side (fast_kernel's WideRole::ahla), the
@@ -2009,23 +2029,11 @@ template <bool Normalized, bool Decayed>
 void launch_value_halves(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
                          const BFloat16* k, const BFloat16* v, CUstream_st* stream) {
   tma::require_hopper();
-  constexpr WideRole role = WideRole::ahla;
-  const auto kernel = forward_kernel<Algebra::ahla, Pass::outputs, Normalized, Decayed, false, role>();
-  const int halves = (how.value_dim + width - 1) / width;
-  const std::int64_t chunks = (length + width - 1) / width;
-  Arguments args = arguments_of(how, length, std::max<std::int64_t>(chunks, 1), 1);
-  args.value_dim = width;  // staged in rows of 64, the out map's boxes
-  args.value_halves = halves;
-  args.stages = wide_stages(role, Normalized, Decayed, how.bf16_out);
-  args.checkpoints = nullptr;
-  const CUtensorMap q_map = tma::tile_map(q, heads, length, how.key_dim),
-                    k_map = tma::tile_map(k, heads, length, how.key_dim),
-                    v_map = tma::tile_map(v, heads, length, how.value_dim),
-                    out_map = tma::output_map(how.out, how.bf16_out, heads, length, how.value_dim);
-  kernel<<<static_cast<unsigned>(heads * halves), wide_threads(role),
-           wide_shared_bytes(role, args.stages, Normalized, Decayed, how.bf16_out), stream>>>(
-      q_map, k_map, v_map, out_map, args);
-  check_launch("fast kernel (a wide ahla head)");
+  launch_wide_pass<WideRole::ahla, Normalized, Decayed, false>(
+      how, heads, length, (how.value_dim + width - 1) / width, tma::tile_map(q, heads, length, how.key_dim),
+      tma::tile_map(k, heads, length, how.key_dim), tma::tile_map(v, heads, length, how.value_dim),
+      tma::output_map(how.out, how.bf16_out, heads, length, how.value_dim), "fast kernel (a wide ahla head)",
+      stream);
 }
 
 // hla2 with keys wider than 64 (up to 128; values up to 128), in two passes (docs/perf.md, "hla2's wide
@@ -2039,39 +2047,20 @@ template <bool Normalized, bool Decayed, bool Ridge>
 void launch_hla2_halves(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
                         const BFloat16* k, const BFloat16* v, CUstream_st* stream) {
   tma::require_hopper();
-  const auto keys =
-      forward_kernel<Algebra::ahla, Pass::outputs, false, Decayed, Ridge, WideRole::hla2_keys>();
-  const auto values =
-      forward_kernel<Algebra::ahla, Pass::outputs, Normalized, Decayed, false, WideRole::hla2_values>();
-  const std::int64_t chunks = (length + width - 1) / width;
   const int scratch_columns = (Decayed ? 4 : 2) * width;  // U^0, U^1 (D^2 U^0, D^2 U^1)
   const StreamScratch scratch(static_cast<std::size_t>(heads * length) * scratch_columns / 2, stream);
-  const auto* u = reinterpret_cast<const BFloat16*>(scratch.get());
   const CUtensorMap q_map = tma::tile_map(q, heads, length, how.key_dim),
                     k_map = tma::tile_map(k, heads, length, how.key_dim),
-                    u_map = tma::tile_map(u, heads, length, scratch_columns),
-                    v_map = tma::tile_map(v, heads, length, how.value_dim),
-                    out_map = tma::output_map(how.out, how.bf16_out, heads, length, how.value_dim);
-  const Arguments args = arguments_of(how, length, std::max<std::int64_t>(chunks, 1), 1);
-
-  Arguments first = args;
-  first.value_halves = 2;  // key halves
-  first.stages = wide_stages(WideRole::hla2_keys, false, Decayed, false);
-  first.checkpoints = nullptr;
-  keys<<<static_cast<unsigned>(heads * 2), wide_threads(WideRole::hla2_keys),
-         wide_shared_bytes(WideRole::hla2_keys, first.stages, false, Decayed, false), stream>>>(
-      q_map, k_map, k_map, u_map, first);
-  check_launch("fast kernel (a wide hla2 head's keys)");
-
-  Arguments second = args;
-  second.value_dim = width;  // staged in rows of 64, the out map's boxes
-  second.value_halves = (how.value_dim + width - 1) / width;
-  second.stages = wide_stages(WideRole::hla2_values, Normalized, Decayed, how.bf16_out);
-  second.checkpoints = nullptr;
-  values<<<static_cast<unsigned>(heads * second.value_halves), wide_threads(WideRole::hla2_values),
-           wide_shared_bytes(WideRole::hla2_values, second.stages, Normalized, Decayed, how.bf16_out),
-           stream>>>(q_map, u_map, v_map, out_map, second);
-  check_launch("fast kernel (a wide hla2 head's outputs)");
+                    u_map = tma::tile_map(reinterpret_cast<const BFloat16*>(scratch.get()), heads, length,
+                                          scratch_columns);
+  // The keys pass reads V := K^x from its K tiles; the v map is not read.
+  launch_wide_pass<WideRole::hla2_keys, false, Decayed, Ridge>(
+      how, heads, length, 2, q_map, k_map, k_map, u_map, "fast kernel (a wide hla2 head's keys)", stream);
+  launch_wide_pass<WideRole::hla2_values, Normalized, Decayed, false>(
+      how, heads, length, (how.value_dim + width - 1) / width, q_map, u_map,
+      tma::tile_map(v, heads, length, how.value_dim),
+      tma::output_map(how.out, how.bf16_out, heads, length, how.value_dim),
+      "fast kernel (a wide hla2 head's outputs)", stream);
 }
 
 // f.template operator()<algebra, Normalized, Decayed, Ridge>() for the kernel that `how` takes.

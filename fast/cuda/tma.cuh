@@ -76,26 +76,27 @@ __device__ inline void start_loading_bytes(void* to, const void* from, int bytes
       : "memory");
 }
 
-// Bulk copies from shared to device memory (sm_90), tracked in groups by the issuing thread.
+// Bulk copies from shared to device memory (sm_90), tracked in groups by the issuing thread:
+// commit_stores closes the thread's group of the copies issued since the last one.
+__device__ inline void commit_stores() {
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
 __device__ inline void start_storing(void* to, const void* from, int bytes) {
   asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(to),
                "r"(shared_address(from)), "r"(bytes)
                : "memory");
-  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+  commit_stores();
 }
 // Starts storing a box_map's 64 x 64 box at (column, row) of sequence-head `head` from shared memory
 // (row-major as the map's element type, or a tile in the 128-byte swizzle through a tile_map); the map
-// leaves out rows and columns past the tensor's. store_box joins the thread's next group of stores,
-// which commit_stores closes; start_storing_box is one box as one group, as start_storing's.
+// leaves out rows and columns past the tensor's. store_box joins the thread's next group of stores;
+// start_storing_box is one box as one group, as start_storing's.
 __device__ inline void store_box(const CUtensorMap& map, int column, std::int64_t row, std::int64_t head,
                                  const void* from) {
   asm volatile(
       "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];\n" ::"l"(&map),
       "r"(column), "r"(static_cast<int>(row)), "r"(static_cast<int>(head)), "r"(shared_address(from))
       : "memory");
-}
-__device__ inline void commit_stores() {
-  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
 }
 __device__ inline void start_storing_box(const CUtensorMap& map, int column, std::int64_t row,
                                          std::int64_t head, const void* from) {
