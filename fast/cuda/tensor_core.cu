@@ -80,6 +80,8 @@ constexpr int stages_for(bool third, bool decayed) {
 }
 constexpr int vector_tiles = 8;  // 8 rows of a tile each: ones, ages, and the normalized sums' vectors
 constexpr int wide_vector_tiles = vector_tiles + 2;  // and a wide ahla head's second m and n
+// hla2's values pass: ones, ages, two copies each of f_0, f_1.
+constexpr int values_vector_tiles = 6;
 constexpr int vector_tile_bytes = 8 * width * 2;
 constexpr int matrix_floats = width * width;
 constexpr int powers_count = decay::powers_count;
@@ -117,8 +119,9 @@ static_assert(all_fit(), "the fast path's shared memory exceeds Hopper's 227 KB"
 //     K^x, its rows stored to a bf16 scratch [heads, n, 128] (with decay 256: D^2 U at 128) by the
 //     producer warp, which is the block's only other warp, two blocks a multiprocessor;
 //   hla2_values: hla2's second pass, value half z of the outputs from that scratch: the first warpgroup
-//     forms W = (Q^0 (U^0)^T + Q^1 (U^1)^T) . L_g^2 alone (weights_side) and the value side is ahla's
-//     with K := U (its state products' D^2 U), X := V^z and the powers of g^2 (launch_hla2_halves).
+//     forms W = (Q^0 (U^0)^T + Q^1 (U^1)^T) . L_g^2 and the states F_h (weights_side), the value side
+//     the outputs (outputs_side), as the wide ahla value side would with K := U, X := V^z and the
+//     powers of g^2 (launch_hla2_halves).
 enum class WideRole { none, ahla, hla2_keys, hla2_values };
 
 // Whether a wide head's value side reads the key side's masked A from two tiles more instead of
@@ -144,8 +147,8 @@ constexpr int wide_inputs(WideRole role, bool decayed) {
 //     when normalized, and with decay D V, two of D X and the powers;
 //   hla2_keys: S_0x, S_1x, one of U (the producer stores it before the next chunk's), and with decay
 //     one of D^2 U, D K^x and the powers;
-//   hla2_values: the states F_0, F_1, two of W, the staging buffers, the vector tiles when normalized
-//     and with decay the powers.
+//   hla2_values: two copies each of the states F_0, F_1, two of W, the staging buffers, when normalized
+//     six vector tiles (ones, ages, two copies each of f_0, f_1), and with decay the powers.
 constexpr int wide_shared_bytes(WideRole role, int stages, bool normalized, bool decayed, bool bf16_out) {
   const int inputs = wide_inputs(role, decayed) * stages * wgmma::tile_bytes;
   const int staging = 2 * (bf16_out ? 2 : 4) * matrix_floats,
@@ -155,8 +158,8 @@ constexpr int wide_shared_bytes(WideRole role, int stages, bool normalized, bool
       return wgmma::tile_alignment + inputs + 3 * wgmma::tile_bytes +
              (decayed ? 2 * wgmma::tile_bytes + powers : 0);
     case WideRole::hla2_values:
-      return wgmma::tile_alignment + inputs + 4 * wgmma::tile_bytes + staging + vectors +
-             (decayed ? powers : 0);
+      return wgmma::tile_alignment + inputs + 6 * wgmma::tile_bytes + staging +
+             (normalized ? values_vector_tiles * vector_tile_bytes : 0) + (decayed ? powers : 0);
     default:
       return wgmma::tile_alignment + inputs +
              (6 + (hands_over_a(role, normalized, decayed) ? 2 : 0)) * wgmma::tile_bytes + staging + vectors +
@@ -199,8 +202,8 @@ static_assert(wide_all_fit() && wide_stages(WideRole::ahla, false, false, false)
 
 // One chunk's inputs in shared memory; q2 and k2 the fourth and fifth tiles of a wide block's stage
 // (the second key half's Q and K, hla2_values' U; hla2_keys' stage is Q, K, Q2, K2, and its V one of
-// the K tiles); ks and ks2 the keys of the value side's state products (hla2_values with decay: D^2 U
-// of both halves, the sixth and seventh tiles; else k, k2).
+// the K tiles); ks and ks2 the left factors of hla2_values' state products (with decay D^2 U of both
+// halves, the sixth and seventh tiles; else k, k2).
 struct Chunk {
   Bf *q, *k, *v, *q2, *k2, *ks, *ks2;
 };
@@ -209,17 +212,18 @@ struct Chunk {
 // which the value side reads.
 struct Tiles {
   int stages;
-  WideRole wide;            // a wide head's block (wide_shared_bytes)
-  bool decayed;             // a wide head's: whether its kernel decays (hla2_values: seven tiles a chunk)
-  bool second_half;         // hla2_keys: the block's key half is the second (V := K2)
-  int staged_bytes;         // a chunk's staged outputs: float32 (a wide head's: bf16 when they are)
-  Bf* inputs;               // stages x (Q, K, V; a wide head's second Q, K, ...: wide_inputs)
-  Bf *state1, *state2;      // hla2: S, F; ahla: P, E; hla3: S^K, F (the key side's and the value side's)
-  Bf* u_tiles;              // two: hla2 U, ahla X, hla3 Z
-  Bf *r_tiles, *state3;     // hla3: two of R, and P (the key side's second state)
-  Bf *state1b, *state2b;    // a wide head's P and E of the second key half (in R's room)
-  Bf* a_tiles;              // a wide head's: two of the key side's masked A (hands_over_a)
-  unsigned char* outputs;   // two chunks' outputs, row-major, on their way to device memory
+  WideRole wide;           // a wide head's block (wide_shared_bytes)
+  bool decayed;            // a wide head's: whether its kernel decays (hla2_values: seven tiles a chunk)
+  bool second_half;        // hla2_keys: the block's key half is the second (V := K2)
+  int staged_bytes;        // a chunk's staged outputs: float32 (a wide head's: bf16 when they are)
+  Bf* inputs;              // stages x (Q, K, V; a wide head's second Q, K, ...: wide_inputs)
+  Bf *state1, *state2;     // hla2: S, F; ahla: P, E; hla3: S^K, F (the key side's and the value side's)
+  Bf* u_tiles;             // two: hla2 U, ahla X, hla3 Z
+  Bf *r_tiles, *state3;    // hla3: two of R, and P (the key side's second state)
+  Bf *state1b, *state2b;   // a wide head's P and E of the second key half (in R's room; hla2_values:
+                           // two copies each of F_0 in state2, F_1 in state2b)
+  Bf* a_tiles;             // a wide head's: two of the key side's masked A (hands_over_a)
+  unsigned char* outputs;  // two chunks' outputs, row-major, on their way to device memory
   // Normalized: row 0 of each: ones, ages (g^(64 - tau)); hla2: f (with F); ahla: n (with E), m
   // (with P), two of x, two of D x; a wide head's m and n of the second key half.
   Bf *ones, *ages, *vector2, *vector1, *x_rows, *decayed_x_rows, *vector1b, *vector2b;
@@ -251,10 +255,10 @@ struct Tiles {
     state1b = r_tiles;
     state2b = r_tiles + elements;
     a_tiles = r_tiles + 2 * elements;
-    if (values) {  // F_0, F_1 and W's two tiles only
+    if (values) {  // two copies of F_0 and F_1, and W's two tiles
       state2 = state1;
-      state2b = state2 + elements;
-      a_tiles = state2b + elements;
+      state2b = state2 + 2 * elements;
+      a_tiles = state2b + 2 * elements;
       state1 = u_tiles = r_tiles = state3 = state1b = nullptr;
     }
     outputs = reinterpret_cast<unsigned char*>(
@@ -269,11 +273,15 @@ struct Tiles {
     decayed_x_rows = x_rows + 2 * vector_elements;
     vector1b = decayed_x_rows + 2 * vector_elements;
     vector2b = vector1b + vector_elements;
+    if (values) {  // ones, ages, two copies of f_0 (vector2), two of f_1 (vector2b)
+      vector2b = vector2 + 2 * vector_elements;
+      vector1 = x_rows = decayed_x_rows = vector1b = nullptr;
+    }
     // After the vectors, used or not (a wide head's: only when normalized).
     decayed_in = ones + (!is_wide ? vector_tiles : normalized ? wide_vector_tiles : 0) * vector_elements;
     decayed_u_tiles = decayed_in + elements;
     decayed_extra = decayed_u_tiles + 2 * elements;
-    powers = reinterpret_cast<float*>(values    ? decayed_in
+    powers = reinterpret_cast<float*>(values ? ones + (normalized ? values_vector_tiles : 0) * vector_elements
                                       : is_wide ? decayed_extra
                                                 : decayed_extra + elements);
     if (values) decayed_in = decayed_u_tiles = decayed_extra = nullptr;
@@ -319,6 +327,19 @@ struct Tiles {
     return decayed_x_rows + (c % 2) * (vector_tile_bytes / 2);
   }
   __device__ unsigned char* output(std::int64_t c) const { return outputs + (c % 2) * staged_bytes; }
+  // hla2_values: F_h's copy and f_h's row that chunk c reads (the copies of c % 2).
+  __device__ Bf* f_copy(std::int64_t c, int h) const {
+    return (h == 0 ? state2 : state2b) + (c % 2) * (wgmma::tile_bytes / 2);
+  }
+  __device__ Bf* f_row(std::int64_t c, int h) const {
+    return (h == 0 ? vector2 : vector2b) + (c % 2) * (vector_tile_bytes / 2);
+  }
+  // The vector tiles, zeroed at the start (their rows 1..7 stay zero).
+  __device__ int vector_tile_count() const {
+    return wide == WideRole::none          ? vector_tiles
+           : wide == WideRole::hla2_values ? values_vector_tiles
+                                           : wide_vector_tiles;
+  }
   // hla3's summary pass, with decay: the value side's D Q (power 1) and D^2 Q (power 2) of a chunk,
   // in the outputs' room (that pass stores none).
   __device__ Bf* query_copy(int power) const {
@@ -364,6 +385,20 @@ __device__ wgmma::RowOperand round_masked(Accumulator& a, const Factors& factors
     return wgmma::round_to_masked_operand(a, factors);
   } else {
     return wgmma::round_to_masked_operand(a);
+  }
+}
+
+// With decay, a sum's products from the state before the chunk, done, row-scaled into the accumulator
+// the chunk's products then add to: to = diag(factor) carried, and with the vector to_vector =
+// diag(factor) carried_vector (the denominators' column).
+template <bool WithVector>
+__device__ void scale_carried(Accumulator& to, Accumulator& carried, Column& to_vector,
+                              Column& carried_vector, const wgmma::RowPair& factor) {
+  wgmma::fence_operand(carried);
+  wgmma::scale_rows(to, carried, factor);
+  if constexpr (WithVector) {
+    wgmma::fence_operand(carried_vector);
+    wgmma::scale_rows(to_vector, carried_vector, factor);
   }
 }
 
@@ -730,12 +765,7 @@ __device__ void key_side(const Block& b) {
     wgmma::commit();
     if constexpr (Decayed) {
       wgmma::wait<1>();
-      wgmma::fence_operand(carried);
-      wgmma::scale_rows(u, carried, decay.offset);
-      if constexpr (Ahla && Normalized) {
-        wgmma::fence_operand(x_carried);
-        wgmma::scale_rows(x, x_carried, decay.offset);
-      }
+      scale_carried<Ahla && Normalized>(u, carried, x, x_carried, decay.offset);
     } else {
       wgmma::wait<2>();
     }
@@ -816,14 +846,11 @@ __device__ void key_side(const Block& b) {
 // It stages the outputs for the producer, which stores them.
 // Wide (ahla, keys wider than 64, one value half): A over both halves (hands_over_a: the key side's
 // bf16(A . L_g)), O = diag(g^tau) (Q^0 E_0 + Q^1 E_1) + (A . L_g) X, E_h = g^64 E_h + (K^h)^T (D X)
-// (normalized: n_h alike). hla2_values: the same at g^2 with the key side's A := W (weights_side), K :=
-// U and X := V^z, so O^z = diag(g^(2 tau)) (Q^0 F_0 + Q^1 F_1) + W V^z and F_h = g^128 F_h + (D^2 U^h)^T
-// V^z (Chunk's ks, ks2), the decay already in the left factor; normalized, x := 1: den = diag(g^(2
-// tau)) (Q^0 f_0 + Q^1 f_1) + W 1, f_h = g^128 f_h + (D^2 U^h)^T 1.
+// (normalized: n_h alike).
 template <bool Ahla, Pass pass, bool Normalized, bool Decayed, WideRole Wide = WideRole::none>
 __device__ void value_side(const Block& b) {
-  constexpr bool wide = Wide != WideRole::none, hla2_values = Wide == WideRole::hla2_values;
-  static_assert(!wide || (Ahla && pass == Pass::outputs && Wide != WideRole::hla2_keys));
+  constexpr bool wide = Wide != WideRole::none;
+  static_assert(!wide || (Ahla && pass == Pass::outputs && Wide == WideRole::ahla));
   constexpr bool hands_a = hands_over_a(Wide, Normalized, Decayed);
   const Arguments& args = b.args;
   const Tiles& s = b.s;
@@ -888,12 +915,8 @@ __device__ void value_side(const Block& b) {
     }
     clock.mark(phases::publish);
     const Chunk now = s.chunk(c);
-    // The right factors of the state products (hla2_values: V^z and the ones, the decay being in ks),
-    // and ahla's X and x of the masked products (hla2_values: V^z and the ones).
-    const Bf* u_input = hla2_values ? now.v : Decayed ? s.decayed_u(c) : s.u(c);
-    const Bf* x_input = hla2_values ? s.ones : Decayed ? s.decayed_x(c) : s.x(c);
-    const Bf* x_tile = hla2_values ? now.v : s.u(c);
-    const Bf* x_row = hla2_values ? s.ones : s.x(c);
+    const Bf* u_input = Decayed ? s.decayed_u(c) : s.u(c);
+    const Bf* x_input = Decayed ? s.decayed_x(c) : s.x(c);
     if constexpr (pass == Pass::summary) {
       wgmma::fence_operand(sum2);
       wgmma::fence_operand(sum3);
@@ -959,8 +982,8 @@ __device__ void value_side(const Block& b) {
       const auto add_states = [&](auto& sum, auto& sum_b, const Bf* right) {
         constexpr Major major =
             std::is_same_v<std::remove_cvref_t<decltype(sum)>, Column> ? Major::k : Major::mn;
-        wgmma::multiply<Major::mn, major>(sum, now.ks, right, true);
-        if constexpr (wide) wgmma::multiply<Major::mn, major>(sum_b, now.ks2, right, true);
+        wgmma::multiply<Major::mn, major>(sum, now.k, right, true);
+        if constexpr (wide) wgmma::multiply<Major::mn, major>(sum_b, now.k2, right, true);
       };
       if constexpr (Decayed) {
         from_states(carried, s.state2, s.state2b);
@@ -970,12 +993,7 @@ __device__ void value_side(const Block& b) {
         if constexpr (Normalized) add_states(vector2, vector1, x_input);
         wgmma::commit();
         wgmma::wait<1>();
-        wgmma::fence_operand(carried);
-        wgmma::scale_rows(o, carried, decay.offset);
-        if constexpr (Normalized) {
-          wgmma::fence_operand(x_carried);
-          wgmma::scale_rows(den, x_carried, decay.offset);
-        }
+        scale_carried<Normalized>(o, carried, den, x_carried, decay.offset);
       } else {
         wgmma::commit();
         from_states(o, s.state2, s.state2b);
@@ -991,18 +1009,18 @@ __device__ void value_side(const Block& b) {
       if constexpr (hands_a) {
         wgmma::fence();  // o (den) rescaled since their last products
         if constexpr (Normalized) {
-          wgmma::multiply<Major::k, Major::k>(den, s.a(c), x_row, true);
+          wgmma::multiply<Major::k, Major::k>(den, s.a(c), s.x(c), true);
           wgmma::commit();
         }
-        wgmma::multiply<Major::k, Major::mn>(o, s.a(c), x_tile, true);
+        wgmma::multiply<Major::k, Major::mn>(o, s.a(c), s.u(c), true);
       } else {
         const wgmma::RowOperand masked = round_masked<Decayed>(a, mask_factors);
         wgmma::fence();
         if constexpr (Normalized) {
-          wgmma::multiply<Major::k>(den, masked, x_row, true);
+          wgmma::multiply<Major::k>(den, masked, s.x(c), true);
           wgmma::commit();
         }
-        wgmma::multiply<Major::mn>(o, masked, x_tile, true);
+        wgmma::multiply<Major::mn>(o, masked, s.u(c), true);
       }
       wgmma::commit();
       inverse = finish_products<Normalized>(args, den);
@@ -1018,12 +1036,7 @@ __device__ void value_side(const Block& b) {
         if constexpr (Normalized) wgmma::multiply<Major::mn, Major::k>(vector2, u_input, s.ones, true);
         wgmma::commit();
         wgmma::wait<1>();
-        wgmma::fence_operand(carried);
-        wgmma::scale_rows(o, carried, decay.offset2);
-        if constexpr (Normalized) {
-          wgmma::fence_operand(x_carried);
-          wgmma::scale_rows(den, x_carried, decay.offset2);
-        }
+        scale_carried<Normalized>(o, carried, den, x_carried, decay.offset2);
       } else {
         wgmma::multiply<Major::k, Major::mn>(o, now.q, s.state2, false);
         wgmma::multiply<Major::mn, Major::mn>(sum2, u_input, now.v, true);
@@ -1088,35 +1101,151 @@ __device__ void value_side(const Block& b) {
   if (checkpointing && leader) wait_stores_done();
 }
 
-// hla2's second pass (WideRole::hla2_values), the first warpgroup: chunk c's weights W = (Q^0 (U^0)^T +
-// Q^1 (U^1)^T) . L_g^2 (the powers are g^2's, so power 1), rounded to bf16 into the buffer of c % 2 as
-// the wide ahla key side hands its masked A over; the value side does the rest.
-template <bool Decayed>
+// hla2's second pass (WideRole::hla2_values), the first warpgroup, with the powers of g^2 (so power 1
+// and g^64 here are g^2 and g^128): chunk c's weights W = (Q^0 (U^0)^T + Q^1 (U^1)^T) . L_g^2, rounded to
+// bf16 into the buffer of c % 2 (as the wide ahla key side hands its masked A over), and the states F_h
+// = g^128 F_h + (D^2 U^h)^T V^z (normalized: f_h = g^128 f_h + (D^2 U^h)^T 1; Chunk's ks, ks2) in its
+// accumulators, their bf16 copies for chunk c + 1 into the copies of (c + 1) % 2. Both wait for the
+// value side's products of chunk c - 1, which read those copies (and, before them, chunk c - 2's W's
+// buffer), so this side runs at most one chunk ahead. The same products and roundings as the wide ahla
+// value side's.
+template <bool Normalized, bool Decayed>
 __device__ void weights_side(const Block& b) {
   const Tiles& s = b.s;
   MaskFactors factors;
   if constexpr (Decayed) factors = MaskFactors(s.powers, 1);
+  const Decay decay = Decayed ? Decay(s.powers) : Decay{};
+  Accumulator f0, f1;  // F_0, F_1
+  Column m0, m1;       // normalized: f_0, f_1
+  wgmma::zero(f0);
+  wgmma::zero(f1);
+  wgmma::zero(m0);
+  wgmma::zero(m1);
+  const auto copy_states = [&](std::int64_t c) {  // F_h, f_h for chunk c
+    wgmma::round_to_tile(f0, s.f_copy(c, 0));
+    wgmma::round_to_tile(f1, s.f_copy(c, 1));
+    if constexpr (Normalized) {
+      wgmma::round_to_tile_row(m0, s.f_row(c, 0));
+      wgmma::round_to_tile_row(m1, s.f_row(c, 1));
+    }
+  };
+  const auto fence_states = [&] {
+    wgmma::fence_operand(f0);
+    wgmma::fence_operand(f1);
+    if constexpr (Normalized) {
+      wgmma::fence_operand(m0);
+      wgmma::fence_operand(m1);
+    }
+  };
+  const auto decay_states = [&] {
+    if constexpr (Decayed) {
+      wgmma::scale(f0, decay.rho);
+      wgmma::scale(f1, decay.rho);
+      if constexpr (Normalized) {
+        wgmma::scale(m0, decay.rho);
+        wgmma::scale(m1, decay.rho);
+      }
+    }
+  };
+  copy_states(0);
+  decay_states();
   phases::Clock clock;
   for (std::int64_t c = 0; c < b.chunks; ++c) {
     b.wait_loaded(c);
     clock.mark(phases::inputs);
     const Chunk now = s.chunk(c);
     Accumulator w;
+    fence_states();
     wgmma::fence();
     wgmma::multiply<Major::k, Major::k>(w, now.q, now.k, false);
     wgmma::multiply<Major::k, Major::k>(w, now.q2, now.k2, true);
     wgmma::commit();
-    wgmma::wait<0>();
+    wgmma::multiply<Major::mn, Major::mn>(f0, now.ks, now.v, true);
+    wgmma::multiply<Major::mn, Major::mn>(f1, now.ks2, now.v, true);
+    if constexpr (Normalized) {
+      wgmma::multiply<Major::mn, Major::k>(m0, now.ks, s.ones, true);
+      wgmma::multiply<Major::mn, Major::k>(m1, now.ks2, s.ones, true);
+    }
+    wgmma::commit();
+    wgmma::wait<1>();
     clock.mark(phases::first);
     const wgmma::RowOperand masked = round_masked<Decayed>(w, factors);
-    if (c >= 2) b.u_free[c % 2].wait((c / 2 - 1) % 2);  // the value side's products of c - 2 read it
+    if (c >= 1) b.u_free[(c - 1) % 2].wait((c - 1) / 2 % 2);  // the value side is done with chunk c - 1
     clock.mark(phases::partner);
     wgmma::store_operand(masked, s.a(c));
+    wgmma::wait<0>();
+    fence_states();
+    copy_states(c + 1);
     wgmma::fence_shared();
-    b.u_ready[c % 2].arrive();
+    b.u_ready[c % 2].arrive();  // W of chunk c, the states' copies for chunk c + 1
     clock.mark(phases::handover);
+    if (c + 1 < b.chunks) decay_states();
+    clock.mark(phases::state);
   }
   clock.store(b.args.phases);
+}
+
+// hla2's second pass, the value side (powers of g^2, as weights_side's): chunk c's outputs O^z =
+// diag(g^(2 tau)) (Q^0 F_0 + Q^1 F_1) + W V^z (normalized: den = diag(g^(2 tau)) (Q^0 f_0 + Q^1 f_1) + W
+// 1, and O^z divided as finish_products and stage_outputs do) from the first warpgroup's W and the
+// states' copies of c % 2, staged for the producer.
+template <bool Normalized, bool Decayed>
+__device__ void outputs_side(const Block& b) {
+  const Arguments& args = b.args;
+  const Tiles& s = b.s;
+  const Decay decay = Decayed ? Decay(s.powers) : Decay{};
+  phases::Clock clock;
+  for (std::int64_t c = 0; c < b.chunks; ++c) {
+    b.wait_loaded(c);
+    clock.mark(phases::inputs);
+    b.u_ready[c % 2].wait(c / 2 % 2);
+    clock.mark(phases::partner);
+    const Chunk now = s.chunk(c);
+    Accumulator o;
+    Column den;
+    // Q^0 F_0 + Q^1 F_1 (Q^0 f_0 + Q^1 f_1) into `into` (`vector_into`).
+    const auto from_states = [&](Accumulator& into, Column& vector_into) {
+      wgmma::multiply<Major::k, Major::mn>(into, now.q, s.f_copy(c, 0), false);
+      wgmma::multiply<Major::k, Major::mn>(into, now.q2, s.f_copy(c, 1), true);
+      if constexpr (Normalized) {
+        wgmma::multiply<Major::k, Major::k>(vector_into, now.q, s.f_row(c, 0), false);
+        wgmma::multiply<Major::k, Major::k>(vector_into, now.q2, s.f_row(c, 1), true);
+      }
+    };
+    wgmma::fence();
+    if constexpr (Decayed) {
+      Accumulator carried;
+      Column x_carried;
+      from_states(carried, x_carried);
+      wgmma::commit();
+      wgmma::wait<0>();
+      scale_carried<Normalized>(o, carried, den, x_carried, decay.offset);
+      wgmma::fence();  // o (den) rescaled since their last products
+    } else {
+      from_states(o, den);
+    }
+    clock.mark(phases::first);
+    if constexpr (Normalized) {
+      wgmma::multiply<Major::k, Major::k>(den, s.a(c), s.ones, true);
+      wgmma::commit();
+    }
+    wgmma::multiply<Major::k, Major::mn>(o, s.a(c), now.v, true);
+    wgmma::commit();
+    const wgmma::RowPair inverse = finish_products<Normalized>(args, den);
+    clock.mark(phases::masked);
+    wgmma::fence_operand(o);
+    if constexpr (Normalized) wgmma::fence_operand(den);
+    b.u_free[c % 2].arrive();  // this warp's products that read W, the states' copies and the inputs are done
+    b.inputs_free[c % s.stages].arrive();
+    if (c >= 2) b.out_free[c % 2].wait((c / 2 - 1) % 2);  // chunk c - 2's outputs have left s.output(c)
+    stage_outputs<Normalized>(args, o, den, inverse, s.output(c),
+                              b.head * args.length + (b.first + c) * width, b.rows_of(c),
+                              b.value_column == 0);
+    wgmma::fence_shared();
+    b.out_staged[c % 2].arrive();
+    clock.mark(phases::handover);
+  }
+  clock.store(args.phases);
 }
 
 // hla2's first pass (WideRole::hla2_keys), its producer warp (the first thread): the loads, chunk
@@ -1393,14 +1522,7 @@ __device__ void hla3_value_side(const Block& b) {
     if constexpr (Normalized) wgmma::multiply<Major::mn, Major::k>(corrected_mass, decayed_z, s.x(c), true);
     wgmma::commit();
     wgmma::wait<1>();
-    if constexpr (Decayed) {
-      wgmma::fence_operand(carried);
-      wgmma::scale_rows(o, carried, decay.offset3);
-      if constexpr (Normalized) {
-        wgmma::fence_operand(den_carried);
-        wgmma::scale_rows(den, den_carried, decay.offset3);
-      }
-    }
+    if constexpr (Decayed) scale_carried<Normalized>(o, carried, den, den_carried, decay.offset3);
     const wgmma::RowOperand masked_w = round_masked<Decayed>(w, w_factors);
     wgmma::fence();
     if constexpr (Normalized) {
@@ -1503,7 +1625,8 @@ __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra =
     __syncthreads();
   }
   if constexpr (Normalized) {  // the ones and ages vectors; the vector tiles' rows 1..7 stay zero
-    for (int i = threadIdx.x; i < vector_tiles * vector_tile_bytes / 2; i += blockDim.x) s.ones[i] = Bf(0.0f);
+    for (int i = threadIdx.x; i < s.vector_tile_count() * vector_tile_bytes / 2; i += blockDim.x)
+      s.ones[i] = Bf(0.0f);
     __syncthreads();
     for (int i = threadIdx.x; i < width; i += blockDim.x) {
       s.ones[i] = Bf(1.0f);
@@ -1529,7 +1652,7 @@ __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra =
     if constexpr (third) {
       hla3_key_side<pass, Normalized, Decayed>(b);
     } else if constexpr (Wide == WideRole::hla2_values) {
-      weights_side<Decayed>(b);
+      weights_side<Normalized, Decayed>(b);
     } else {
       key_side<ahla, pass, Normalized, Decayed, Ridge, Wide>(b);
     }
@@ -1538,6 +1661,8 @@ __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra =
   } else if (threadIdx.x < threads) {
     if constexpr (third) {
       hla3_value_side<pass, Normalized, Decayed>(b);
+    } else if constexpr (Wide == WideRole::hla2_values) {
+      outputs_side<Normalized, Decayed>(b);
     } else {
       value_side<ahla, pass, Normalized, Decayed, Wide>(b);
     }
