@@ -3,7 +3,8 @@
 // float32 accumulation and state, tiles of 64 columns (d and dv multiples of 8 up to 64: columns past
 // d or dv load as zeros, and the outputs leave in rows of dv; up to 128: ahla's wider keys in one pass
 // per value half, launch_value_halves; hla2's in two passes, launch_hla2_halves; values alone wider
-// than 64 by the value halves' operators, launch_wide), chunks of 64 tokens (the last one may be
+// than 64 by the value halves' operators, launch_wide; up to 32, hla2's and ahla's narrow kernels, whose
+// products over the features are 32 wide, narrow_head), chunks of 64 tokens (the last one may be
 // short: rows past n load as zeros and are not stored), outputs in float32 or bf16. One block per
 // sequence-head walks its chunks in order, so the scan over chunk summaries is the running state
 // itself and never touches device memory; every step of a chunk is a 64 x 64 x 64 product issued
@@ -391,9 +392,9 @@ __device__ wgmma::RowOperand round_masked(Accumulator& a, const Factors& factors
 // With decay, a sum's products from the state before the chunk, done, row-scaled into the accumulator
 // the chunk's products then add to: to = diag(factor) carried, and with the vector to_vector =
 // diag(factor) carried_vector (the denominators' column).
-template <bool WithVector>
-__device__ void scale_carried(Accumulator& to, Accumulator& carried, Column& to_vector,
-                              Column& carried_vector, const wgmma::RowPair& factor) {
+template <bool WithVector, class D>
+__device__ void scale_carried(D& to, D& carried, Column& to_vector, Column& carried_vector,
+                              const wgmma::RowPair& factor) {
   wgmma::fence_operand(carried);
   wgmma::scale_rows(to, carried, factor);
   if constexpr (WithVector) {
@@ -422,9 +423,10 @@ __device__ void publish_group() {
 // Columns 0 .. columns - 1 (an even number) of a 64 x 64 matrix, row-major with rows of `columns`
 // (shared or device memory), from an accumulator (float32: wgmma::store_rows; the other way,
 // wgmma::load_rows).
-__device__ void store_rows(Bf* to, const Accumulator& o, int columns) {
+template <int N>
+__device__ void store_rows(Bf* to, const wgmma::Accumulators<N>& o, int columns) {
 #pragma unroll
-  for (int i = 0; i < 32; i += 2)
+  for (int i = 0; i < N / 2; i += 2)
     if (Accumulator::column(i) < columns)
       *reinterpret_cast<__nv_bfloat162*>(to + Accumulator::row(i) * columns + Accumulator::column(i)) =
           __floats2bfloat162_rn(o.x[i], o.x[i + 1]);
@@ -520,10 +522,9 @@ __device__ wgmma::RowPair finish_products(const Arguments& args, Column& den) {
 // The outputs of a chunk's accumulators: normalized, O times the rows' inverses of finish_products,
 // then into the staging buffer as float32 or bf16, rows of dv (a wide head's: of 64); the terms' den
 // goes straight to device memory (rows up to n; of a wide head's value halves, the first's).
-template <bool Normalized>
-__device__ void stage_outputs(const Arguments& args, Accumulator& o, const Column& den,
-                              const wgmma::RowPair& inverse, unsigned char* staging, std::int64_t first_row,
-                              int rows, bool writes_den) {
+template <bool Normalized, class D>
+__device__ void stage_outputs(const Arguments& args, D& o, const Column& den, const wgmma::RowPair& inverse,
+                              unsigned char* staging, std::int64_t first_row, int rows, bool writes_den) {
   if constexpr (Normalized) {
     if (args.den) {
       float* den_rows = args.den + first_row;
@@ -533,13 +534,29 @@ __device__ void stage_outputs(const Arguments& args, Accumulator& o, const Colum
       }
     } else {
 #pragma unroll
-      for (int i = 0; i < 32; ++i) o.x[i] = __fmul_rn(o.x[i], inverse[i]);
+      for (int i = 0; i < D::columns / 2; ++i) o.x[i] = __fmul_rn(o.x[i], inverse[i]);
     }
   }
   if (args.bf16_out) {
     store_rows(reinterpret_cast<Bf*>(staging), o, args.value_dim);
   } else {
     wgmma::store_rows(reinterpret_cast<float*>(staging), o, width, args.value_dim);
+  }
+}
+
+// A summary's 64 x 64 matrix, row-major, from an accumulator: a narrow one's columns 32-63 as zeros
+// (the carry kernel's products read every column).
+template <int N>
+__device__ void store_matrix(float* to, const wgmma::Accumulators<N>& d) {
+  if constexpr (N == width) {
+    store_rows(to, d);
+  } else {
+#pragma unroll
+    for (int i = 0; i < N / 2; i += 2) {
+      float* at = to + Accumulator::row(i) * width + Accumulator::column(i);
+      *reinterpret_cast<float2*>(at) = make_float2(d.x[i], d.x[i + 1]);
+      *reinterpret_cast<float2*>(at + N) = make_float2(0.0f, 0.0f);
+    }
   }
 }
 
@@ -646,18 +663,24 @@ struct Block {
 // hands its bf16(A . L_g) over too (hands_over_a), in the buffer of c % 2, so that the value side need
 // not form A. hla2_keys: the same with V := K^x, so X = U^x and P_h = S_hx = sum k^h (k^x)^T; its copy
 // for the value side D^2 U^x, and hla2's ridge adds ridge Q^x.
-template <bool Ahla, Pass pass, bool Normalized, bool Decayed, bool Ridge, WideRole Wide = WideRole::none>
+// Narrow heads (Features = narrow_width, d and dv up to 32): U (X) and the state 32 columns wide, and
+// the products over the features in two K slices.
+template <bool Ahla, Pass pass, bool Normalized, bool Decayed, bool Ridge, WideRole Wide = WideRole::none,
+          int Features = width>
 __device__ void key_side(const Block& b) {
   constexpr bool wide = Wide != WideRole::none, hla2_keys = Wide == WideRole::hla2_keys;
   static_assert(!wide ||
                 (Ahla && pass == Pass::outputs && (!Ridge || hla2_keys) && Wide != WideRole::hla2_values));
   static_assert(!hla2_keys || !Normalized);
+  static_assert(Features == width || !wide);
+  using FeatureColumns = wgmma::Accumulators<Features>;
+  constexpr int slices = Features / 16;  // K slices of the products over the features
   constexpr bool hands_a = hands_over_a(Wide, Normalized, Decayed);
   const Arguments& args = b.args;
   const Tiles& s = b.s;
   const bool leader = threadIdx.x == 0;  // issues the checkpoints' stores
   const bool checkpointing = pass == Pass::outputs && args.checkpoints;
-  Accumulator sum1, sum1b;   // hla2 S, ahla P; Wide: P_1 (P_0 in sum1)
+  FeatureColumns sum1, sum1b;  // hla2 S, ahla P; Wide: P_1 (P_0 in sum1)
   Column vector1, vector1b;  // normalized ahla: m; Wide: m_1
   wgmma::zero(vector1);
   if (pass == Pass::outputs && b.carried()) {
@@ -723,7 +746,8 @@ __device__ void key_side(const Block& b) {
     // With decay, Q S (Q P) and Q m go to `carried` first and are row-scaled into u and x between
     // the products: an accumulator changed between two of its own products would stall the
     // matrix units' pipeline.
-    Accumulator a, u, carried;
+    Accumulator a;
+    FeatureColumns u, carried;
     Column x, x_carried;
     wgmma::fence_operand(sum1);
     if constexpr (Ahla && Normalized) wgmma::fence_operand(vector1);
@@ -732,15 +756,15 @@ __device__ void key_side(const Block& b) {
       if constexpr (Normalized) wgmma::fence_operand(vector1b);
     }
     wgmma::fence();
-    wgmma::multiply<Major::k, Major::k>(a, now.q, now.k, false);
+    wgmma::multiply<Major::k, Major::k, slices>(a, now.q, now.k, false);
     if constexpr (wide) wgmma::multiply<Major::k, Major::k>(a, now.q2, now.k2, true);
     wgmma::commit();
     // Q S (Q P, Q m; Wide: the sum over the halves) into `into`, `vector_into`.
-    const auto carried_products = [&](Accumulator& into, Column& vector_into) {
-      wgmma::multiply<Major::k, Major::mn>(into, now.q, s.state1, false);
+    const auto carried_products = [&](FeatureColumns& into, Column& vector_into) {
+      wgmma::multiply<Major::k, Major::mn, slices>(into, now.q, s.state1, false);
       if constexpr (wide) wgmma::multiply<Major::k, Major::mn>(into, now.q2, s.state1b, true);
       if constexpr (Ahla && Normalized) {
-        wgmma::multiply<Major::k, Major::k>(vector_into, now.q, s.vector1, false);
+        wgmma::multiply<Major::k, Major::k, slices>(vector_into, now.q, s.vector1, false);
         if constexpr (wide) wgmma::multiply<Major::k, Major::k>(vector_into, now.q2, s.vector1b, true);
       }
     };
@@ -830,7 +854,7 @@ __device__ void key_side(const Block& b) {
   }
   clock.store(args.phases);
   if constexpr (pass == Pass::summary) {
-    store_rows(b.summary(), sum1);
+    store_matrix(b.summary(), sum1);
     if constexpr (Ahla && Normalized) store_vector(b.summary() + 3 * matrix_floats + width, vector1);
   }
   if (checkpointing && leader) wait_stores_done();
@@ -847,10 +871,15 @@ __device__ void key_side(const Block& b) {
 // Wide (ahla, keys wider than 64, one value half): A over both halves (hands_over_a: the key side's
 // bf16(A . L_g)), O = diag(g^tau) (Q^0 E_0 + Q^1 E_1) + (A . L_g) X, E_h = g^64 E_h + (K^h)^T (D X)
 // (normalized: n_h alike).
-template <bool Ahla, Pass pass, bool Normalized, bool Decayed, WideRole Wide = WideRole::none>
+// Narrow heads (Features = narrow_width): the outputs and the states 32 columns wide, as key_side's.
+template <bool Ahla, Pass pass, bool Normalized, bool Decayed, WideRole Wide = WideRole::none,
+          int Features = width>
 __device__ void value_side(const Block& b) {
   constexpr bool wide = Wide != WideRole::none;
   static_assert(!wide || (Ahla && pass == Pass::outputs && Wide == WideRole::ahla));
+  static_assert(Features == width || !wide);
+  using FeatureColumns = wgmma::Accumulators<Features>;
+  constexpr int slices = Features / 16;
   constexpr bool hands_a = hands_over_a(Wide, Normalized, Decayed);
   const Arguments& args = b.args;
   const Tiles& s = b.s;
@@ -858,7 +887,7 @@ __device__ void value_side(const Block& b) {
   const bool checkpointing = pass == Pass::outputs && args.checkpoints;
   const std::int64_t length = args.length;
 
-  Accumulator sum2, sum3;   // hla2 F, C (summaries); ahla E, D (summaries); Wide: E_1 in sum3
+  FeatureColumns sum2, sum3;  // hla2 F, C (summaries); ahla E, D (summaries); Wide: E_1 in sum3
   Column vector2, vector1;  // normalized: hla2 f, m (summaries); ahla n; Wide: n_1 in vector1
   wgmma::zero(sum3);
   wgmma::zero(vector1);
@@ -954,7 +983,7 @@ __device__ void value_side(const Block& b) {
       }
       continue;
     }
-    Accumulator o, carried;
+    FeatureColumns o, carried;
     Column den, x_carried;
     wgmma::RowPair inverse;
     wgmma::fence_operand(sum2);
@@ -967,7 +996,7 @@ __device__ void value_side(const Block& b) {
     if constexpr (Ahla) {
       Accumulator a;
       if constexpr (!hands_a) {
-        wgmma::multiply<Major::k, Major::k>(a, now.q, now.k, false);
+        wgmma::multiply<Major::k, Major::k, slices>(a, now.q, now.k, false);
         if constexpr (wide) wgmma::multiply<Major::k, Major::k>(a, now.q2, now.k2, true);
       }
       // Q E into an accumulator, Q n into a column (Wide: the sums over the halves), from the state
@@ -976,7 +1005,7 @@ __device__ void value_side(const Block& b) {
       const auto from_states = [&](auto& into, const Bf* first, const Bf* second) {
         constexpr Major major =
             std::is_same_v<std::remove_cvref_t<decltype(into)>, Column> ? Major::k : Major::mn;
-        wgmma::multiply<Major::k, major>(into, now.q, first, false);
+        wgmma::multiply<Major::k, major, slices>(into, now.q, first, false);
         if constexpr (wide) wgmma::multiply<Major::k, major>(into, now.q2, second, true);
       };
       const auto add_states = [&](auto& sum, auto& sum_b, const Bf* right) {
@@ -1026,11 +1055,12 @@ __device__ void value_side(const Block& b) {
       inverse = finish_products<Normalized>(args, den);
     } else {
       Accumulator w;
-      wgmma::multiply<Major::k, Major::k>(w, now.q, s.u(c), false);
+      wgmma::multiply<Major::k, Major::k, slices>(w, now.q, s.u(c), false);
       wgmma::commit();
       if constexpr (Decayed) {
-        wgmma::multiply<Major::k, Major::mn>(carried, now.q, s.state2, false);
-        if constexpr (Normalized) wgmma::multiply<Major::k, Major::k>(x_carried, now.q, s.vector2, false);
+        wgmma::multiply<Major::k, Major::mn, slices>(carried, now.q, s.state2, false);
+        if constexpr (Normalized)
+          wgmma::multiply<Major::k, Major::k, slices>(x_carried, now.q, s.vector2, false);
         wgmma::commit();
         wgmma::multiply<Major::mn, Major::mn>(sum2, u_input, now.v, true);
         if constexpr (Normalized) wgmma::multiply<Major::mn, Major::k>(vector2, u_input, s.ones, true);
@@ -1038,10 +1068,10 @@ __device__ void value_side(const Block& b) {
         wgmma::wait<1>();
         scale_carried<Normalized>(o, carried, den, x_carried, decay.offset2);
       } else {
-        wgmma::multiply<Major::k, Major::mn>(o, now.q, s.state2, false);
+        wgmma::multiply<Major::k, Major::mn, slices>(o, now.q, s.state2, false);
         wgmma::multiply<Major::mn, Major::mn>(sum2, u_input, now.v, true);
         if constexpr (Normalized) {
-          wgmma::multiply<Major::k, Major::k>(den, now.q, s.vector2, false);
+          wgmma::multiply<Major::k, Major::k, slices>(den, now.q, s.vector2, false);
           wgmma::multiply<Major::mn, Major::k>(vector2, u_input, s.ones, true);
         }
         wgmma::commit();
@@ -1091,8 +1121,8 @@ __device__ void value_side(const Block& b) {
   clock.store(args.phases);
   if constexpr (pass == Pass::summary) {
     float* to = b.summary();
-    store_rows(to + matrix_floats, sum2);
-    store_rows(to + 2 * matrix_floats, sum3);
+    store_matrix(to + matrix_floats, sum2);
+    store_matrix(to + 2 * matrix_floats, sum3);
     if constexpr (Normalized) {
       store_vector(to + 3 * matrix_floats, vector2);
       if constexpr (!Ahla) store_vector(to + 3 * matrix_floats + width, vector1);  // m
@@ -1575,8 +1605,9 @@ enum class Algebra { hla2, ahla, hla3 };
 // read. Decayed: some head's gamma is not 1 (the kernel takes any gamma, 1 included; without Decayed it
 // skips the decay's work). Ridge: hla2's ridge, gamma = 1. Wide: keys wider than 64 (WideRole), block
 // h * value_halves + z computing value half (hla2's first pass: key half) z of sequence-head h.
+// Features: narrow_width for a narrow head (hla2 and ahla, narrow_head).
 template <Algebra algebra, Pass pass, bool Normalized, bool Decayed, bool Ridge,
-          WideRole Wide = WideRole::none>
+          WideRole Wide = WideRole::none, int Features = width>
 __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra == Algebra::hla3)
                                                          : wide_threads(Wide),
                                   Wide == WideRole::hla2_keys ? 2 : 1)
@@ -1588,6 +1619,7 @@ __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra =
   constexpr int stages = stages_for(third, Decayed);
   constexpr bool wide = Wide != WideRole::none;
   static_assert(!wide || algebra == Algebra::ahla);
+  static_assert(Features == width || (!wide && !third));
   __shared__ Arrival loaded[stages], inputs_free[stages], u_ready[2], u_free[2], out_staged[2], out_free[2];
   const int segments = args.segments;
   const int per_head = pass == Pass::outputs ? segments : segments - 1;
@@ -1619,6 +1651,15 @@ __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra =
                 .third = third};
   const Tiles& s = b.s;
 
+  if constexpr (Features < width) {
+    // A narrow head's tiles of U (X), its copies and the states get their first Features columns
+    // from the accumulators (round_to_tile) and keep zeros in the others, which the products over
+    // the features leave out and the state products' transposed operands read (rows of the states
+    // past the features, zero) as do the checkpoints.
+    auto* words = reinterpret_cast<std::uint32_t*>(shared);
+    for (int i = threadIdx.x; i < shared_bytes(third, Normalized, Decayed) / 4; i += blockDim.x) words[i] = 0;
+    __syncthreads();
+  }
   if constexpr (Decayed) {  // the powers of gamma
     decay::fill_powers(s.powers, decay::gamma_of(args.head_decays, args.heads_per_batch, args.decay, head),
                        Wide == WideRole::hla2_values ? 2 : 1);
@@ -1654,7 +1695,7 @@ __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra =
     } else if constexpr (Wide == WideRole::hla2_values) {
       weights_side<Normalized, Decayed>(b);
     } else {
-      key_side<ahla, pass, Normalized, Decayed, Ridge, Wide>(b);
+      key_side<ahla, pass, Normalized, Decayed, Ridge, Wide, Features>(b);
     }
   } else if constexpr (Wide == WideRole::hla2_keys) {
     keys_producer(b);
@@ -1664,7 +1705,7 @@ __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra =
     } else if constexpr (Wide == WideRole::hla2_values) {
       outputs_side<Normalized, Decayed>(b);
     } else {
-      value_side<ahla, pass, Normalized, Decayed, Wide>(b);
+      value_side<ahla, pass, Normalized, Decayed, Wide, Features>(b);
     }
   } else if constexpr (!third) {
     producer<pass>(b);
@@ -1936,9 +1977,9 @@ inline Arguments arguments_of(const FastLaunch& how, std::int64_t length, std::i
 
 // The kernel of `pass`, allowed its dynamic shared memory (Wide: the more of its two output types').
 template <Algebra algebra, Pass pass, bool Normalized, bool Decayed, bool Ridge,
-          WideRole Wide = WideRole::none>
+          WideRole Wide = WideRole::none, int Features = width>
 auto forward_kernel() {
-  const auto kernel = fast_kernel<algebra, pass, Normalized, Decayed, Ridge, Wide>;
+  const auto kernel = fast_kernel<algebra, pass, Normalized, Decayed, Ridge, Wide, Features>;
   const auto wide_bytes = [](bool bf16_out) {
     return wide_shared_bytes(Wide, wide_stages(Wide, Normalized, Decayed, bf16_out), Normalized, Decayed,
                              bf16_out);
@@ -1978,20 +2019,22 @@ void launch_carries(const FastLaunch& how, std::int64_t heads, const float* summ
   check_launch("fast kernel (carry-ins)");
 }
 
-template <Algebra algebra, bool Normalized, bool Decayed, bool Ridge>
+template <Algebra algebra, bool Normalized, bool Decayed, bool Ridge, int Features>
 void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
             const BFloat16* k, const BFloat16* v, CUstream_st* stream) {
   tma::require_hopper();
   constexpr bool third = algebra == Algebra::hla3;
   constexpr int shared = shared_bytes(third, Normalized, Decayed);
-  const auto outputs = forward_kernel<algebra, Pass::outputs, Normalized, Decayed, Ridge>();
+  const auto outputs =
+      forward_kernel<algebra, Pass::outputs, Normalized, Decayed, Ridge, WideRole::none, Features>();
   const std::int64_t chunks = (length + width - 1) / width;  // the last one may be short
   const Split split = split_sequences(heads, chunks);
   const CUtensorMap q_map = tma::tile_map(q, heads, length, how.key_dim),
                     k_map = tma::tile_map(k, heads, length, how.key_dim),
                     v_map = tma::tile_map(v, heads, length, how.value_dim);
   const Arguments args = arguments_of(how, length, split.segment_chunks, split.segments);
-  const auto summary = forward_kernel<algebra, Pass::summary, Normalized, Decayed, Ridge>();
+  const auto summary =
+      forward_kernel<algebra, Pass::summary, Normalized, Decayed, Ridge, WideRole::none, Features>();
   launch_split(
       heads, split, summary_floats(third), carry_floats(third), stream,
       [&](unsigned blocks, const float* carries) {
@@ -2024,7 +2067,7 @@ void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, cons
 // carry kernel over the gathered summaries, every rank before it `slice_tokens` long), then the outputs
 // pass from it, one block per sequence-head (no split within the slice), writing the checkpoints of the
 // slice's chunks when asked (the backward across ranks reads them).
-template <Algebra algebra, bool Normalized, bool Decayed, bool Ridge>
+template <Algebra algebra, bool Normalized, bool Decayed, bool Ridge, int Features>
 void launch_rank(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
                  const BFloat16* k, const BFloat16* v, const FastRank& rank, CUstream_st* stream) {
   tma::require_hopper();
@@ -2045,8 +2088,8 @@ void launch_rank(const FastLaunch& how, std::int64_t heads, std::int64_t length,
       Arguments with = args;
       with.segments = 2;  // the slice is segment 0 of 2, the one summarized
       with.summaries = mine;
-      forward_kernel<algebra, Pass::summary, Normalized, Decayed,
-                     Ridge>()<<<static_cast<unsigned>(heads), threads_for(third), shared, stream>>>(
+      forward_kernel<algebra, Pass::summary, Normalized, Decayed, Ridge, WideRole::none,
+                     Features>()<<<static_cast<unsigned>(heads), threads_for(third), shared, stream>>>(
           q_map, k_map, v_map, q_map, with);
       check_launch("fast kernel (rank summary)");
     });
@@ -2061,8 +2104,8 @@ void launch_rank(const FastLaunch& how, std::int64_t heads, std::int64_t length,
   args.carries = carry;
   args.carry_first = carry != nullptr;
   with_maps([&](const CUtensorMap& q_map, const CUtensorMap& k_map, const CUtensorMap& v_map) {
-    forward_kernel<algebra, Pass::outputs, Normalized, Decayed,
-                   Ridge>()<<<static_cast<unsigned>(heads), threads_for(third), shared, stream>>>(
+    forward_kernel<algebra, Pass::outputs, Normalized, Decayed, Ridge, WideRole::none,
+                   Features>()<<<static_cast<unsigned>(heads), threads_for(third), shared, stream>>>(
         q_map, k_map, v_map, q_map, args);
     check_launch("fast kernel (rank outputs)");
   });
@@ -2188,6 +2231,15 @@ void launch_hla2_halves(const FastLaunch& how, std::int64_t heads, std::int64_t 
       "fast kernel (a wide hla2 head's outputs)", stream);
 }
 
+// A narrow head (d and dv up to 32, hla2 or ahla): the kernels whose products over the features are
+// 32 wide (N = 32, two K slices; docs/perf.md, "heads of 32 on narrow products"). hla3's kernels stay
+// 64 wide. The outputs are those of the 64-wide kernel on the zero-padded head, byte for byte: the
+// products leave out only zero terms.
+constexpr int narrow_width = 32;
+bool narrow_head(const FastLaunch& how) {
+  return how.variant != Variant::hla3 && how.key_dim <= narrow_width && how.value_dim <= narrow_width;
+}
+
 // f.template operator()<algebra, Normalized, Decayed, Ridge>() for the kernel that `how` takes.
 template <class F>
 void with_fast_kernel(const FastLaunch& how, const F& f) {
@@ -2238,8 +2290,10 @@ void launch_fast(const FastLaunch& how, std::int64_t heads, std::int64_t length,
     }
     if constexpr (algebra != Algebra::hla3) {
       if (wide) return launch_wide<algebra, Normalized, Decayed, Ridge>(how, heads, length, q, k, v, stream);
+      if (narrow_head(how))
+        return launch<algebra, Normalized, Decayed, Ridge, narrow_width>(how, heads, length, q, k, v, stream);
     }
-    launch<algebra, Normalized, Decayed, Ridge>(how, heads, length, q, k, v, stream);
+    launch<algebra, Normalized, Decayed, Ridge, width>(how, heads, length, q, k, v, stream);
   });
 }
 
@@ -2249,7 +2303,12 @@ void launch_fast_rank(const FastLaunch& how, std::int64_t heads, std::int64_t le
   if (how.key_dim > width || how.value_dim > width)
     throw Error("fast path across ranks: heads up to 64 wide (a wider head's terms do not split)");
   with_fast_kernel(how, [&]<Algebra algebra, bool Normalized, bool Decayed, bool Ridge>() {
-    launch_rank<algebra, Normalized, Decayed, Ridge>(how, heads, length, q, k, v, rank, stream);
+    if constexpr (algebra != Algebra::hla3) {
+      if (narrow_head(how))
+        return launch_rank<algebra, Normalized, Decayed, Ridge, narrow_width>(how, heads, length, q, k, v,
+                                                                              rank, stream);
+    }
+    launch_rank<algebra, Normalized, Decayed, Ridge, width>(how, heads, length, q, k, v, rank, stream);
   });
 }
 

@@ -41,15 +41,21 @@ __device__ std::uint64_t descriptor(const __nv_bfloat16* tile, int kk) {
          std::uint64_t(stride >> 4) << 32 | swizzle_128 << 62;
 }
 
-// A warpgroup's 64 x 64 float32 accumulator: thread t holds rows 16 (t / 32) + (t % 32) / 4 (+ 8)
-// and columns 8 j + 2 (t % 4) (+ 1), j = 0..7, as element [4 j + 2 (second row) + (second column)].
-struct Accumulator {
-  float x[32];
+// A warpgroup's 64 x N float32 accumulator (N = 64, or 32 for a narrow head's products over its
+// features): thread t holds rows 16 (t / 32) + (t % 32) / 4 (+ 8) and columns 8 j + 2 (t % 4) (+ 1),
+// j = 0 .. N / 8 - 1, as element [4 j + 2 (second row) + (second column)].
+template <int N>
+struct Accumulators {
+  static_assert(N == 64 || N == 32);
+  static constexpr int columns = N;
+  float x[N / 2];
   __device__ static int row(int i) {
     return 16 * (threadIdx.x % 128 / 32) + threadIdx.x % 32 / 4 + 8 * (i / 2 % 2);
   }
   __device__ static int column(int i) { return 8 * (i / 4) + 2 * (threadIdx.x % 4) + i % 2; }
 };
+using Accumulator = Accumulators<64>;
+using NarrowAccumulator = Accumulators<32>;
 
 // A warpgroup's 64 x 8 float32 accumulator (wgmma's N = 8): thread t holds rows as Accumulator's
 // and columns 2 (t % 4) (+ 1), element [2 (second row) + (second column)]. The fast path uses its
@@ -70,9 +76,10 @@ struct RowOperand {
 
 // Keeps the compiler from moving reads or writes of the accumulator across the asynchronous
 // products (which it cannot see): call after wait() and before the registers are used.
-__device__ inline void fence_operand(Accumulator& d) {
+template <int N>
+__device__ void fence_operand(Accumulators<N>& d) {
 #pragma unroll
-  for (int i = 0; i < 32; ++i) asm volatile("" : "+f"(d.x[i])::"memory");
+  for (int i = 0; i < N / 2; ++i) asm volatile("" : "+f"(d.x[i])::"memory");
 }
 __device__ inline void fence_operand(Column& d) {
 #pragma unroll
@@ -137,6 +144,35 @@ __device__ void step(Accumulator& d, const std::uint32_t (&a)[4], std::uint64_t 
         "n"(int(major_b == Major::mn)));
 }
 
+#define HLA_WGMMA_D32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
+#define HLA_WGMMA_D32_OPERANDS(d)                                                                           \
+  "+f"(d.x[0]), "+f"(d.x[1]), "+f"(d.x[2]), "+f"(d.x[3]), "+f"(d.x[4]), "+f"(d.x[5]), "+f"(d.x[6]),         \
+      "+f"(d.x[7]), "+f"(d.x[8]), "+f"(d.x[9]), "+f"(d.x[10]), "+f"(d.x[11]), "+f"(d.x[12]), "+f"(d.x[13]), \
+      "+f"(d.x[14]), "+f"(d.x[15])
+
+// The same with N = 32 (a NarrowAccumulator): B's 16 x 32 slice is columns 0-31 of the 64-wide tile
+// (MN-major: the whole tile's descriptor, which the matrix units read 32 columns of) or its first 32
+// rows (K-major), exact on the H200 in a one-block probe of both readings (docs/gpu.md, 66th run).
+template <Major major_a, Major major_b>
+__device__ void step(NarrowAccumulator& d, std::uint64_t a, std::uint64_t b, bool accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 " HLA_WGMMA_D32
+      ", %16, %17, p, 1, 1, %19, %20;\n}\n"
+      : HLA_WGMMA_D32_OPERANDS(d)
+      : "l"(a), "l"(b), "r"(int(accumulate)), "n"(int(major_a == Major::mn)), "n"(int(major_b == Major::mn)));
+}
+template <Major major_b>
+__device__ void step(NarrowAccumulator& d, const std::uint32_t (&a)[4], std::uint64_t b, bool accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 " HLA_WGMMA_D32
+      ", {%16, %17, %18, %19}, %20, p, 1, 1, %22;\n}\n"
+      : HLA_WGMMA_D32_OPERANDS(d)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(int(accumulate)),
+        "n"(int(major_b == Major::mn)));
+}
+
 // The same with N = 8 (a Column): B is 16 x 8, its K-major tile the first 8 rows of a 64-wide
 // swizzled tile (one 1024-byte period, so the descriptor is the 64 x 64 tile's).
 template <Major major_a, Major major_b>
@@ -160,12 +196,17 @@ __device__ void step(Column& d, const std::uint32_t (&a)[4], std::uint64_t b, bo
 
 #undef HLA_WGMMA_D
 #undef HLA_WGMMA_D_OPERANDS
+#undef HLA_WGMMA_D32
+#undef HLA_WGMMA_D32_OPERANDS
 
-// d (+)= A B, the whole 64 x 64 x 64 product (64 x 64 x 8 for a Column), A and B shared tiles.
-template <Major major_a, Major major_b, class D>
+// d (+)= A B, the whole 64 x N x 64 product (N = 64, 32, or 8 for a Column), A and B shared tiles;
+// over the first `slices` K slices of 16 only (a narrow head's products over its features, whose
+// slices past them hold zeros).
+template <Major major_a, Major major_b, int slices = 4, class D>
 __device__ void multiply(D& d, const __nv_bfloat16* a, const __nv_bfloat16* b, bool accumulate) {
+  static_assert(slices >= 1 && slices <= 4);
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk)
+  for (int kk = 0; kk < slices; ++kk)
     step<major_a, major_b>(d, descriptor<major_a>(a, kk), descriptor<major_b>(b, kk), accumulate || kk > 0);
 }
 
@@ -233,18 +274,20 @@ __device__ RowOperand round_to_masked_operand(const Accumulator& d, Factor facto
   return a;
 }
 
-// tile = bf16(d).
-__device__ inline void round_to_tile(const Accumulator& d, __nv_bfloat16* tile) {
+// tile = bf16(d) (a NarrowAccumulator: the tile's columns 0-31; the others keep what they hold).
+template <int N>
+__device__ void round_to_tile(const Accumulators<N>& d, __nv_bfloat16* tile) {
 #pragma unroll
-  for (int i = 0; i < 32; i += 2)
+  for (int i = 0; i < N / 2; i += 2)
     *reinterpret_cast<std::uint32_t*>(tile + offset(Accumulator::row(i), Accumulator::column(i))) =
         pack(d.x[i], d.x[i + 1]);
 }
 
 // tile = bf16(diag(factor) d): each row multiplied by its factor in float32 first.
-__device__ inline void round_to_tile(const Accumulator& d, __nv_bfloat16* tile, const RowPair& factor) {
+template <int N>
+__device__ void round_to_tile(const Accumulators<N>& d, __nv_bfloat16* tile, const RowPair& factor) {
 #pragma unroll
-  for (int i = 0; i < 32; i += 2)
+  for (int i = 0; i < N / 2; i += 2)
     *reinterpret_cast<std::uint32_t*>(tile + offset(Accumulator::row(i), Accumulator::column(i))) =
         pack(d.x[i] * factor[i], d.x[i + 1] * factor[i]);
 }
@@ -258,20 +301,22 @@ __device__ inline void round_to_tile_row(const Column& d, __nv_bfloat16* tile,
   tile[Column::row(2)] = __float2bfloat16_rn(d.x[2] * factor[2]);
 }
 
-// Rows 0 .. rows - 1 and columns 0 .. columns - 1 (an even number) of a 64 x 64 float32 matrix,
-// row-major with rows of `columns` floats (shared or device memory), from an accumulator.
-__device__ inline void store_rows(float* to, const Accumulator& d, int rows = width, int columns = width) {
+// Rows 0 .. rows - 1 and columns 0 .. columns - 1 (an even number, at most N) of a 64 x N float32
+// matrix, row-major with rows of `columns` floats (shared or device memory), from an accumulator.
+template <int N>
+__device__ void store_rows(float* to, const Accumulators<N>& d, int rows = width, int columns = N) {
 #pragma unroll
-  for (int i = 0; i < 32; i += 2)
+  for (int i = 0; i < N / 2; i += 2)
     if (Accumulator::row(i) < rows && Accumulator::column(i) < columns)
       *reinterpret_cast<float2*>(to + Accumulator::row(i) * columns + Accumulator::column(i)) =
           make_float2(d.x[i], d.x[i + 1]);
 }
 
-// An accumulator from a 64 x 64 float32 matrix, row-major.
-__device__ inline void load_rows(Accumulator& d, const float* from) {
+// An accumulator from a 64 x 64 float32 matrix, row-major (a NarrowAccumulator: its columns 0-31).
+template <int N>
+__device__ void load_rows(Accumulators<N>& d, const float* from) {
 #pragma unroll
-  for (int i = 0; i < 32; i += 2) {
+  for (int i = 0; i < N / 2; i += 2) {
     const float2 pair =
         *reinterpret_cast<const float2*>(from + Accumulator::row(i) * width + Accumulator::column(i));
     d.x[i] = pair.x;
@@ -279,10 +324,12 @@ __device__ inline void load_rows(Accumulator& d, const float* from) {
   }
 }
 
-// d += factor tile, tile a swizzled bf16 tile (each product in float32, one fmaf per entry).
-__device__ inline void add_tile(Accumulator& d, const __nv_bfloat16* tile, float factor) {
+// d += factor tile, tile a swizzled bf16 tile (each product in float32, one fmaf per entry; a
+// NarrowAccumulator: the tile's columns 0-31).
+template <int N>
+__device__ void add_tile(Accumulators<N>& d, const __nv_bfloat16* tile, float factor) {
 #pragma unroll
-  for (int i = 0; i < 32; i += 2) {
+  for (int i = 0; i < N / 2; i += 2) {
     const float2 pair = __bfloat1622float2(
         *reinterpret_cast<const __nv_bfloat162*>(tile + offset(Accumulator::row(i), Accumulator::column(i))));
     d.x[i] = fmaf(factor, pair.x, d.x[i]);

@@ -1141,10 +1141,12 @@ TEST_CASE("gpu/fast/several segments carry decayed states and denominators", "[g
 // tests above bound), float32 and bf16, every variant and option; the same with an empty last rank.
 // So does the backward (hla2 and ahla): each rank's forward writes its chunks' checkpoints, the backward's
 // summary pass over each rank's slice but the first, the carry kernel over the ranks after it and the
-// gradient pass from its carry are the unsplit backward's segments (which run the same split).
+// gradient pass from its carry are the unsplit backward's segments (which run the same split). Heads of
+// 64 and of 32 (hla2's and ahla's narrow kernels).
 TEST_CASE("gpu/fast/split across simulated ranks equals the unsplit fast path bit for bit",
           "[gpu][fast][ranks]") {
-  for (const Index n : {Index{130 * 64 + 5}, Index{99 * 64}}) {
+  for (const auto& [n, d] : {std::pair<Index, Index>{130 * 64 + 5, 64}, std::pair<Index, Index>{99 * 64, 64},
+                             std::pair<Index, Index>{130 * 64 + 5, 32}}) {
     const Index chunks = (n + 63) / 64;
     const fast::gpu::detail::Split split = fast::gpu::detail::split_sequences(2, chunks);
     REQUIRE(split.segments > 1);
@@ -1163,9 +1165,10 @@ TEST_CASE("gpu/fast/split across simulated ranks equals the unsplit fast path bi
                                 .decay = c.decay};
         Rng rng(20261205 + static_cast<int>(variant));
         std::vector<Sequence<float>> inputs;
-        for (int h = 0; h < 2; ++h) inputs.push_back(bf16_gaussian_sequence(rng, n, 64, c.normalize));
-        INFO(variant_name(variant) << " " << describe_case(c) << ", n = " << n << ", " << slices.ranks()
-                                   << " ranks of " << slices.length(0) << " tokens but the last");
+        for (int h = 0; h < 2; ++h) inputs.push_back(bf16_gaussian_sequence(rng, n, d, c.normalize));
+        INFO(variant_name(variant) << " " << describe_case(c) << ", n = " << n << ", d = dv = " << d << ", "
+                                   << slices.ranks() << " ranks of " << slices.length(0)
+                                   << " tokens but the last");
         for (const bool bf16 : {false, true}) {
           const auto whole = fast::gpu::fast_outputs(spec, inputs, bf16);
           const auto split_outputs = fast::gpu::ranks_fast_outputs(spec, inputs, slices, bf16);
@@ -1173,7 +1176,7 @@ TEST_CASE("gpu/fast/split across simulated ranks equals the unsplit fast path bi
         }
         if (variant == Variant::hla3) continue;  // no fast backward
         std::vector<Matrix<float>> d_outs;
-        for (int h = 0; h < 2; ++h) d_outs.push_back(bf16_gaussian_sequence(rng, n, 64).v);
+        for (int h = 0; h < 2; ++h) d_outs.push_back(bf16_gaussian_sequence(rng, n, d).v);
         const auto whole = fast::gpu::fast_gradients(spec, inputs, d_outs);
         const auto split = fast::gpu::ranks_fast_gradients(spec, inputs, d_outs, slices);
         for (int h = 0; h < 2; ++h) {
@@ -1564,15 +1567,8 @@ Matrix<float> pad_columns(const Matrix<float>& m) {
   return out;
 }
 
-}  // namespace
-
-// A narrower head is its zero-padded head: d = 24, dv = 40 gives, bit for bit, the terms, the bf16
-// outputs and the gradients (with the float32 outputs of the forward that writes the checkpoints) of
-// the same head padded with zero columns to 64 on the host, for every option (each a kernel of its
-// own), on two heads of 3 chunks and 17 tokens.
-TEST_CASE("gpu/fast/a narrower head computes exactly what its zero-padded head does",
-          "[gpu][fast][backward]") {
-  const Index n = 3 * 64 + 17, d = 24, dv = 40;
+// The narrower head test's case: n tokens, d, dv (below).
+void check_narrower_head(Index n, Index d, Index dv) {
   const auto left = [](const Matrix<float>& m, Index columns) { return Matrix<float>(m.leftCols(columns)); };
   for (const FastCase& c : fast_cases) {
     for (const Variant variant : {Variant::hla2, Variant::ahla, Variant::hla3}) {
@@ -1598,7 +1594,7 @@ TEST_CASE("gpu/fast/a narrower head computes exactly what its zero-padded head d
                                        padded_out16 = fast::gpu::fast_outputs(spec, padded, true);
       for (int h = 0; h < 2; ++h) {
         INFO(variant_name(variant) << " " << describe_case(c) << ", head " << h << ", d = " << d
-                                   << ", dv = " << dv << ", seed 20261235");
+                                   << ", dv = " << dv << ", n = " << n << ", seed 20261235");
         CHECK(same_bits(terms[h].num, left(padded_terms[h].num, dv)));
         CHECK((terms[h].den.array() == padded_terms[h].den.array()).all());
         CHECK(same_bits(out16[h], left(padded_out16[h], dv)));
@@ -1609,7 +1605,7 @@ TEST_CASE("gpu/fast/a narrower head computes exactly what its zero-padded head d
                                                                                          padded_adjoints);
       for (int h = 0; h < 2; ++h) {
         INFO(variant_name(variant) << " " << describe_case(c) << " backward, head " << h << ", d = " << d
-                                   << ", dv = " << dv << ", seed 20261235");
+                                   << ", dv = " << dv << ", n = " << n << ", seed 20261235");
         CHECK(same_bits(got[h].dq, left(padded_got[h].dq, d)));
         CHECK(same_bits(got[h].dk, left(padded_got[h].dk, d)));
         CHECK(same_bits(got[h].dv, left(padded_got[h].dv, dv)));
@@ -1617,6 +1613,24 @@ TEST_CASE("gpu/fast/a narrower head computes exactly what its zero-padded head d
       }
     }
   }
+}
+
+}  // namespace
+
+// A narrower head is its zero-padded head: d = 24, dv = 40 (the 64-wide kernels) and d = 24, dv = 32
+// and d = 32, dv = 16 (hla2's and ahla's narrow kernels, their products 32 wide) give, bit for bit,
+// the terms, the bf16 outputs and the gradients (with the float32 outputs of the forward that writes
+// the checkpoints) of the same head padded with zero columns to 64 on the host, for every option (each
+// a kernel of its own), on two heads of 3 chunks and 17 tokens, and of 65 chunks and 17 tokens (two
+// segments each: the summary pass and the carries).
+TEST_CASE("gpu/fast/a narrower head computes exactly what its zero-padded head does",
+          "[gpu][fast][backward]") {
+  struct Shape {
+    Index n, d, dv;
+  };
+  for (const Shape shape :
+       {Shape{3 * 64 + 17, 24, 40}, Shape{3 * 64 + 17, 24, 32}, Shape{65 * 64 + 17, 32, 16}})
+    check_narrower_head(shape.n, shape.d, shape.dv);
 }
 
 // 1,024 chunks in 32 segments.
