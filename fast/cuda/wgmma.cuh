@@ -301,10 +301,11 @@ __device__ inline void round_to_tile_row(const Column& d, __nv_bfloat16* tile,
   tile[Column::row(2)] = __float2bfloat16_rn(d.x[2] * factor[2]);
 }
 
-// Rows 0 .. rows - 1 and columns 0 .. columns - 1 (an even number, at most N) of a 64 x N float32
-// matrix, row-major with rows of `columns` floats (shared or device memory), from an accumulator.
+// Rows 0 .. rows - 1 and columns 0 .. columns - 1 (an even number; those past N are not stored) of a
+// 64 x N float32 matrix, row-major with rows of `columns` floats (shared or device memory), from an
+// accumulator; by default the 64 x 64 layout that load_rows reads.
 template <int N>
-__device__ void store_rows(float* to, const Accumulators<N>& d, int rows = width, int columns = N) {
+__device__ void store_rows(float* to, const Accumulators<N>& d, int rows = width, int columns = width) {
 #pragma unroll
   for (int i = 0; i < N / 2; i += 2)
     if (Accumulator::row(i) < rows && Accumulator::column(i) < columns)

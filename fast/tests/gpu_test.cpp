@@ -1106,24 +1106,26 @@ TEST_CASE("gpu/fast/a sequence whose length is not a multiple of 64 ends with a 
 
 // One gamma per head: each head's terms equal, bit for bit, those of a run with that head's gamma
 // for every head (the same number of heads, so the same split into segments). Normalized, so that
-// the denominators' sums are covered too; gamma = 1 runs the decaying kernel with unit powers.
+// the denominators' sums are covered too; gamma = 1 runs the decaying kernel with unit powers. Heads
+// of 64 and of 32 (the narrow kernels).
 TEST_CASE("gpu/fast/one decay per head gives each head its own operator", "[gpu][fast]") {
   const double decays[] = {1, 63.0 / 64, 7.0 / 8, 0.5};
-  for (const Variant variant : {Variant::hla2, Variant::ahla, Variant::hla3}) {
-    OperatorSpec spec{.variant = variant, .normalize = true, .eps = Rational(1, 4)};
-    std::vector<Sequence<float>> inputs;
-    Rng rng(20261207);
-    for (int h = 0; h < 4; ++h) inputs.push_back(bf16_gaussian_sequence(rng, 65 * 64 + 17, 64, true));
-    const std::vector<Terms<float>> mixed = fast::gpu::fast_terms(spec, inputs, decays);
-    for (int h = 0; h < 4; ++h) {
-      OperatorSpec single = spec;
-      single.decay = Rational(static_cast<std::int64_t>(decays[h] * 64), 64);
-      const Terms<float> alone = fast::gpu::fast_terms(single, inputs).at(h);
-      INFO(variant_name(variant) << ", head " << h << ", gamma = " << single.decay);
-      CHECK((mixed[h].num.array() == alone.num.array()).all());
-      CHECK((mixed[h].den.array() == alone.den.array()).all());
+  for (const Index d : {Index{64}, Index{32}})
+    for (const Variant variant : {Variant::hla2, Variant::ahla, Variant::hla3}) {
+      OperatorSpec spec{.variant = variant, .normalize = true, .eps = Rational(1, 4)};
+      std::vector<Sequence<float>> inputs;
+      Rng rng(20261207);
+      for (int h = 0; h < 4; ++h) inputs.push_back(bf16_gaussian_sequence(rng, 65 * 64 + 17, d, true));
+      const std::vector<Terms<float>> mixed = fast::gpu::fast_terms(spec, inputs, decays);
+      for (int h = 0; h < 4; ++h) {
+        OperatorSpec single = spec;
+        single.decay = Rational(static_cast<std::int64_t>(decays[h] * 64), 64);
+        const Terms<float> alone = fast::gpu::fast_terms(single, inputs).at(h);
+        INFO(variant_name(variant) << ", d = dv = " << d << ", head " << h << ", gamma = " << single.decay);
+        CHECK((mixed[h].num.array() == alone.num.array()).all());
+        CHECK((mixed[h].den.array() == alone.den.array()).all());
+      }
     }
-  }
 }
 
 // Four segments per sequence (two heads of 130 chunks), normalized, with a decay near 1, so that
@@ -1617,19 +1619,19 @@ void check_narrower_head(Index n, Index d, Index dv) {
 
 }  // namespace
 
-// A narrower head is its zero-padded head: d = 24, dv = 40 (the 64-wide kernels) and d = 24, dv = 32
-// and d = 32, dv = 16 (hla2's and ahla's narrow kernels, their products 32 wide) give, bit for bit,
-// the terms, the bf16 outputs and the gradients (with the float32 outputs of the forward that writes
-// the checkpoints) of the same head padded with zero columns to 64 on the host, for every option (each
-// a kernel of its own), on two heads of 3 chunks and 17 tokens, and of 65 chunks and 17 tokens (two
-// segments each: the summary pass and the carries).
+// A narrower head is its zero-padded head: d = 24, dv = 40 (the 64-wide kernels) and d = 24, dv = 32,
+// d = 8, dv = 24 and d = 32, dv = 16 (hla2's and ahla's narrow kernels, their products 32 wide) give,
+// bit for bit, the terms, the bf16 outputs and the gradients (with the float32 outputs of the forward
+// that writes the checkpoints) of the same head padded with zero columns to 64 on the host, for every
+// option (each a kernel of its own), on two heads of 3 chunks and 17 tokens, and of 65 chunks and 17
+// tokens (two segments each: the summary pass and the carries).
 TEST_CASE("gpu/fast/a narrower head computes exactly what its zero-padded head does",
           "[gpu][fast][backward]") {
   struct Shape {
     Index n, d, dv;
   };
-  for (const Shape shape :
-       {Shape{3 * 64 + 17, 24, 40}, Shape{3 * 64 + 17, 24, 32}, Shape{65 * 64 + 17, 32, 16}})
+  for (const Shape shape : {Shape{3 * 64 + 17, 24, 40}, Shape{3 * 64 + 17, 24, 32}, Shape{3 * 64 + 17, 8, 24},
+                            Shape{65 * 64 + 17, 32, 16}})
     check_narrower_head(shape.n, shape.d, shape.dv);
 }
 
