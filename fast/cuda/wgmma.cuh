@@ -2,7 +2,8 @@
 
 // Hopper's warpgroup matrix products (wgmma, sm_90a) on 64 x 64 bf16 tiles with float32
 // accumulators: D (64 x 64) += A (64 x 16) B (16 x 64), issued by the four warps of a warpgroup
-// and completed asynchronously. Four such steps make one 64 x 64 x 64 product.
+// and completed asynchronously. Four such steps make one 64 x 64 x 64 product (a narrow head's:
+// D 64 x 32 from the tile's first 32 columns, or fewer K slices where the rest are zeros).
 //
 // Shared tiles use the 128-byte swizzle: a row holds 64 bf16 (128 bytes), the 16-byte piece j of
 // row r is stored at piece j ^ (r % 8), and tiles start at multiples of 1024 bytes: the layout
