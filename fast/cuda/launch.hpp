@@ -89,8 +89,8 @@ template <class In>
 void launch_fill_gaussian(In* data, std::int64_t count, std::uint64_t seed, float scale, CUstream_st* stream);
 
 // The tensor-core path (tensor_core.cu): masked hla2, ahla or hla3, d and dv multiples of 8 up to 64
-// (the tiles are 64 wide: narrower heads load zero-padded, and hla2's and ahla's heads up to 32 take
-// kernels whose products over the features are 32 wide; hla2 and ahla without checkpoints up to 128,
+// (the tiles are 64 wide: narrower heads load zero-padded, and heads up to 32 take kernels whose
+// products over the features are 32 wide; hla2 and ahla without checkpoints up to 128,
 // ahla's wider keys in one pass per value half, hla2's in two passes, values alone wider by their
 // halves), any n, over `heads` sequence-heads of `length` tokens (the batch's heads one after another).
 struct FastLaunch {

@@ -3,8 +3,8 @@
 // float32 accumulation and state, tiles of 64 columns (d and dv multiples of 8 up to 64: columns past
 // d or dv load as zeros, and the outputs leave in rows of dv; up to 128: ahla's wider keys in one pass
 // per value half, launch_value_halves; hla2's in two passes, launch_hla2_halves; values alone wider
-// than 64 by the value halves' operators, launch_wide; up to 32, hla2's and ahla's narrow kernels, whose
-// products over the features are 32 wide, narrow_head), chunks of 64 tokens (the last one may be
+// than 64 by the value halves' operators, launch_wide; up to 32, narrow kernels, whose products over
+// the features are 32 wide, narrow_head), chunks of 64 tokens (the last one may be
 // short: rows past n load as zeros and are not stored), outputs in float32 or bf16. One block per
 // sequence-head walks its chunks in order, so the scan over chunk summaries is the running state
 // itself and never touches device memory; every step of a chunk is a 64 x 64 x 64 product issued
@@ -1333,10 +1333,12 @@ __device__ void producer(const Block& b) {
 //   S^Q = sum g^(end - j) q_j q_j^T:                      S^Q = g^64 S^Q + Q^T (D Q),
 //   X = sum g^(2 (end - t)) q_t r_t^T (x alike with x_t): X = g^128 X + (D^2 Q)^T R,
 //   Y = sum g^(2 (end - t)) z_t q_t^T:                    Y = g^128 Y + Z^T (D^2 Q).
-template <Pass pass, bool Normalized, bool Decayed>
+template <Pass pass, bool Normalized, bool Decayed, int Features = width>
 __device__ void hla3_key_side(const Block& b) {
   const Tiles& s = b.s;
-  Accumulator key_moment, key_value;  // S^K, P
+  using FeatureColumns = wgmma::Accumulators<Features>;  // narrow heads: key_side's
+  constexpr int slices = Features / 16;
+  FeatureColumns key_moment, key_value;  // S^K, P
   Column key_mass;                    // normalized: m
   wgmma::zero(key_mass);
   if (pass == Pass::outputs && b.carried()) {
@@ -1375,20 +1377,21 @@ __device__ void hla3_key_side(const Block& b) {
     publish_group();  // S^K, P (m) and D K of this chunk
     const Chunk now = s.chunk(c);
     const Bf* decayed_k = Decayed ? s.decayed_in : now.k;
-    Accumulator a, z, r, z_carried, r_carried;
+    Accumulator a;
+    FeatureColumns z, r, z_carried, r_carried;
     Column x, x_carried;
     wgmma::fence_operand(key_moment);
     wgmma::fence_operand(key_value);
     if constexpr (Normalized) wgmma::fence_operand(key_mass);
     wgmma::fence();
-    wgmma::multiply<Major::k, Major::k>(a, now.q, now.k, false);
+    wgmma::multiply<Major::k, Major::k, slices>(a, now.q, now.k, false);
     wgmma::commit();
     // With decay, Q S^K, Q P (Q m) go to the `carried` accumulators and are row-scaled between the
     // products, as the other algebras' are.
-    wgmma::multiply<Major::k, Major::mn>(Decayed ? z_carried : z, now.q, s.state1, false);
-    wgmma::multiply<Major::k, Major::mn>(Decayed ? r_carried : r, now.q, s.state3, false);
+    wgmma::multiply<Major::k, Major::mn, slices>(Decayed ? z_carried : z, now.q, s.state1, false);
+    wgmma::multiply<Major::k, Major::mn, slices>(Decayed ? r_carried : r, now.q, s.state3, false);
     if constexpr (Normalized)
-      wgmma::multiply<Major::k, Major::k>(Decayed ? x_carried : x, now.q, s.vector1, false);
+      wgmma::multiply<Major::k, Major::k, slices>(Decayed ? x_carried : x, now.q, s.vector1, false);
     wgmma::commit();
     wgmma::multiply<Major::mn, Major::mn>(key_moment, now.k, decayed_k, true);
     wgmma::multiply<Major::mn, Major::mn>(key_value, decayed_k, now.v, true);
@@ -1440,23 +1443,25 @@ __device__ void hla3_key_side(const Block& b) {
     }
   }
   if constexpr (pass == Pass::summary) {
-    store_rows(b.summary(), key_moment);
-    store_rows(b.summary() + matrix_floats, key_value);
+    store_matrix(b.summary(), key_moment);
+    store_matrix(b.summary() + matrix_floats, key_value);
     if constexpr (Normalized) store_vector(b.summary() + 6 * matrix_floats, key_mass);
   }
 }
 
-template <Pass pass, bool Normalized, bool Decayed>
+template <Pass pass, bool Normalized, bool Decayed, int Features = width>
 __device__ void hla3_value_side(const Block& b) {
   const Arguments& args = b.args;
   const Tiles& s = b.s;
   const bool leader = threadIdx.x == group_threads;  // issues the loads and the stores
   b.load_first();
+  using FeatureColumns = wgmma::Accumulators<Features>;  // narrow heads: value_side's
+  constexpr int slices = Features / 16;
 
-  Accumulator corrected_value;  // F
+  FeatureColumns corrected_value;  // F
   Column corrected_mass;        // normalized: eta
   // The summary pass's S^Q, X, Y (x).
-  Accumulator query_moment, query_value, key_query;
+  FeatureColumns query_moment, query_value, key_query;
   Column query_mass;
   wgmma::zero(corrected_mass);
   if (pass == Pass::outputs && b.carried()) {
@@ -1537,16 +1542,18 @@ __device__ void hla3_value_side(const Block& b) {
       if (c + 1 < b.chunks) decay_sums();
       continue;
     }
-    Accumulator o, w, carried;
+    FeatureColumns o;  // (declared in this order, the 64-wide kernels' PTX is as before)
+    Accumulator w;
+    FeatureColumns carried;
     Column den, den_carried;
     wgmma::fence_operand(corrected_value);
     if constexpr (Normalized) wgmma::fence_operand(corrected_mass);
     wgmma::fence();
-    wgmma::multiply<Major::k, Major::k>(w, now.q, s.u(c), false);  // Q Z^T
+    wgmma::multiply<Major::k, Major::k, slices>(w, now.q, s.u(c), false);  // Q Z^T
     wgmma::commit();
-    wgmma::multiply<Major::k, Major::mn>(Decayed ? carried : o, now.q, s.state2, false);
+    wgmma::multiply<Major::k, Major::mn, slices>(Decayed ? carried : o, now.q, s.state2, false);
     if constexpr (Normalized)
-      wgmma::multiply<Major::k, Major::k>(Decayed ? den_carried : den, now.q, s.vector2, false);
+      wgmma::multiply<Major::k, Major::k, slices>(Decayed ? den_carried : den, now.q, s.vector2, false);
     if constexpr (Decayed) wgmma::commit();
     wgmma::multiply<Major::mn, Major::mn>(corrected_value, decayed_z, s.r(c), true);
     if constexpr (Normalized) wgmma::multiply<Major::mn, Major::k>(corrected_mass, decayed_z, s.x(c), true);
@@ -1579,10 +1586,10 @@ __device__ void hla3_value_side(const Block& b) {
   }
   if constexpr (pass == Pass::summary) {
     float* to = b.summary();
-    store_rows(to + 2 * matrix_floats, corrected_value);
-    store_rows(to + 3 * matrix_floats, query_moment);
-    store_rows(to + 4 * matrix_floats, query_value);
-    store_rows(to + 5 * matrix_floats, key_query);
+    store_matrix(to + 2 * matrix_floats, corrected_value);
+    store_matrix(to + 3 * matrix_floats, query_moment);
+    store_matrix(to + 4 * matrix_floats, query_value);
+    store_matrix(to + 5 * matrix_floats, key_query);
     if constexpr (Normalized) {
       store_vector(to + 6 * matrix_floats + width, corrected_mass);
       store_vector(to + 6 * matrix_floats + 2 * width, query_mass);
@@ -1619,7 +1626,7 @@ __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra =
   constexpr int stages = stages_for(third, Decayed);
   constexpr bool wide = Wide != WideRole::none;
   static_assert(!wide || algebra == Algebra::ahla);
-  static_assert(Features == width || (!wide && !third));
+  static_assert(Features == width || !wide);
   __shared__ Arrival loaded[stages], inputs_free[stages], u_ready[2], u_free[2], out_staged[2], out_free[2];
   const int segments = args.segments;
   const int per_head = pass == Pass::outputs ? segments : segments - 1;
@@ -1691,7 +1698,7 @@ __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra =
   constexpr bool ahla = algebra == Algebra::ahla;
   if (threadIdx.x < group_threads) {
     if constexpr (third) {
-      hla3_key_side<pass, Normalized, Decayed>(b);
+      hla3_key_side<pass, Normalized, Decayed, Features>(b);
     } else if constexpr (Wide == WideRole::hla2_values) {
       weights_side<Normalized, Decayed>(b);
     } else {
@@ -1701,7 +1708,7 @@ __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra =
     keys_producer(b);
   } else if (threadIdx.x < threads) {
     if constexpr (third) {
-      hla3_value_side<pass, Normalized, Decayed>(b);
+      hla3_value_side<pass, Normalized, Decayed, Features>(b);
     } else if constexpr (Wide == WideRole::hla2_values) {
       outputs_side<Normalized, Decayed>(b);
     } else {
@@ -2231,13 +2238,12 @@ void launch_hla2_halves(const FastLaunch& how, std::int64_t heads, std::int64_t 
       "fast kernel (a wide hla2 head's outputs)", stream);
 }
 
-// A narrow head (d and dv up to 32, hla2 or ahla): the kernels whose products over the features are
-// 32 wide (N = 32, two K slices; docs/perf.md, "heads of 32 on narrow products"). hla3's kernels stay
-// 64 wide. The outputs are those of the 64-wide kernel on the zero-padded head, byte for byte: the
-// products leave out only zero terms.
+// A narrow head (d and dv up to 32): the kernels whose products over the features are 32 wide (N =
+// 32, two K slices; docs/perf.md, "heads of 32 on narrow products"). The outputs are those of the
+// 64-wide kernel on the zero-padded head, byte for byte: the products leave out only zero terms.
 constexpr int narrow_width = 32;
 bool narrow_head(const FastLaunch& how) {
-  return how.variant != Variant::hla3 && how.key_dim <= narrow_width && how.value_dim <= narrow_width;
+  return how.key_dim <= narrow_width && how.value_dim <= narrow_width;
 }
 
 // f.template operator()<algebra, Normalized, Decayed, Ridge>() for the kernel that `how` takes.
@@ -2290,9 +2296,9 @@ void launch_fast(const FastLaunch& how, std::int64_t heads, std::int64_t length,
     }
     if constexpr (algebra != Algebra::hla3) {
       if (wide) return launch_wide<algebra, Normalized, Decayed, Ridge>(how, heads, length, q, k, v, stream);
-      if (narrow_head(how))
-        return launch<algebra, Normalized, Decayed, Ridge, narrow_width>(how, heads, length, q, k, v, stream);
     }
+    if (narrow_head(how))
+      return launch<algebra, Normalized, Decayed, Ridge, narrow_width>(how, heads, length, q, k, v, stream);
     launch<algebra, Normalized, Decayed, Ridge, width>(how, heads, length, q, k, v, stream);
   });
 }
@@ -2303,11 +2309,9 @@ void launch_fast_rank(const FastLaunch& how, std::int64_t heads, std::int64_t le
   if (how.key_dim > width || how.value_dim > width)
     throw Error("fast path across ranks: heads up to 64 wide (a wider head's terms do not split)");
   with_fast_kernel(how, [&]<Algebra algebra, bool Normalized, bool Decayed, bool Ridge>() {
-    if constexpr (algebra != Algebra::hla3) {
-      if (narrow_head(how))
-        return launch_rank<algebra, Normalized, Decayed, Ridge, narrow_width>(how, heads, length, q, k, v,
-                                                                              rank, stream);
-    }
+    if (narrow_head(how))
+      return launch_rank<algebra, Normalized, Decayed, Ridge, narrow_width>(how, heads, length, q, k, v, rank,
+                                                                            stream);
     launch_rank<algebra, Normalized, Decayed, Ridge, width>(how, heads, length, q, k, v, rank, stream);
   });
 }

@@ -1144,7 +1144,7 @@ TEST_CASE("gpu/fast/several segments carry decayed states and denominators", "[g
 // So does the backward (hla2 and ahla): each rank's forward writes its chunks' checkpoints, the backward's
 // summary pass over each rank's slice but the first, the carry kernel over the ranks after it and the
 // gradient pass from its carry are the unsplit backward's segments (which run the same split). Heads of
-// 64 and of 32 (hla2's and ahla's narrow kernels).
+// 64 and of 32 (the narrow kernels).
 TEST_CASE("gpu/fast/split across simulated ranks equals the unsplit fast path bit for bit",
           "[gpu][fast][ranks]") {
   for (const auto& [n, d] : {std::pair<Index, Index>{130 * 64 + 5, 64}, std::pair<Index, Index>{99 * 64, 64},
@@ -1620,11 +1620,11 @@ void check_narrower_head(Index n, Index d, Index dv) {
 }  // namespace
 
 // A narrower head is its zero-padded head: d = 24, dv = 40 (the 64-wide kernels) and d = 24, dv = 32,
-// d = 8, dv = 24 and d = 32, dv = 16 (hla2's and ahla's narrow kernels, their products 32 wide) give,
-// bit for bit, the terms, the bf16 outputs and the gradients (with the float32 outputs of the forward
-// that writes the checkpoints) of the same head padded with zero columns to 64 on the host, for every
-// option (each a kernel of its own), on two heads of 3 chunks and 17 tokens, and of 65 chunks and 17
-// tokens (two segments each: the summary pass and the carries).
+// d = 8, dv = 24 and d = 32, dv = 16 (the narrow kernels, their products over the features 32 wide)
+// give, bit for bit, the terms, the bf16 outputs and the gradients (with the float32 outputs of the
+// forward that writes the checkpoints) of the same head padded with zero columns to 64 on the host,
+// for every option (each a kernel of its own), on two heads of 3 chunks and 17 tokens, and of 65
+// chunks and 17 tokens (two segments each: the summary pass and the carries).
 TEST_CASE("gpu/fast/a narrower head computes exactly what its zero-padded head does",
           "[gpu][fast][backward]") {
   struct Shape {
