@@ -87,8 +87,10 @@ constexpr int vector_tile_bytes = 8 * width * 2;
 constexpr int matrix_floats = width * width;
 constexpr int powers_count = decay::powers_count;
 constexpr int output_bytes = matrix_floats * 4;  // one chunk's float32 outputs
+// The outputs' staging room holds two chunks of float32 outputs, or (Tiles::out_buffers) four of bf16.
+constexpr int max_out_buffers = 4;
 constexpr int barrier_bytes(bool third, bool decayed) {  // the kernel's static barriers, 8 bytes each
-  return (2 * stages_for(third, decayed) + 8) * 8;
+  return (2 * stages_for(third, decayed) + 4 + 2 * max_out_buffers) * 8;
 }
 
 // Shared memory, in the order of Tiles: what every kernel uses (the third order three tiles more),
@@ -216,7 +218,9 @@ struct Tiles {
   WideRole wide;           // a wide head's block (wide_shared_bytes)
   bool decayed;            // a wide head's: whether its kernel decays (hla2_values: seven tiles a chunk)
   bool second_half;        // hla2_keys: the block's key half is the second (V := K2)
-  int staged_bytes;        // a chunk's staged outputs: float32 (a wide head's: bf16 when they are)
+  int out_buffers;         // chunks of outputs staged at once: two, four where they are bf16 (hla2's
+                           // and ahla's 64-wide and narrow kernels: docs/perf.md, "four output buffers")
+  int staged_bytes;        // a chunk's staged outputs: float32, or bf16 (four buffers; a wide head's)
   Bf* inputs;              // stages x (Q, K, V; a wide head's second Q, K, ...: wide_inputs)
   Bf *state1, *state2;     // hla2: S, F; ahla: P, E; hla3: S^K, F (the key side's and the value side's)
   Bf* u_tiles;             // two: hla2 U, ahla X, hla3 Z
@@ -224,7 +228,7 @@ struct Tiles {
   Bf *state1b, *state2b;   // a wide head's P and E of the second key half (in R's room; hla2_values:
                            // two copies each of F_0 in state2, F_1 in state2b)
   Bf* a_tiles;             // a wide head's: two of the key side's masked A (hands_over_a)
-  unsigned char* outputs;  // two chunks' outputs, row-major, on their way to device memory
+  unsigned char* outputs;  // out_buffers chunks' outputs, row-major, on their way to device memory
   // Normalized: row 0 of each: ones, ages (g^(64 - tau)); hla2: f (with F); ahla: n (with E), m
   // (with P), two of x, two of D x; a wide head's m and n of the second key half.
   Bf *ones, *ages, *vector2, *vector1, *x_rows, *decayed_x_rows, *vector1b, *vector2b;
@@ -240,9 +244,10 @@ struct Tiles {
         wide(wide_),
         decayed(decayed_),
         second_half(second_half_),
-        staged_bytes(wide_ == WideRole::hla2_keys          ? 0
-                     : wide_ != WideRole::none && bf16_out ? matrix_floats * 2
-                                                           : output_bytes),
+        out_buffers(wide_ == WideRole::none && !third && bf16_out ? max_out_buffers : 2),
+        staged_bytes(wide_ == WideRole::hla2_keys                               ? 0
+                     : bf16_out && (wide_ != WideRole::none || out_buffers > 2) ? matrix_floats * 2
+                                                                                : output_bytes),
         inputs(reinterpret_cast<Bf*>(
             shared + (wgmma::tile_alignment - shared_address(shared) % wgmma::tile_alignment) %
                          wgmma::tile_alignment)) {
@@ -266,7 +271,7 @@ struct Tiles {
         third     ? state3 + elements
         : is_wide ? a_tiles + (hands_over_a(wide, normalized, decayed) ? 2 : 0) * elements
                   : r_tiles);
-    ones = reinterpret_cast<Bf*>(outputs + 2 * staged_bytes);
+    ones = reinterpret_cast<Bf*>(outputs + out_buffers * staged_bytes);
     ages = ones + vector_elements;
     vector2 = ages + vector_elements;
     vector1 = vector2 + vector_elements;
@@ -327,7 +332,12 @@ struct Tiles {
   __device__ Bf* decayed_x(std::int64_t c) const {
     return decayed_x_rows + (c % 2) * (vector_tile_bytes / 2);
   }
-  __device__ unsigned char* output(std::int64_t c) const { return outputs + (c % 2) * staged_bytes; }
+  // Chunk c's staging buffer (out_buffers is 2 or 4), and the parity of its round through them.
+  __device__ int out_slot(std::int64_t c) const { return static_cast<int>(c & (out_buffers - 1)); }
+  __device__ int out_round(std::int64_t c) const {
+    return static_cast<int>(c >> (out_buffers == 4 ? 2 : 1)) & 1;
+  }
+  __device__ unsigned char* output(std::int64_t c) const { return outputs + out_slot(c) * staged_bytes; }
   // hla2_values: F_h's copy and f_h's row that chunk c reads (the copies of c % 2).
   __device__ Bf* f_copy(std::int64_t c, int h) const {
     return (h == 0 ? state2 : state2b) + (c % 2) * (wgmma::tile_bytes / 2);
@@ -566,9 +576,10 @@ __device__ void store_matrix(float* to, const wgmma::Accumulators<N>& d) {
 // of chunk c are done: then chunk c's input buffers are free too, and the value side arrives at
 // inputs_free[c % stages] as well. hla2 and ahla: the producer warp issues every copy (producer
 // below), so that no side's warps stall on the copy engine's queue (docs/perf.md, "a producer warp");
-// the value side hands chunk c's staged outputs over through out_staged[c % 2] and gets the buffer
-// back through out_free[c % 2] once their store has read it. hla3: the value side's leader loads chunk
-// c + stages at the end of chunk c and stores the outputs (its key side has no time to spare).
+// the value side hands chunk c's staged outputs over through out_staged[c % n] and gets the buffer
+// back through out_free[c % n] once their store has read it (n = Tiles::out_buffers). hla3: the value side's
+// leader loads chunk c + stages at the end of chunk c and stores the outputs (its key side has no time to
+// spare).
 struct Block {
   const Arguments& args;
   const CUtensorMap *q, *k, *v;
@@ -580,6 +591,12 @@ struct Block {
   int segments;
   bool third;  // hla3's layout of the summaries and carries
   __device__ void wait_loaded(std::int64_t c) const { loaded[c % s.stages].wait(c / s.stages % 2); }
+  // hla2's and ahla's value sides: chunk c's staging buffer, once the store of the chunk that it held
+  // before (c - out_buffers) has read it; and the staged outputs handed to the producer.
+  __device__ void wait_output_buffer(std::int64_t c) const {
+    if (c >= s.out_buffers) out_free[s.out_slot(c)].wait(s.out_round(c) ^ 1);
+  }
+  __device__ void outputs_staged(std::int64_t c) const { out_staged[s.out_slot(c)].arrive(); }
   // Chunk c's inputs into its buffers.
   __device__ void start_chunk(std::int64_t c) const {
     if (c >= chunks) return;
@@ -1101,11 +1118,11 @@ __device__ void value_side(const Block& b) {
     }
     b.u_free[c % 2].arrive();  // this warp's products that read the buffers of c % 2 are done
     b.inputs_free[c % s.stages].arrive();
-    if (c >= 2) b.out_free[c % 2].wait((c / 2 - 1) % 2);  // chunk c - 2's outputs have left s.output(c)
+    b.wait_output_buffer(c);
     stage_outputs<Normalized>(args, o, den, inverse, s.output(c), b.head * length + (b.first + c) * width,
                               b.rows_of(c), b.value_column == 0);
     wgmma::fence_shared();  // this thread's staged outputs, for the copy engine
-    b.out_staged[c % 2].arrive();
+    b.outputs_staged(c);
     clock.mark(phases::handover);
     if (checkpointing && leader) wait_stores_read();  // the copy engine has read F's checkpoint
     sync_group();  // every warp's products that read F (f) and chunk c's inputs are done
@@ -1267,12 +1284,12 @@ __device__ void outputs_side(const Block& b) {
     if constexpr (Normalized) wgmma::fence_operand(den);
     b.u_free[c % 2].arrive();  // this warp's products that read W, the states' copies and the inputs are done
     b.inputs_free[c % s.stages].arrive();
-    if (c >= 2) b.out_free[c % 2].wait((c / 2 - 1) % 2);  // chunk c - 2's outputs have left s.output(c)
+    b.wait_output_buffer(c);
     stage_outputs<Normalized>(args, o, den, inverse, s.output(c),
                               b.head * args.length + (b.first + c) * width, b.rows_of(c),
                               b.value_column == 0);
     wgmma::fence_shared();
-    b.out_staged[c % 2].arrive();
+    b.outputs_staged(c);
     clock.mark(phases::handover);
   }
   clock.store(args.phases);
@@ -1301,20 +1318,28 @@ __device__ void keys_producer(const Block& b) {
 // (inputs_free: each stage's barrier advances only after the load this thread issues next into that
 // stage, so no phase passes unseen); chunk c's outputs leave once the value side has staged them
 // (out_staged), and their buffer goes back to the value side (out_free) once their store has read it,
-// waited for after the next chunk's store is issued.
+// waited for after the stores of the chunks that take the other n - 1 buffers are issued (n =
+// Tiles::out_buffers: with four, a store's read may wait three chunks behind the loads before it holds
+// anything up).
 template <Pass pass>
 __device__ void producer(const Block& b) {
   if (threadIdx.x % 32 != 0) return;
   const Tiles& s = b.s;
+  const int n = s.out_buffers;
   for (int c = 0; c < s.stages; ++c) b.start_chunk(c);
   for (std::int64_t c = 0; c < b.chunks; ++c) {
     b.inputs_free[c % s.stages].wait(c / s.stages % 2);
     b.start_chunk(c + s.stages);
     if constexpr (pass == Pass::outputs) {
-      b.out_staged[c % 2].wait(c / 2 % 2);
+      b.out_staged[s.out_slot(c)].wait(s.out_round(c));
       b.store_outputs(c);
-      wait_stores_read<1>();  // chunk c - 1's store has read its buffer
-      if (c > 0) b.out_free[(c - 1) % 2].arrive();
+      // chunk c - (n - 1)'s store has read its buffer
+      if (n == max_out_buffers) {
+        wait_stores_read<max_out_buffers - 1>();
+      } else {
+        wait_stores_read<1>();
+      }
+      if (c >= n - 1) b.out_free[s.out_slot(c - (n - 1))].arrive();
     }
   }
   if constexpr (pass == Pass::outputs) wait_stores_done();
@@ -1627,7 +1652,8 @@ __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra =
   constexpr bool wide = Wide != WideRole::none;
   static_assert(!wide || algebra == Algebra::ahla);
   static_assert(Features == width || !wide);
-  __shared__ Arrival loaded[stages], inputs_free[stages], u_ready[2], u_free[2], out_staged[2], out_free[2];
+  __shared__ Arrival loaded[stages], inputs_free[stages], u_ready[2], u_free[2], out_staged[max_out_buffers],
+      out_free[max_out_buffers];
   const int segments = args.segments;
   const int per_head = pass == Pass::outputs ? segments : segments - 1;
   const std::int64_t block = wide ? blockIdx.x / args.value_halves : blockIdx.x;
@@ -1642,7 +1668,7 @@ __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra =
                 .value_column = wide ? static_cast<int>(blockIdx.x % args.value_halves) * width : 0,
                 .s = wide ? Tiles(shared, args.stages, false, Wide, Normalized, Decayed, args.bf16_out,
                                   blockIdx.x % args.value_halves == 1)
-                          : Tiles(shared, stages, third),
+                          : Tiles(shared, stages, third, WideRole::none, Normalized, Decayed, args.bf16_out),
                 .loaded = loaded,
                 .u_ready = u_ready,
                 .u_free = u_free,
@@ -1689,6 +1715,8 @@ __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra =
     for (int i = 0; i < 2; ++i) {
       u_ready[i].init(group_threads);
       u_free[i].init(Wide == WideRole::hla2_keys ? 1 : group_threads);  // hla2_keys: the producer's
+    }
+    for (int i = 0; i < max_out_buffers; ++i) {
       out_staged[i].init(group_threads);
       out_free[i].init();
     }
