@@ -127,6 +127,16 @@ static_assert(all_fit(), "the fast path's shared memory exceeds Hopper's 227 KB"
 //     powers of g^2 (launch_hla2_halves).
 enum class WideRole { none, ahla, hla2_keys, hla2_values };
 
+// Whether a kernel stages its outputs as 128-byte-swizzled bf16 tiles (wgmma::round_to_tile: the lanes
+// of a warp's store in distinct banks, where rows of 64 bf16 put eight rows' lanes in the same four),
+// four chunks in the room of two float32 ones (Tiles::out_buffers), and stores them through the
+// outputs' tile map (tma::tile_map: columns past dv and rows past n left out): hla2's and ahla's
+// 64-wide and narrow kernels with bf16 outputs. The others stage rows (docs/perf.md, "four output
+// buffers" and "the outputs staged as swizzled tiles").
+__host__ __device__ constexpr bool outputs_in_tiles(bool third, WideRole wide, bool bf16_out) {
+  return bf16_out && !third && wide == WideRole::none;
+}
+
 // Whether a wide head's value side reads the key side's masked A from two tiles more instead of
 // forming A itself: 12-37% faster, but for the unnormalized decayed ahla kernel, which then spills and
 // ran 14% slower (docs/perf.md, "the value side takes the key side's masked A"); hla2's second pass
@@ -218,9 +228,9 @@ struct Tiles {
   WideRole wide;           // a wide head's block (wide_shared_bytes)
   bool decayed;            // a wide head's: whether its kernel decays (hla2_values: seven tiles a chunk)
   bool second_half;        // hla2_keys: the block's key half is the second (V := K2)
-  int out_buffers;         // chunks of outputs staged at once: two, four where they are bf16 (hla2's
-                           // and ahla's 64-wide and narrow kernels: docs/perf.md, "four output buffers")
-  int staged_bytes;        // a chunk's staged outputs: float32, or bf16 (four buffers; a wide head's)
+  bool out_tiles;          // outputs_in_tiles
+  int out_buffers;         // chunks of outputs staged at once: two, four in tiles
+  int staged_bytes;        // a chunk's staged outputs: float32 rows, a bf16 tile, a wide head's bf16 rows
   Bf* inputs;              // stages x (Q, K, V; a wide head's second Q, K, ...: wide_inputs)
   Bf *state1, *state2;     // hla2: S, F; ahla: P, E; hla3: S^K, F (the key side's and the value side's)
   Bf* u_tiles;             // two: hla2 U, ahla X, hla3 Z
@@ -228,7 +238,7 @@ struct Tiles {
   Bf *state1b, *state2b;   // a wide head's P and E of the second key half (in R's room; hla2_values:
                            // two copies each of F_0 in state2, F_1 in state2b)
   Bf* a_tiles;             // a wide head's: two of the key side's masked A (hands_over_a)
-  unsigned char* outputs;  // out_buffers chunks' outputs, row-major, on their way to device memory
+  unsigned char* outputs;  // out_buffers chunks' outputs on their way to device memory
   // Normalized: row 0 of each: ones, ages (g^(64 - tau)); hla2: f (with F); ahla: n (with E), m
   // (with P), two of x, two of D x; a wide head's m and n of the second key half.
   Bf *ones, *ages, *vector2, *vector1, *x_rows, *decayed_x_rows, *vector1b, *vector2b;
@@ -244,10 +254,12 @@ struct Tiles {
         wide(wide_),
         decayed(decayed_),
         second_half(second_half_),
-        out_buffers(wide_ == WideRole::none && !third && bf16_out ? max_out_buffers : 2),
-        staged_bytes(wide_ == WideRole::hla2_keys                               ? 0
-                     : bf16_out && (wide_ != WideRole::none || out_buffers > 2) ? matrix_floats * 2
-                                                                                : output_bytes),
+        out_tiles(outputs_in_tiles(third, wide_, bf16_out)),
+        out_buffers(out_tiles ? max_out_buffers : 2),
+        staged_bytes(wide_ == WideRole::hla2_keys          ? 0
+                     : out_tiles                           ? wgmma::tile_bytes
+                     : wide_ != WideRole::none && bf16_out ? matrix_floats * 2
+                                                           : output_bytes),
         inputs(reinterpret_cast<Bf*>(
             shared + (wgmma::tile_alignment - shared_address(shared) % wgmma::tile_alignment) %
                          wgmma::tile_alignment)) {
@@ -530,11 +542,14 @@ __device__ wgmma::RowPair finish_products(const Arguments& args, Column& den) {
 }
 
 // The outputs of a chunk's accumulators: normalized, O times the rows' inverses of finish_products,
-// then into the staging buffer as float32 or bf16, rows of dv (a wide head's: of 64); the terms' den
-// goes straight to device memory (rows up to n; of a wide head's value halves, the first's).
+// then into the staging buffer as a bf16 tile (in_tiles: Tiles::out_tiles, which the wide heads' and
+// hla3's callers pass as the constant false that it is for them), or float32 or bf16 rows of dv (a wide
+// head's: of 64); the terms' den goes straight to device memory (rows up to n; of a wide
+// head's value halves, the first's).
 template <bool Normalized, class D>
 __device__ void stage_outputs(const Arguments& args, D& o, const Column& den, const wgmma::RowPair& inverse,
-                              unsigned char* staging, std::int64_t first_row, int rows, bool writes_den) {
+                              unsigned char* staging, bool in_tiles, std::int64_t first_row, int rows,
+                              bool writes_den) {
   if constexpr (Normalized) {
     if (args.den) {
       float* den_rows = args.den + first_row;
@@ -547,7 +562,9 @@ __device__ void stage_outputs(const Arguments& args, D& o, const Column& den, co
       for (int i = 0; i < D::columns / 2; ++i) o.x[i] = __fmul_rn(o.x[i], inverse[i]);
     }
   }
-  if (args.bf16_out) {
+  if (in_tiles) {
+    wgmma::round_to_tile(o, reinterpret_cast<Bf*>(staging));
+  } else if (args.bf16_out) {
     store_rows(reinterpret_cast<Bf*>(staging), o, args.value_dim);
   } else {
     wgmma::store_rows(reinterpret_cast<float*>(staging), o, width, args.value_dim);
@@ -583,7 +600,8 @@ __device__ void store_matrix(float* to, const wgmma::Accumulators<N>& d) {
 struct Block {
   const Arguments& args;
   const CUtensorMap *q, *k, *v;
-  const CUtensorMap* out_map;  // a wide head's outputs or U (else null: bulk copies of whole rows)
+  const CUtensorMap*
+      out_map;  // a wide head's outputs or U, outputs in tiles (else null: bulk copies of rows)
   int value_column;            // a wide head's: the first column of the block's value half (key half)
   Tiles s;
   Arrival *loaded, *u_ready, *u_free, *inputs_free, *out_staged, *out_free;
@@ -1119,8 +1137,8 @@ __device__ void value_side(const Block& b) {
     b.u_free[c % 2].arrive();  // this warp's products that read the buffers of c % 2 are done
     b.inputs_free[c % s.stages].arrive();
     b.wait_output_buffer(c);
-    stage_outputs<Normalized>(args, o, den, inverse, s.output(c), b.head * length + (b.first + c) * width,
-                              b.rows_of(c), b.value_column == 0);
+    stage_outputs<Normalized>(args, o, den, inverse, s.output(c), !wide && s.out_tiles,
+                              b.head * length + (b.first + c) * width, b.rows_of(c), b.value_column == 0);
     wgmma::fence_shared();  // this thread's staged outputs, for the copy engine
     b.outputs_staged(c);
     clock.mark(phases::handover);
@@ -1285,7 +1303,7 @@ __device__ void outputs_side(const Block& b) {
     b.u_free[c % 2].arrive();  // this warp's products that read W, the states' copies and the inputs are done
     b.inputs_free[c % s.stages].arrive();
     b.wait_output_buffer(c);
-    stage_outputs<Normalized>(args, o, den, inverse, s.output(c),
+    stage_outputs<Normalized>(args, o, den, inverse, s.output(c), false,
                               b.head * args.length + (b.first + c) * width, b.rows_of(c),
                               b.value_column == 0);
     wgmma::fence_shared();
@@ -1601,7 +1619,7 @@ __device__ void hla3_value_side(const Block& b) {
       wgmma::fence_operand(corrected_mass);
     }
     b.u_free[c % 2].arrive();  // this warp's products that read the buffers of c % 2 are done
-    stage_outputs<Normalized>(args, o, den, inverse, s.output(c),
+    stage_outputs<Normalized>(args, o, den, inverse, s.output(c), false,
                               b.head * args.length + (b.first + c) * width, b.rows_of(c), true);
     sync_group();  // every warp's products that read F (eta) and chunk c's inputs are done
     wgmma::round_to_tile(corrected_value, s.state2);  // published at the top of the next chunk
@@ -1633,11 +1651,12 @@ enum class Algebra { hla2, ahla, hla3 };
 // q, k, v: tensor maps of the [heads, length, d or dv] inputs with 64 x 64 boxes (a short last chunk
 // read with zeros past the end, a narrower head with zeros past its columns; a wide head's second key
 // half at column 64; hla2's second pass: k the scratch of U and D^2 U, v hla2's first pass: K);
-// out_map: a wide head's outputs (tma::output_map; hla2's first pass: the scratch's tile_map), else not
-// read. Decayed: some head's gamma is not 1 (the kernel takes any gamma, 1 included; without Decayed it
-// skips the decay's work). Ridge: hla2's ridge, gamma = 1. Wide: keys wider than 64 (WideRole), block
-// h * value_halves + z computing value half (hla2's first pass: key half) z of sequence-head h.
-// Features: narrow_width for a narrow head (hla2 and ahla, narrow_head).
+// out_map: a wide head's outputs (tma::output_map; hla2's first pass: the scratch's tile_map), the
+// outputs' tile_map where the outputs pass stages them in tiles (outputs_in_tiles), else not read. Decayed:
+// some head's gamma is not 1 (the kernel takes any gamma, 1 included; without Decayed it skips the decay's
+// work). Ridge: hla2's ridge, gamma = 1. Wide: keys wider than 64 (WideRole), block h * value_halves + z
+// computing value half (hla2's first pass: key half) z of sequence-head h. Features: narrow_width for a
+// narrow head (hla2 and ahla, narrow_head).
 template <Algebra algebra, Pass pass, bool Normalized, bool Decayed, bool Ridge,
           WideRole Wide = WideRole::none, int Features = width>
 __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra == Algebra::hla3)
@@ -1664,7 +1683,9 @@ __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra =
                 .q = &q,
                 .k = &k,
                 .v = &v,
-                .out_map = wide ? &out_map : nullptr,
+                .out_map = wide || (pass == Pass::outputs && outputs_in_tiles(third, Wide, args.bf16_out))
+                               ? &out_map
+                               : nullptr,
                 .value_column = wide ? static_cast<int>(blockIdx.x % args.value_halves) * width : 0,
                 .s = wide ? Tiles(shared, args.stages, false, Wide, Normalized, Decayed, args.bf16_out,
                                   blockIdx.x % args.value_halves == 1)
@@ -2054,6 +2075,14 @@ void launch_carries(const FastLaunch& how, std::int64_t heads, const float* summ
   check_launch("fast kernel (carry-ins)");
 }
 
+// The outputs pass's out_map for a 64-wide or narrow head: the outputs' tile map where the kernel
+// stages them in tiles, else `unread` (any map: the kernel does not read it).
+inline CUtensorMap output_tiles_map(const FastLaunch& how, bool third, std::int64_t heads,
+                                    std::int64_t length, const CUtensorMap& unread) {
+  if (!outputs_in_tiles(third, WideRole::none, how.bf16_out)) return unread;
+  return tma::tile_map(static_cast<const BFloat16*>(how.out), heads, length, how.value_dim);
+}
+
 template <Algebra algebra, bool Normalized, bool Decayed, bool Ridge, int Features>
 void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
             const BFloat16* k, const BFloat16* v, CUstream_st* stream) {
@@ -2079,7 +2108,8 @@ void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, cons
         PhaseSums sums(blocks, stream);
         with.phases = sums.get();
 #endif
-        outputs<<<blocks, threads_for(third), shared, stream>>>(q_map, k_map, v_map, q_map, with);
+        outputs<<<blocks, threads_for(third), shared, stream>>>(
+            q_map, k_map, v_map, output_tiles_map(how, third, heads, length, q_map), with);
         check_launch("fast kernel");
 #if defined(HLA_FAST_PHASES)
         sums.print(split.segment_chunks, stream);
@@ -2141,7 +2171,7 @@ void launch_rank(const FastLaunch& how, std::int64_t heads, std::int64_t length,
   with_maps([&](const CUtensorMap& q_map, const CUtensorMap& k_map, const CUtensorMap& v_map) {
     forward_kernel<algebra, Pass::outputs, Normalized, Decayed, Ridge, WideRole::none,
                    Features>()<<<static_cast<unsigned>(heads), threads_for(third), shared, stream>>>(
-        q_map, k_map, v_map, q_map, args);
+        q_map, k_map, v_map, output_tiles_map(how, third, heads, length, q_map), args);
     check_launch("fast kernel (rank outputs)");
   });
   if (carry) check(cudaFreeAsync(carry, stream), "cudaFreeAsync");
