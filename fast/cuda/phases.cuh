@@ -2,8 +2,10 @@
 
 // Where the fast kernel's warpgroups spend a chunk's cycles (docs/perf.md, "Where a chunk's cycles
 // go"): built with -DHLA_FAST_PHASES, every thread adds the clock64 cycles since its last mark to the
-// phase that the mark closes, in registers; thread 0 of each warpgroup stores its sums at the end, and
-// the launch prints each side's mean cycles per chunk to stderr (tensor_core.cu, PhaseSums).
+// phase that the mark closes, in registers; lane 0 of each of the two warpgroups' eight warps stores its
+// sums at the end, and the launch prints each side's mean cycles per chunk to stderr, its first warp's
+// (thread 0 of the warpgroup) and then each warp's (tensor_core.cu, PhaseSums): where the warps of a
+// side reach a barrier at different times, the earlier ones' phase before it holds the difference.
 // Without the macro a mark is empty and the kernel is unchanged.
 
 namespace hla::fast::gpu::detail::phases {
@@ -24,6 +26,8 @@ enum Phase {
 inline constexpr const char* names[count] = {"inputs", "partner",  "publish", "first",
                                              "masked", "handover", "state"};
 
+inline constexpr int warps = 8;  // the two warpgroups' (a producer warp keeps no phases)
+
 struct Clock {
 #if defined(HLA_FAST_PHASES)
   long long sums[count] = {};
@@ -40,10 +44,10 @@ struct Clock {
     sums[phase] += at - last;
     last = at;
   }
-  // to[(block * 2 + side) * count + phase], side 0 the key side.
+  // to[(block * warps + warp) * count + phase], warps 0-3 the key side's, 4-7 the value side's.
   __device__ void store(long long* to) const {
-    if (to == nullptr || threadIdx.x % 128 != 0) return;
-    for (int i = 0; i < count; ++i) to[(blockIdx.x * 2 + threadIdx.x / 128) * count + i] = sums[i];
+    if (to == nullptr || threadIdx.x % 32 != 0 || threadIdx.x / 32 >= warps) return;
+    for (int i = 0; i < count; ++i) to[(blockIdx.x * warps + threadIdx.x / 32) * count + i] = sums[i];
   }
 #else
   __device__ void mark(Phase) {}

@@ -1974,7 +1974,7 @@ __global__ void __launch_bounds__(256)
 class PhaseSums {
  public:
   PhaseSums(unsigned blocks, CUstream_st* stream) : blocks_(blocks) {
-    const std::size_t bytes = blocks * 2 * phases::count * sizeof(long long);
+    const std::size_t bytes = blocks * phases::warps * phases::count * sizeof(long long);
     check(cudaMalloc(reinterpret_cast<void**>(&data_), bytes), "cudaMalloc");
     check(cudaMemsetAsync(data_, 0, bytes, stream), "cudaMemsetAsync");
   }
@@ -1983,18 +1983,24 @@ class PhaseSums {
   PhaseSums& operator=(const PhaseSums&) = delete;
   long long* get() const { return data_; }
   void print(std::int64_t chunks, CUstream_st* stream) const {
-    std::vector<long long> host(blocks_ * 2 * phases::count);
+    std::vector<long long> host(blocks_ * phases::warps * phases::count);
     check(
         cudaMemcpyAsync(host.data(), data_, host.size() * sizeof(long long), cudaMemcpyDeviceToHost, stream),
         "cudaMemcpyAsync");
     check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-    for (int side = 0; side < 2; ++side) {
-      std::fprintf(stderr, "fast phases, %s side, cycles per chunk (%u blocks of %lld chunks):",
-                   side ? "value" : "key", blocks_, static_cast<long long>(chunks));
+    constexpr int per_side = phases::warps / 2;
+    for (int warp = 0; warp < phases::warps; ++warp) {
+      const int side = warp / per_side;
+      if (warp % per_side == 0) {
+        std::fprintf(stderr, "fast phases, %s side, cycles per chunk (%u blocks of %lld chunks):",
+                     side ? "value" : "key", blocks_, static_cast<long long>(chunks));
+      } else {
+        std::fprintf(stderr, "fast phases, %s side's warp %d:", side ? "value" : "key", warp % per_side);
+      }
       double total = 0;
       for (int p = 0; p < phases::count; ++p) {
         double sum = 0;
-        for (unsigned b = 0; b < blocks_; ++b) sum += host[(b * 2 + side) * phases::count + p];
+        for (unsigned b = 0; b < blocks_; ++b) sum += host[(b * phases::warps + warp) * phases::count + p];
         const double mean = sum / blocks_ / chunks;
         total += mean;
         std::fprintf(stderr, " %s %.0f", phases::names[p], mean);
