@@ -544,8 +544,8 @@ __device__ wgmma::RowPair finish_products(const Arguments& args, Column& den) {
 // The outputs of a chunk's accumulators: normalized, O times the rows' inverses of finish_products,
 // then into the staging buffer as a bf16 tile (in_tiles: Tiles::out_tiles, which the wide heads' and
 // hla3's callers pass as the constant false that it is for them), or float32 or bf16 rows of dv (a wide
-// head's: of 64); the terms' den goes straight to device memory (rows up to n; of a wide
-// head's value halves, the first's).
+// head's: of 64); the terms' den goes straight to device memory (rows up to n; of a wide head's value
+// halves, the first's).
 template <bool Normalized, class D>
 __device__ void stage_outputs(const Arguments& args, D& o, const Column& den, const wgmma::RowPair& inverse,
                               unsigned char* staging, bool in_tiles, std::int64_t first_row, int rows,
@@ -594,14 +594,13 @@ __device__ void store_matrix(float* to, const wgmma::Accumulators<N>& d) {
 // inputs_free[c % stages] as well. hla2 and ahla: the producer warp issues every copy (producer
 // below), so that no side's warps stall on the copy engine's queue (docs/perf.md, "a producer warp");
 // the value side hands chunk c's staged outputs over through out_staged[c % n] and gets the buffer
-// back through out_free[c % n] once their store has read it (n = Tiles::out_buffers). hla3: the value side's
-// leader loads chunk c + stages at the end of chunk c and stores the outputs (its key side has no time to
-// spare).
+// back through out_free[c % n] once their store has read it (n = Tiles::out_buffers). hla3: the value
+// side's leader loads chunk c + stages at the end of chunk c and stores the outputs (its key side has no
+// time to spare).
 struct Block {
   const Arguments& args;
   const CUtensorMap *q, *k, *v;
-  const CUtensorMap*
-      out_map;  // a wide head's outputs or U, outputs in tiles (else null: bulk copies of rows)
+  const CUtensorMap* out_map;  // a wide head's outputs or U, outputs in tiles (else null: row copies)
   int value_column;            // a wide head's: the first column of the block's value half (key half)
   Tiles s;
   Arrival *loaded, *u_ready, *u_free, *inputs_free, *out_staged, *out_free;
