@@ -1344,12 +1344,17 @@ __device__ void producer(const Block& b) {
   const Tiles& s = b.s;
   const int n = s.out_buffers;
   for (int c = 0; c < s.stages; ++c) b.start_chunk(c);
+  phases::Clock clock;  // phases::producer_names
   for (std::int64_t c = 0; c < b.chunks; ++c) {
     b.inputs_free[c % s.stages].wait(c / s.stages % 2);
+    clock.mark(phases::partner);
     b.start_chunk(c + s.stages);
+    clock.mark(phases::inputs);
     if constexpr (pass == Pass::outputs) {
       b.out_staged[s.out_slot(c)].wait(s.out_round(c));
+      clock.mark(phases::publish);
       b.store_outputs(c);
+      clock.mark(phases::state);
       // chunk c - (n - 1)'s store has read its buffer
       if (n == max_out_buffers) {
         wait_stores_read<max_out_buffers - 1>();
@@ -1357,8 +1362,10 @@ __device__ void producer(const Block& b) {
         wait_stores_read<1>();
       }
       if (c >= n - 1) b.out_free[s.out_slot(c - (n - 1))].arrive();
+      clock.mark(phases::handover);
     }
   }
+  clock.store(b.args.phases);
   if constexpr (pass == Pass::outputs) wait_stores_done();
 }
 
@@ -1987,10 +1994,18 @@ class PhaseSums {
         cudaMemcpyAsync(host.data(), data_, host.size() * sizeof(long long), cudaMemcpyDeviceToHost, stream),
         "cudaMemcpyAsync");
     check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-    constexpr int per_side = phases::warps / 2;
+    constexpr int per_side = phases::side_warps / 2;
     for (int warp = 0; warp < phases::warps; ++warp) {
       const int side = warp / per_side;
-      if (warp % per_side == 0) {
+      const char* const* names = phases::names;
+      if (warp == phases::side_warps) {  // the producer's: none where the kernel has no producer warp
+        long long any = 0;
+        for (unsigned b = 0; b < blocks_; ++b)
+          for (int p = 0; p < phases::count; ++p) any |= host[(b * phases::warps + warp) * phases::count + p];
+        if (any == 0) break;
+        names = phases::producer_names;
+        std::fprintf(stderr, "fast phases, producer:");
+      } else if (warp % per_side == 0) {
         std::fprintf(stderr, "fast phases, %s side, cycles per chunk (%u blocks of %lld chunks):",
                      side ? "value" : "key", blocks_, static_cast<long long>(chunks));
       } else {
@@ -2002,7 +2017,7 @@ class PhaseSums {
         for (unsigned b = 0; b < blocks_; ++b) sum += host[(b * phases::warps + warp) * phases::count + p];
         const double mean = sum / blocks_ / chunks;
         total += mean;
-        std::fprintf(stderr, " %s %.0f", phases::names[p], mean);
+        if (names[p][0] != '-') std::fprintf(stderr, " %s %.0f", names[p], mean);
       }
       std::fprintf(stderr, "; total %.0f\n", total);
     }
