@@ -6,8 +6,8 @@
 // sums at the end, and the launch prints each side's mean cycles per chunk to stderr, its first warp's
 // (thread 0 of the warpgroup) and then each warp's (tensor_core.cu, PhaseSums): where the warps of a
 // side reach a barrier at different times, the earlier ones' phase before it holds the difference.
-// hla2's and ahla's producer warp (its first thread, the ninth warp) keeps its own in the same slots,
-// printed under its own names (producer_names).
+// hla2's and ahla's producer warps (their first threads, the ninth and tenth warps) keep their own in
+// the same slots, printed under their own names (producer_names).
 // Without the macro a mark is empty and the kernel is unchanged.
 
 namespace hla::fast::gpu::detail::phases {
@@ -35,7 +35,7 @@ inline constexpr const char* producer_names[count] = {
     "issuing loads", "stage free", "outputs staged", "-", "-", "store read", "issuing store"};
 
 inline constexpr int side_warps = 8;          // the two warpgroups'
-inline constexpr int warps = side_warps + 1;  // and a producer warp's (hla2 and ahla)
+inline constexpr int warps = side_warps + 2;  // and the producer warps' (hla2 and ahla)
 
 struct Clock {
 #if defined(HLA_FAST_PHASES)
@@ -53,8 +53,8 @@ struct Clock {
     sums[phase] += at - last;
     last = at;
   }
-  // to[(block * warps + warp) * count + phase], warps 0-3 the key side's, 4-7 the value side's, 8 the
-  // producer's.
+  // to[(block * warps + warp) * count + phase], warps 0-3 the key side's, 4-7 the value side's, 8 and 9
+  // the producers'.
   __device__ void store(long long* to) const {
     if (to == nullptr || threadIdx.x % 32 != 0 || threadIdx.x / 32 >= warps) return;
     for (int i = 0; i < count; ++i) to[(blockIdx.x * warps + threadIdx.x / 32) * count + i] = sums[i];

@@ -68,10 +68,10 @@ using wgmma::store_rows;
 constexpr int width = wgmma::width;  // C, and the tiles' d and dv (narrower heads zero-padded)
 constexpr int group_threads = 128;   // a warpgroup
 constexpr int threads = 2 * group_threads;  // the key side and the value side
-// hla2 and ahla: and a producer warp, which issues every load and store (producer below); hla3's
-// kernels (199-250 registers a thread, where 288 threads allow 224) keep two warpgroups.
+// hla2 and ahla: and two producer warps, one issuing the loads and one the stores (producer below);
+// hla3's kernels (199-250 registers a thread, where 288 threads allow 224) keep two warpgroups.
 constexpr int threads_for(bool third) {
-  return third ? threads : threads + 32;
+  return third ? threads : threads + 64;
 }
 // Chunks of input in shared memory: a chunk's buffers stay taken from the key side's start of it to
 // the value side's end of it (the key side runs up to two chunks ahead), the others loading.
@@ -1330,27 +1330,30 @@ __device__ void keys_producer(const Block& b) {
   wait_stores_done();
 }
 
-// hla2's and ahla's producer warp (its first thread): every load and store of the block, in chunk order.
-// Chunk c + stages goes into chunk c's input buffers once the value side's products of chunk c are done
-// (inputs_free: each stage's barrier advances only after the load this thread issues next into that
-// stage, so no phase passes unseen); chunk c's outputs leave once the value side has staged them
-// (out_staged), and their buffer goes back to the value side (out_free) once their store has read it,
-// waited for after the stores of the chunks that take the other n - 1 buffers are issued (n =
-// Tiles::out_buffers: with four, a store's read may wait three chunks behind the loads before it holds
-// anything up).
+// hla2's and ahla's producer warps (the first thread of each): the loads of the block from one, its
+// stores from the other, in chunk order, so that neither waits behind the other.
+// Loads: chunk c + stages goes into chunk c's input buffers once the value side's products of chunk c
+// are done (inputs_free: each stage's barrier advances only after the load this thread issues next into
+// that stage, so no phase passes unseen).
+// Stores (the outputs pass): chunk c's outputs leave once the value side has staged them (out_staged),
+// and their buffer goes back to the value side (out_free) once their store has read it, waited for after
+// the stores of the chunks that take the other n - 1 buffers are issued (n = Tiles::out_buffers).
 template <Pass pass>
 __device__ void producer(const Block& b) {
   if (threadIdx.x % 32 != 0) return;
   const Tiles& s = b.s;
-  const int n = s.out_buffers;
-  for (int c = 0; c < s.stages; ++c) b.start_chunk(c);
   phases::Clock clock;  // phases::producer_names
-  for (std::int64_t c = 0; c < b.chunks; ++c) {
-    b.inputs_free[c % s.stages].wait(c / s.stages % 2);
-    clock.mark(phases::partner);
-    b.start_chunk(c + s.stages);
-    clock.mark(phases::inputs);
-    if constexpr (pass == Pass::outputs) {
+  if (threadIdx.x < threads + 32) {
+    for (int c = 0; c < s.stages; ++c) b.start_chunk(c);
+    for (std::int64_t c = 0; c < b.chunks; ++c) {
+      b.inputs_free[c % s.stages].wait(c / s.stages % 2);
+      clock.mark(phases::partner);
+      b.start_chunk(c + s.stages);
+      clock.mark(phases::inputs);
+    }
+  } else if constexpr (pass == Pass::outputs) {
+    const int n = s.out_buffers;
+    for (std::int64_t c = 0; c < b.chunks; ++c) {
       b.out_staged[s.out_slot(c)].wait(s.out_round(c));
       clock.mark(phases::publish);
       b.store_outputs(c);
@@ -1364,9 +1367,9 @@ __device__ void producer(const Block& b) {
       if (c >= n - 1) b.out_free[s.out_slot(c - (n - 1))].arrive();
       clock.mark(phases::handover);
     }
+    wait_stores_done();
   }
   clock.store(b.args.phases);
-  if constexpr (pass == Pass::outputs) wait_stores_done();
 }
 
 // hla3, masked (docs/findings.md F2's corrected summary; Hla3MaskedChunks is the CPU form), with the
@@ -1735,7 +1738,7 @@ __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra =
     }
   }
   if (threadIdx.x == 0) {
-    // hla2's and ahla's loads need the producer warp
+    // hla2's and ahla's loads and stores need the producer warps
     if (blockDim.x != (wide ? wide_threads(Wide) : threads_for(third))) __trap();
     for (Arrival& arrival : loaded) arrival.init();
     for (Arrival& arrival : inputs_free) arrival.init(group_threads);
@@ -1998,13 +2001,13 @@ class PhaseSums {
     for (int warp = 0; warp < phases::warps; ++warp) {
       const int side = warp / per_side;
       const char* const* names = phases::names;
-      if (warp == phases::side_warps) {  // the producer's: none where the kernel has no producer warp
+      if (warp >= phases::side_warps) {  // the producers': none where the kernel has no producer warps
         long long any = 0;
         for (unsigned b = 0; b < blocks_; ++b)
           for (int p = 0; p < phases::count; ++p) any |= host[(b * phases::warps + warp) * phases::count + p];
-        if (any == 0) break;
+        if (any == 0) continue;
         names = phases::producer_names;
-        std::fprintf(stderr, "fast phases, producer:");
+        std::fprintf(stderr, "fast phases, producer %d:", warp - phases::side_warps);
       } else if (warp % per_side == 0) {
         std::fprintf(stderr, "fast phases, %s side, cycles per chunk (%u blocks of %lld chunks):",
                      side ? "value" : "key", blocks_, static_cast<long long>(chunks));
