@@ -753,17 +753,20 @@ __device__ void key_side(const Block& b) {
   };
   const auto age = [&](int r) { return s.powers[width - 1 - r]; };  // a tile's row r
   // With decay: chunk c's copy D K (ahla: D V), made at the end of the chunk before, once chunk c is
-  // in: off the chain between a chunk's first products and its state's update.
+  // in: off the chain between a chunk's first products and its state's update. Its wait for chunk c
+  // counts as inputs.
+  phases::Clock clock;
   const auto decay_inputs = [&](std::int64_t c) {
     if constexpr (Decayed) {
+      clock.mark(phases::state);
       b.wait_loaded(c);
+      clock.mark(phases::inputs);
       const Chunk in = s.chunk(c);
       wgmma::scale_tile_rows(s.decayed_in, Ahla ? in.v : in.k, age);
     }
   };
   decay_sums();
   decay_inputs(0);
-  phases::Clock clock;
   for (std::int64_t c = 0; c < b.chunks; ++c) {
     b.wait_loaded(c);
     clock.mark(phases::inputs);
