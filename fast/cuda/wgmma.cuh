@@ -357,21 +357,32 @@ __device__ void zero(D& d) {
   for (int i = 0; i < int(sizeof(d.x) / sizeof(float)); ++i) d.x[i] = 0.0f;
 }
 
-// to = bf16(diag(factor) from) for 64 x 64 tiles: the 128 threads of a warpgroup, row r of both
-// (its 128 bytes, whatever the swizzle) multiplied by factor(r) in float32 before the rounding.
+// to = bf16(diag(factor) from) for 64 x 64 tiles (distinct): the 128 threads of a warpgroup, row r of
+// both (its 128 bytes, whatever the swizzle) multiplied by factor(r) in float32 before the rounding.
+// Each thread's four 16-byte pieces are all read before any is written, so that their reads overlap
+// (a loop over the pieces, its trip count unknown to the compiler, waited for each read in turn: about
+// 700 cycles a tile, docs/perf.md).
 template <class Factor>
-__device__ void scale_tile_rows(__nv_bfloat16* to, const __nv_bfloat16* from, Factor factor) {
+__device__ void scale_tile_rows(__nv_bfloat16* __restrict__ to, const __nv_bfloat16* __restrict__ from,
+                                Factor factor) {
+  constexpr int threads = 128, pieces = width * width / 8 / threads;  // 8 pieces of 16 bytes per row
+  const int first = threadIdx.x % threads;
+  uint4 bits[pieces];
+  float f[pieces];
 #pragma unroll
-  for (int piece = threadIdx.x % 128; piece < width * width / 8; piece += 128) {
-    const float f = factor(piece / 8);  // 8 pieces of 16 bytes per row
-    uint4 bits = reinterpret_cast<const uint4*>(from)[piece];
-    __nv_bfloat162* pairs = reinterpret_cast<__nv_bfloat162*>(&bits);
+  for (int i = 0; i < pieces; ++i) {
+    bits[i] = reinterpret_cast<const uint4*>(from)[first + i * threads];
+    f[i] = factor((first + i * threads) / 8);
+  }
+#pragma unroll
+  for (int i = 0; i < pieces; ++i) {
+    __nv_bfloat162* pairs = reinterpret_cast<__nv_bfloat162*>(&bits[i]);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const float2 x = __bfloat1622float2(pairs[j]);
-      pairs[j] = __floats2bfloat162_rn(x.x * f, x.y * f);
+      pairs[j] = __floats2bfloat162_rn(x.x * f[i], x.y * f[i]);
     }
-    reinterpret_cast<uint4*>(to)[piece] = bits;
+    reinterpret_cast<uint4*>(to)[first + i * threads] = bits[i];
   }
 }
 
