@@ -144,7 +144,7 @@ __host__ __device__ constexpr bool outputs_in_tiles(bool third, WideRole wide, b
 constexpr bool hands_over_a(WideRole role, bool normalized, bool decayed) {
   return role == WideRole::hla2_values || (role == WideRole::ahla && (normalized || !decayed));
 }
-// A wide block's threads: the two sides and the producer warp; hla2_keys the key side and the producer.
+// A wide block's threads: the two sides and the producer warps; hla2_keys the key side and its producer.
 constexpr int wide_threads(WideRole role) {
   return role == WideRole::hla2_keys ? group_threads + 32 : threads_for(false);
 }
@@ -591,7 +591,7 @@ __device__ void store_matrix(float* to, const wgmma::Accumulators<N>& d) {
 // tiles and the barriers between them. The key side hands U (X) of chunk c over through u_ready[c % 2]
 // and gets its buffers back through u_free[c % 2], which the value side arrives at when its products
 // of chunk c are done: then chunk c's input buffers are free too, and the value side arrives at
-// inputs_free[c % stages] as well. hla2 and ahla: the producer warp issues every copy (producer
+// inputs_free[c % stages] as well. hla2 and ahla: the producer warps issue every copy (producer
 // below), so that no side's warps stall on the copy engine's queue (docs/perf.md, "a producer warp");
 // the value side hands chunk c's staged outputs over through out_staged[c % n] and gets the buffer
 // back through out_free[c % n] once their store has read it (n = Tiles::out_buffers). hla3: the value
