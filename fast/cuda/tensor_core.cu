@@ -752,12 +752,16 @@ __device__ void key_side(const Block& b) {
     }
   };
   const auto age = [&](int r) { return s.powers[width - 1 - r]; };  // a tile's row r
-  // With decay: chunk c's copy D K (ahla: D V), made at the end of the chunk before, once chunk c is
-  // in: off the chain between a chunk's first products and its state's update. Its wait for chunk c
-  // counts as inputs.
+  // With decay, the state's update S += (D K)^T K (ahla: P += (D K)^T V) takes (D K)^T as a register
+  // operand, read from K's tile and scaled in registers while the chunk's first products run
+  // (wgmma::transposed_operand). Wide kernels, short of registers for it, take K^T (D K) (K^T (D V))
+  // with the copy D K (D V) made in shared memory at the end of the chunk before, once chunk c is in:
+  // off the chain between a chunk's first products and its state's update. Its wait for chunk c counts
+  // as inputs.
+  constexpr bool decay_in_registers = Decayed && !wide;
   phases::Clock clock;
   const auto decay_inputs = [&](std::int64_t c) {
-    if constexpr (Decayed) {
+    if constexpr (Decayed && !decay_in_registers) {
       clock.mark(phases::state);
       b.wait_loaded(c);
       clock.mark(phases::inputs);
@@ -810,7 +814,13 @@ __device__ void key_side(const Block& b) {
       wgmma::multiply<Major::mn, Major::mn>(sum1, now.k, right, true);
       if constexpr (wide) wgmma::multiply<Major::mn, Major::mn>(sum1b, now.k2, right, true);
     };
-    if constexpr (Decayed) {
+    if constexpr (decay_in_registers) {
+      carried_products(carried, x_carried);
+      wgmma::commit();
+      const wgmma::RowOperand decayed_k = wgmma::transposed_operand(now.k, age);  // (D K)^T
+      wgmma::fence();
+      wgmma::multiply<Major::mn>(sum1, decayed_k, Ahla ? now.v : now.k, true);
+    } else if constexpr (Decayed) {
       carried_products(carried, x_carried);
       wgmma::commit();
       state_products(s.decayed_in);  // D K made the chunk before

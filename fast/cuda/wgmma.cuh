@@ -275,6 +275,35 @@ __device__ RowOperand round_to_masked_operand(const Accumulator& d, Factor facto
   return a;
 }
 
+// bf16(tile^T diag(factor)) as a register operand: the transposed tile (A = tile^T, 64 x 64, its K
+// index the tile's rows) with column k (the tile's row k) multiplied by factor(k) in float32 before
+// the rounding, as scale_tile_rows rounds. Register p of slice kk holds A's rows 16 w + l / 4 + 8 (p % 2)
+// and columns 16 kk + 8 (p / 2) + 2 (l % 4) (+ 1) (warp w, lane l: RowOperand's layout), which is the
+// transpose of the tile's 8 x 8 block at rows 16 kk + 8 (p / 2), columns 16 w + 8 (p % 2): one
+// ldmatrix.trans of four such blocks a slice, lane l giving the address of row l % 8 of block l / 8.
+template <class Factor>
+__device__ RowOperand transposed_operand(const __nv_bfloat16* tile, Factor factor) {
+  const int warp = threadIdx.x % 128 / 32, lane = threadIdx.x % 32, block = lane / 8;
+  const auto base = static_cast<std::uint32_t>(__cvta_generic_to_shared(tile));
+  RowOperand a;
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    const int row = 16 * kk + 8 * (block / 2) + lane % 8, column = 16 * warp + 8 * (block % 2);
+    const std::uint32_t address = base + 2 * offset(row, column);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(a.x[kk][0]), "=r"(a.x[kk][1]), "=r"(a.x[kk][2]), "=r"(a.x[kk][3])
+                 : "r"(address)
+                 : "memory");
+#pragma unroll
+    for (int p = 0; p < 4; ++p) {
+      const int k = 16 * kk + 8 * (p / 2) + 2 * (lane % 4);  // and k + 1
+      const float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&a.x[kk][p]));
+      a.x[kk][p] = pack(x.x * factor(k), x.y * factor(k + 1));
+    }
+  }
+  return a;
+}
+
 // tile = bf16(d) (a NarrowAccumulator: the tile's columns 0-31; the others keep what they hold).
 template <int N>
 __device__ void round_to_tile(const Accumulators<N>& d, __nv_bfloat16* tile) {
