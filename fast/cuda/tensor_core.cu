@@ -22,10 +22,10 @@
 // hla2, with S the key moment and F = sum_j g^(2 (end - j)) u_j v_j^T before the chunk (with a
 // ridge and gamma = 1, u_j + ridge q_j in place of u_j),
 //   A = (Q K^T) . L_g,  U = diag(g^tau) Q S + A K  (rows u_j = S_j q_j),  W = (Q U^T) . L_g . L_g,
-//   O = diag(g^(2 tau)) Q F + W V,  S = g^64 S + K^T (D K),  F = g^128 F + (D^2 U)^T V;
+//   O = diag(g^(2 tau)) Q F + W V,  S = g^64 S + (D K)^T K,  F = g^128 F + (D^2 U)^T V;
 // ahla, with P = sum g^(end - i) k v^T and E = sum_i g^(end - i) k_i (q_i^T P_i) before the chunk,
 //   A = (Q K^T) . L_g,  X = diag(g^tau) Q P + A V  (rows q_i^T P_i),  O = diag(g^tau) Q E + A X,
-//   P = g^64 P + K^T (D V),  E = g^64 E + K^T (D X);
+//   P = g^64 P + (D K)^T V,  E = g^64 E + K^T (D X)  (wide heads: P_h = g^64 P_h + (K^h)^T (D V));
 // hla3 (Hla3MaskedChunks), with S^K, P as ahla's and F = sum g^(3 (end - j)) z_j r_j^T: hla3_key_side
 // and hla3_value_side below.
 // Normalized, the denominators are the same sums with V replaced by a column of ones (hla2: f = F 1,
@@ -687,8 +687,8 @@ struct Block {
 
 // The key side (the first warpgroup) of chunk c, with S the state before it (ahla P; normalized
 // ahla, m):
-//   hla2: A = Q K^T, U = diag(g^tau) Q S + (A . L_g) K (+ ridge Q), S = g^64 S + K^T (D K);
-//   ahla: A, X = diag(g^tau) Q P + (A . L_g) V, P = g^64 P + K^T (D V) (x = diag(g^tau) Q m + A 1,
+//   hla2: A = Q K^T, U = diag(g^tau) Q S + (A . L_g) K (+ ridge Q), S = g^64 S + (D K)^T K;
+//   ahla: A, X = diag(g^tau) Q P + (A . L_g) V, P = g^64 P + (D K)^T V (x = diag(g^tau) Q m + A 1,
 //   m = g^64 m + K^T (D 1)).
 // It rounds U (X) and its decayed copy D^2 U (D X) into the buffers of c % 2 for the value side.
 // Wide (ahla, keys wider than 64, one value half V^z): the features in halves 0 and 1 (Chunk's q, k
