@@ -14,7 +14,7 @@ namespace hla::fast::gpu::detail::phases {
 
 // The parts of one chunk on either side of the block, in the order they close.
 enum Phase {
-  inputs,    // waiting for the chunk's inputs (the decayed key side: for the next chunk's too, for its D K)
+  inputs,    // waiting for the chunk's inputs (a wide decayed key side: the next chunk's too, for D K)
   partner,   // waiting for the other side: the key side for the buffers of c % 2, the value side for U
              // (hla3: its key side issuing no loads, as hla2's and ahla's, whose producer warp does)
   publish,   // the warpgroup's barrier (hla3's value side: with the last chunk's outputs' store issued)
