@@ -65,6 +65,8 @@ using wgmma::load_rows;
 using wgmma::Major;
 using wgmma::store_rows;
 
+enum class Algebra { hla2, ahla, hla3 };
+
 constexpr int width = wgmma::width;  // C, and the tiles' d and dv (narrower heads zero-padded)
 constexpr int group_threads = 128;   // a warpgroup
 constexpr int threads = 2 * group_threads;  // the key side and the value side
@@ -73,11 +75,21 @@ constexpr int threads = 2 * group_threads;  // the key side and the value side
 constexpr int threads_for(bool third) {
   return third ? threads : threads + 64;
 }
+// Whether the value side of a 64-wide or narrow kernel (features: 64 or 32 wide products) reads the
+// key side's masked A from two tiles more instead of forming A itself (hands_over_a): ahla's without
+// decay, normalized only where narrow (docs/perf.md, "ahla's value side takes the key side's masked A":
+// at d = 64 the normalized kernel's fewer stages cost its float32 outputs more than it gained).
+constexpr bool a_tiles_for(Algebra algebra, bool normalized, bool decayed, int features) {
+  return algebra == Algebra::ahla && !decayed && (!normalized || features < wgmma::width);
+}
 // Chunks of input in shared memory: a chunk's buffers stay taken from the key side's start of it to
 // the value side's end of it (the key side runs up to two chunks ahead), the others loading.
-// The third order's three more tiles (its second key-side state and two of R) take one stage's room.
-constexpr int stages_for(bool third, bool decayed) {
-  return third ? 4 : decayed ? 5 : 6;
+// The third order's three more tiles (its second key-side state and two of R) take one stage's room,
+// and so do the decayed copies, and ahla's A tiles where its vectors are there too.
+constexpr int stages_for(Algebra algebra, bool normalized, bool decayed, int features) {
+  return algebra == Algebra::hla3                                                         ? 4
+         : decayed || (normalized && a_tiles_for(algebra, normalized, decayed, features)) ? 5
+                                                                                          : 6;
 }
 constexpr int vector_tiles = 8;  // 8 rows of a tile each: ones, ages, and the normalized sums' vectors
 constexpr int wide_vector_tiles = vector_tiles + 2;  // and a wide ahla head's second m and n
@@ -89,28 +101,33 @@ constexpr int powers_count = decay::powers_count;
 constexpr int output_bytes = matrix_floats * 4;  // one chunk's float32 outputs
 // The outputs' staging room holds two chunks of float32 outputs, or (Tiles::out_buffers) four of bf16.
 constexpr int max_out_buffers = 4;
-constexpr int barrier_bytes(bool third, bool decayed) {  // the kernel's static barriers, 8 bytes each
-  return (2 * stages_for(third, decayed) + 4 + 2 * max_out_buffers) * 8;
+constexpr int barrier_bytes(int stages) {  // the kernel's static barriers, 8 bytes each
+  return (2 * stages + 4 + 2 * max_out_buffers) * 8;
 }
 
-// Shared memory, in the order of Tiles: what every kernel uses (the third order three tiles more),
-// then the vectors of the normalized ones, then the decayed copies and the powers of the decaying
-// ones (which keep the vectors' place, used or not).
-constexpr int shared_bytes(bool third, bool normalized, bool decayed) {
-  return wgmma::tile_alignment + (3 * stages_for(third, decayed) + 4 + (third ? 3 : 0)) * wgmma::tile_bytes +
+// Shared memory, in the order of Tiles: what every kernel uses (the third order three tiles more,
+// ahla two of A where a_tiles_for), then the vectors of the normalized ones, then the decayed copies
+// and the powers of the decaying ones (which keep the vectors' place, used or not).
+constexpr int shared_bytes(Algebra algebra, bool normalized, bool decayed, int features) {
+  const int more = algebra == Algebra::hla3 ? 3 : a_tiles_for(algebra, normalized, decayed, features) ? 2 : 0;
+  return wgmma::tile_alignment +
+         (3 * stages_for(algebra, normalized, decayed, features) + 4 + more) * wgmma::tile_bytes +
          2 * output_bytes + (normalized || decayed ? vector_tiles * vector_tile_bytes : 0) +
          (decayed ? 4 * wgmma::tile_bytes + powers_count * 4 : 0);
 }
 // With the kernel's static barriers (loaded, inputs_free, u_ready, u_free, out_staged, out_free: 8
 // bytes each), within Hopper's 227 KB.
-constexpr bool fits(bool third, bool normalized, bool decayed) {
-  return shared_bytes(third, normalized, decayed) + barrier_bytes(third, decayed) <= 227 * 1024;
+constexpr bool fits(Algebra algebra, bool normalized, bool decayed, int features) {
+  return shared_bytes(algebra, normalized, decayed, features) +
+             barrier_bytes(stages_for(algebra, normalized, decayed, features)) <=
+         227 * 1024;
 }
 constexpr bool all_fit() {
-  for (const bool third : {false, true})
+  for (const Algebra algebra : {Algebra::hla2, Algebra::ahla, Algebra::hla3})
     for (const bool normalized : {false, true})
       for (const bool decayed : {false, true})
-        if (!fits(third, normalized, decayed)) return false;
+        for (const int features : {wgmma::width / 2, wgmma::width})
+          if (!fits(algebra, normalized, decayed, features)) return false;
   return true;
 }
 static_assert(all_fit(), "the fast path's shared memory exceeds Hopper's 227 KB");
@@ -137,12 +154,13 @@ __host__ __device__ constexpr bool outputs_in_tiles(bool third, WideRole wide, b
   return bf16_out && !third && wide == WideRole::none;
 }
 
-// Whether a wide head's value side reads the key side's masked A from two tiles more instead of
-// forming A itself: 12-37% faster, but for the unnormalized decayed ahla kernel, which then spills and
-// ran 14% slower (docs/perf.md, "the value side takes the key side's masked A"); hla2's second pass
-// always (its first warpgroup has nothing else to do).
-constexpr bool hands_over_a(WideRole role, bool normalized, bool decayed) {
-  return role == WideRole::hla2_values || (role == WideRole::ahla && (normalized || !decayed));
+// Whether a kernel's value side reads the key side's masked A from two tiles more instead of forming A
+// itself: a wide head's (12-37% faster), but for the unnormalized decayed ahla kernel, which then spills
+// and ran 14% slower (docs/perf.md, "the value side takes the key side's masked A"); hla2's second pass
+// always (its first warpgroup has nothing else to do); the 64-wide and narrow kernels where a_tiles_for.
+constexpr bool hands_over_a(Algebra algebra, WideRole role, bool normalized, bool decayed, int features) {
+  return role == WideRole::hla2_values || (role == WideRole::ahla && (normalized || !decayed)) ||
+         (role == WideRole::none && a_tiles_for(algebra, normalized, decayed, features));
 }
 // A wide block's threads: the two sides and the producer warps; hla2_keys the key side and its producer.
 constexpr int wide_threads(WideRole role) {
@@ -175,8 +193,9 @@ constexpr int wide_shared_bytes(WideRole role, int stages, bool normalized, bool
              (normalized ? values_vector_tiles * vector_tile_bytes : 0) + (decayed ? powers : 0);
     default:
       return wgmma::tile_alignment + inputs +
-             (6 + (hands_over_a(role, normalized, decayed) ? 2 : 0)) * wgmma::tile_bytes + staging + vectors +
-             (decayed ? 3 * wgmma::tile_bytes + powers : 0);
+             (6 + (hands_over_a(Algebra::ahla, role, normalized, decayed, width) ? 2 : 0)) *
+                 wgmma::tile_bytes +
+             staging + vectors + (decayed ? 3 * wgmma::tile_bytes + powers : 0);
   }
 }
 // hla2_keys in two stages, so that two blocks share a multiprocessor (its 228 KB less 1 KB a block).
@@ -184,14 +203,15 @@ constexpr int keys_stages = 2;
 constexpr bool keys_fit_twice() {
   for (const bool decayed : {false, true})
     if (wide_shared_bytes(WideRole::hla2_keys, keys_stages, false, decayed, false) +
-            barrier_bytes(false, decayed) >
+            barrier_bytes(stages_for(Algebra::ahla, false, decayed, width)) >
         113 * 1024)
       return false;
   return true;
 }
 static_assert(keys_fit_twice());
 constexpr bool wide_fits(WideRole role, int stages, bool normalized, bool decayed, bool bf16_out) {
-  return wide_shared_bytes(role, stages, normalized, decayed, bf16_out) + barrier_bytes(false, decayed) <=
+  return wide_shared_bytes(role, stages, normalized, decayed, bf16_out) +
+             barrier_bytes(stages_for(Algebra::ahla, normalized, decayed, width)) <=
          227 * 1024;
 }
 // Three stages where they fit (a chunk's loads issued two ahead), else two: ahla's normalized forms but
@@ -211,7 +231,8 @@ constexpr bool wide_all_fit() {
 static_assert(wide_all_fit() && wide_stages(WideRole::ahla, false, false, false) == 3 &&
               wide_stages(WideRole::ahla, true, false, true) == 3 &&
               wide_stages(WideRole::ahla, false, true, false) == 3 &&
-              wide_stages(WideRole::hla2_values, true, false, false) == 3 && stages_for(false, true) >= 3);
+              wide_stages(WideRole::hla2_values, true, false, false) == 3 &&
+              stages_for(Algebra::ahla, true, true, width) >= 3);
 
 // One chunk's inputs in shared memory; q2 and k2 the fourth and fifth tiles of a wide block's stage
 // (the second key half's Q and K, hla2_values' U; hla2_keys' stage is Q, K, Q2, K2, and its V one of
@@ -237,7 +258,7 @@ struct Tiles {
   Bf *r_tiles, *state3;    // hla3: two of R, and P (the key side's second state)
   Bf *state1b, *state2b;   // a wide head's P and E of the second key half (in R's room; hla2_values:
                            // two copies each of F_0 in state2, F_1 in state2b)
-  Bf* a_tiles;             // a wide head's: two of the key side's masked A (hands_over_a)
+  Bf* a_tiles;             // two of the key side's masked A where hands_over_a
   unsigned char* outputs;  // out_buffers chunks' outputs on their way to device memory
   // Normalized: row 0 of each: ones, ages (g^(64 - tau)); hla2: f (with F); ahla: n (with E), m
   // (with P), two of x, two of D x; a wide head's m and n of the second key half.
@@ -249,7 +270,7 @@ struct Tiles {
   float* powers;
   __device__ Tiles(unsigned char* shared, int stages_, bool third, WideRole wide_ = WideRole::none,
                    bool normalized = false, bool decayed_ = false, bool bf16_out = false,
-                   bool second_half_ = false)
+                   bool second_half_ = false, bool hands_a = false)
       : stages(stages_),
         wide(wide_),
         decayed(decayed_),
@@ -272,17 +293,16 @@ struct Tiles {
     state3 = r_tiles + 2 * elements;
     state1b = r_tiles;
     state2b = r_tiles + elements;
-    a_tiles = r_tiles + 2 * elements;
+    a_tiles = is_wide ? r_tiles + 2 * elements : r_tiles;  // a 64-wide or narrow ahla kernel's: no R
     if (values) {  // two copies of F_0 and F_1, and W's two tiles
       state2 = state1;
       state2b = state2 + 2 * elements;
       a_tiles = state2b + 2 * elements;
       state1 = u_tiles = r_tiles = state3 = state1b = nullptr;
     }
-    outputs = reinterpret_cast<unsigned char*>(
-        third     ? state3 + elements
-        : is_wide ? a_tiles + (hands_over_a(wide, normalized, decayed) ? 2 : 0) * elements
-                  : r_tiles);
+    outputs = reinterpret_cast<unsigned char*>(third     ? state3 + elements
+                                               : is_wide ? a_tiles + (hands_a ? 2 : 0) * elements
+                                                         : r_tiles + (hands_a ? 2 : 0) * elements);
     ones = reinterpret_cast<Bf*>(outputs + out_buffers * staged_bytes);
     ages = ones + vector_elements;
     vector2 = ages + vector_elements;
@@ -709,7 +729,8 @@ __device__ void key_side(const Block& b) {
   static_assert(Features == width || !wide);
   using FeatureColumns = wgmma::Accumulators<Features>;
   constexpr int slices = Features / 16;  // K slices of the products over the features
-  constexpr bool hands_a = hands_over_a(Wide, Normalized, Decayed);
+  constexpr bool hands_a = pass == Pass::outputs && hands_over_a(Ahla ? Algebra::ahla : Algebra::hla2, Wide,
+                                                                 Normalized, Decayed, Features);
   const Arguments& args = b.args;
   const Tiles& s = b.s;
   const bool leader = threadIdx.x == 0;  // issues the checkpoints' stores
@@ -927,7 +948,8 @@ __device__ void value_side(const Block& b) {
   static_assert(Features == width || !wide);
   using FeatureColumns = wgmma::Accumulators<Features>;
   constexpr int slices = Features / 16;
-  constexpr bool hands_a = hands_over_a(Wide, Normalized, Decayed);
+  constexpr bool hands_a = pass == Pass::outputs && hands_over_a(Ahla ? Algebra::ahla : Algebra::hla2, Wide,
+                                                                 Normalized, Decayed, Features);
   const Arguments& args = b.args;
   const Tiles& s = b.s;
   const bool leader = threadIdx.x == group_threads;  // issues the checkpoints' stores
@@ -1668,8 +1690,6 @@ __device__ void hla3_value_side(const Block& b) {
   }
 }
 
-enum class Algebra { hla2, ahla, hla3 };
-
 // q, k, v: tensor maps of the [heads, length, d or dv] inputs with 64 x 64 boxes (a short last chunk
 // read with zeros past the end, a narrower head with zeros past its columns; a wide head's second key
 // half at column 64; hla2's second pass: k the scratch of U and D^2 U, v hla2's first pass: K);
@@ -1689,7 +1709,9 @@ __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra =
                 const __grid_constant__ Arguments args) {
   extern __shared__ __align__(128) unsigned char shared[];
   constexpr bool third = algebra == Algebra::hla3;
-  constexpr int stages = stages_for(third, Decayed);
+  constexpr int stages = stages_for(algebra, Normalized, Decayed, Features);
+  constexpr bool hands_a =
+      hands_over_a(algebra, Wide, Normalized, Decayed, Features);  // the layout's A tiles
   constexpr bool wide = Wide != WideRole::none;
   static_assert(!wide || algebra == Algebra::ahla);
   static_assert(Features == width || !wide);
@@ -1710,8 +1732,9 @@ __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra =
                                : nullptr,
                 .value_column = wide ? static_cast<int>(blockIdx.x % args.value_halves) * width : 0,
                 .s = wide ? Tiles(shared, args.stages, false, Wide, Normalized, Decayed, args.bf16_out,
-                                  blockIdx.x % args.value_halves == 1)
-                          : Tiles(shared, stages, third, WideRole::none, Normalized, Decayed, args.bf16_out),
+                                  blockIdx.x % args.value_halves == 1, hands_a)
+                          : Tiles(shared, stages, third, WideRole::none, Normalized, Decayed, args.bf16_out,
+                                  false, hands_a),
                 .loaded = loaded,
                 .u_ready = u_ready,
                 .u_free = u_free,
@@ -1733,7 +1756,8 @@ __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra =
     // the features leave out and the state products' transposed operands read (rows of the states
     // past the features, zero) as do the checkpoints.
     auto* words = reinterpret_cast<std::uint32_t*>(shared);
-    for (int i = threadIdx.x; i < shared_bytes(third, Normalized, Decayed) / 4; i += blockDim.x) words[i] = 0;
+    for (int i = threadIdx.x; i < shared_bytes(algebra, Normalized, Decayed, Features) / 4; i += blockDim.x)
+      words[i] = 0;
     __syncthreads();
   }
   if constexpr (Decayed) {  // the powers of gamma
@@ -2077,9 +2101,8 @@ auto forward_kernel() {
                              bf16_out);
   };
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             Wide != WideRole::none
-                                 ? std::max(wide_bytes(false), wide_bytes(true))
-                                 : shared_bytes(algebra == Algebra::hla3, Normalized, Decayed)),
+                             Wide != WideRole::none ? std::max(wide_bytes(false), wide_bytes(true))
+                                                    : shared_bytes(algebra, Normalized, Decayed, Features)),
         "cudaFuncSetAttribute");
   // The most shared memory a multiprocessor has, for hla2_keys' two blocks (the others' one block asks
   // for most of it anyway).
@@ -2124,7 +2147,7 @@ void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, cons
             const BFloat16* k, const BFloat16* v, CUstream_st* stream) {
   tma::require_hopper();
   constexpr bool third = algebra == Algebra::hla3;
-  constexpr int shared = shared_bytes(third, Normalized, Decayed);
+  constexpr int shared = shared_bytes(algebra, Normalized, Decayed, Features);
   const auto outputs =
       forward_kernel<algebra, Pass::outputs, Normalized, Decayed, Ridge, WideRole::none, Features>();
   const std::int64_t chunks = (length + width - 1) / width;  // the last one may be short
@@ -2173,7 +2196,7 @@ void launch_rank(const FastLaunch& how, std::int64_t heads, std::int64_t length,
                  const BFloat16* k, const BFloat16* v, const FastRank& rank, CUstream_st* stream) {
   tma::require_hopper();
   constexpr bool third = algebra == Algebra::hla3;
-  constexpr int shared = shared_bytes(third, Normalized, Decayed);
+  constexpr int shared = shared_bytes(algebra, Normalized, Decayed, Features);
   const std::int64_t chunks = (length + width - 1) / width;
   const auto with_maps = [&](const auto& run) {
     if (chunks == 0) return;
@@ -2243,7 +2266,7 @@ void launch_wide(const FastLaunch& how, std::int64_t heads, std::int64_t length,
                  const BFloat16* k, const BFloat16* v, CUstream_st* stream) {
   static_assert(algebra != Algebra::hla3, "hla3's fast path is 64 wide");
   tma::require_hopper();
-  constexpr int shared = shared_bytes(false, Normalized, Decayed);
+  constexpr int shared = shared_bytes(algebra, Normalized, Decayed, width);
   const auto kernel = forward_kernel<algebra, Pass::outputs, Normalized, Decayed, Ridge>();
   const std::int64_t chunks = (length + width - 1) / width, rows = heads * length;
   const StreamScratch nums(rows * width, stream), dens(Normalized ? rows : 1, stream);
