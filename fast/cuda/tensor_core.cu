@@ -710,7 +710,8 @@ struct Block {
 //   hla2: A = Q K^T, U = diag(g^tau) Q S + (A . L_g) K (+ ridge Q), S = g^64 S + (D K)^T K;
 //   ahla: A, X = diag(g^tau) Q P + (A . L_g) V, P = g^64 P + (D K)^T V (x = diag(g^tau) Q m + A 1,
 //   m = g^64 m + K^T (D 1)).
-// It rounds U (X) and its decayed copy D^2 U (D X) into the buffers of c % 2 for the value side.
+// It rounds U (X) and its decayed copy D^2 U (D X) into the buffers of c % 2 for the value side, and
+// where hands_over_a (ahla's undecayed 64-wide and narrow kernels, a_tiles_for) its bf16(A . L_g) too.
 // Wide (ahla, keys wider than 64, one value half V^z): the features in halves 0 and 1 (Chunk's q, k
 // and q2, k2), A = Q^0 (K^0)^T + Q^1 (K^1)^T, X = diag(g^tau) (Q^0 P_0 + Q^1 P_1) + (A . L_g) V^z,
 // P_h = g^64 P_h + (K^h)^T (D V^z) (normalized: m_h alike); the outputs pass from zero only. It
@@ -932,7 +933,8 @@ __device__ void key_side(const Block& b) {
 // before the chunk (ahla E; normalized, hla2 f, ahla n):
 //   hla2: W = (Q U^T) . L_g . L_g, O = diag(g^(2 tau)) Q F + W V, F = g^128 F + (D^2 U)^T V
 //   (den = diag(g^(2 tau)) Q f + W 1, f = g^128 f + (D^2 U)^T 1);
-//   ahla: A = Q K^T again, O = diag(g^tau) Q E + (A . L_g) X, E = g^64 E + K^T (D X)
+//   ahla: A = Q K^T again (or, where hands_over_a, the key side's bf16(A . L_g) from its tile),
+//   O = diag(g^tau) Q E + (A . L_g) X, E = g^64 E + K^T (D X)
 //   (den = diag(g^tau) Q n + A x, n = g^64 n + K^T (D x));
 // the summary pass: hla2 F, C += Q^T (D V) (f, m += Q^T (D 1)); ahla E, D += K^T Q (n).
 // It stages the outputs for the producer, which stores them.
