@@ -20,19 +20,22 @@ enum Phase {
   publish,   // the warpgroup's barrier (hla3's value side: with the last chunk's outputs' store issued)
   first,     // the products up to the wait for the masked operand's product
   masked,    // the masked operand and the products after it
-  handover,  // the key side: U (X) rounded into the buffers; the value side: the outputs staged (hla2
-             // and ahla: after waiting for their buffer to come back from the producer's store)
+  buffer,    // hla2's and ahla's value side: waiting for the staging buffer to come back from the
+             // producer's store
+  handover,  // the key side: U (X) rounded into the buffers; the value side: the outputs staged (the
+             // wide heads' and hla3's: with the buffer's wait and the fence)
+  fence,     // hla2's and ahla's value side: the staged outputs' proxy fence and the producer's barrier
   state,     // the barrier before the state's rounding, the rounding, the decay
   count
 };
-inline constexpr const char* names[count] = {"inputs", "partner",  "publish", "first",
-                                             "masked", "handover", "state"};
+inline constexpr const char* names[count] = {"inputs", "partner",  "publish", "first", "masked",
+                                             "buffer", "handover", "fence",   "state"};
 
 // The producer's: waiting for a stage's buffers to be free (partner), issuing a chunk's loads (inputs),
 // waiting for the chunk's staged outputs (publish), issuing their store (state), waiting for the store
-// of an earlier chunk to have read its buffer (handover); first and masked unused.
+// of an earlier chunk to have read its buffer (handover); first, masked, buffer and fence unused.
 inline constexpr const char* producer_names[count] = {
-    "issuing loads", "stage free", "outputs staged", "-", "-", "store read", "issuing store"};
+    "issuing loads", "stage free", "outputs staged", "-", "-", "-", "store read", "-", "issuing store"};
 
 inline constexpr int side_warps = 8;          // the two warpgroups'
 inline constexpr int warps = side_warps + 2;  // and the producer warps' (hla2 and ahla)

@@ -1173,11 +1173,13 @@ __device__ void value_side(const Block& b) {
     b.u_free[c % 2].arrive();  // this warp's products that read the buffers of c % 2 are done
     b.inputs_free[c % s.stages].arrive();
     b.wait_output_buffer(c);
+    clock.mark(phases::buffer);
     stage_outputs<Normalized>(args, o, den, inverse, s.output(c), !wide && s.out_tiles,
                               b.head * length + (b.first + c) * width, b.rows_of(c), b.value_column == 0);
+    clock.mark(phases::handover);
     wgmma::fence_shared();  // this thread's staged outputs, for the copy engine
     b.outputs_staged(c);
-    clock.mark(phases::handover);
+    clock.mark(phases::fence);
     if (checkpointing && leader) wait_stores_read();  // the copy engine has read F's checkpoint
     sync_group();  // every warp's products that read F (f) and chunk c's inputs are done
     wgmma::round_to_tile(sum2, s.state2);  // published at the top of the next chunk
