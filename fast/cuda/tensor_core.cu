@@ -10,11 +10,11 @@
 // itself and never touches device memory; every step of a chunk is a 64 x 64 x 64 product issued
 // asynchronously on Hopper's warpgroup matrix units (wgmma.cuh), and the state sums stay in the
 // accumulator registers for the whole sequence. The block's two warpgroups split each chunk's
-// dependent chain in two: the key side (A, U or X, the key-side state) hands U (X) to the value side
-// (W, the outputs, the value-side state) through shared memory and goes on to the next chunk, so that
-// one side's products run while the other converts. The inputs arrive by the tensor memory accelerator
-// (TMA), chunks ahead, and each chunk's outputs leave by one bulk copy, so the warpgroups' own
-// instructions are the products and the conversions between them.
+// dependent chain in two: the key side (A, U or X, the key-side state) hands U (X; ahla's masked A too,
+// hands_over_a) to the value side (W or A, the outputs, the value-side state) through shared memory
+// and goes on to the next chunk, so that one side's products run while the other converts. The inputs
+// arrive by the tensor memory accelerator (TMA), chunks ahead, and each chunk's outputs leave by one
+// bulk copy, so the warpgroups' own instructions are the products and the conversions between them.
 //
 // With g the decay, tau = 1..64 a token's place in its chunk, D = diag(g^(64 - tau)) (each token's
 // age at the chunk's end) and L_g the causal mask with entries g^(t - j) (Hla2MaskedChunks and
@@ -258,7 +258,8 @@ struct Tiles {
   Bf *r_tiles, *state3;    // hla3: two of R, and P (the key side's second state)
   Bf *state1b, *state2b;   // a wide head's P and E of the second key half (in R's room; hla2_values:
                            // two copies each of F_0 in state2, F_1 in state2b)
-  Bf* a_tiles;             // two of the key side's masked A where hands_over_a
+  Bf* a_tiles;             // two of the key side's masked A where hands_over_a (64-wide and narrow
+                           // kernels: in R's room)
   unsigned char* outputs;  // out_buffers chunks' outputs on their way to device memory
   // Normalized: row 0 of each: ones, ages (g^(64 - tau)); hla2: f (with F); ahla: n (with E), m
   // (with P), two of x, two of D x; a wide head's m and n of the second key half.
