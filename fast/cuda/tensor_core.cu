@@ -301,9 +301,8 @@ struct Tiles {
       a_tiles = state2b + 2 * elements;
       state1 = u_tiles = r_tiles = state3 = state1b = nullptr;
     }
-    outputs = reinterpret_cast<unsigned char*>(third     ? state3 + elements
-                                               : is_wide ? a_tiles + (hands_a ? 2 : 0) * elements
-                                                         : r_tiles + (hands_a ? 2 : 0) * elements);
+    outputs =
+        reinterpret_cast<unsigned char*>(third ? state3 + elements : a_tiles + (hands_a ? 2 : 0) * elements);
     ones = reinterpret_cast<Bf*>(outputs + out_buffers * staged_bytes);
     ages = ones + vector_elements;
     vector2 = ages + vector_elements;
@@ -496,6 +495,11 @@ __device__ void load_vector(Column& c, const float* from) {
 //     hla3 (S^K, P, F, S^Q, X, Y; m, eta, x), Hla3Segments' fields (hla3_key_side below).
 // The summaries combine in carry_kernel (hla3: hla3_carry_kernel).
 enum class Pass { outputs, summary };
+// Whether the key side of a pass hands its masked A to the value side (the outputs pass only; the
+// summary pass's value side reads no A).
+template <bool Ahla, Pass pass, bool Normalized, bool Decayed, WideRole Wide, int Features>
+constexpr bool side_hands_a = (pass == Pass::outputs) && hands_over_a(Ahla ? Algebra::ahla : Algebra::hla2,
+                                                                      Wide, Normalized, Decayed, Features);
 
 // A summary's or a carry's layout in floats: hla2 and ahla three matrices (a carry: two) and two
 // vectors; hla3 six matrices (S^K, P, F, S^Q, X, Y) and three vectors (m, eta, x), its carry three
@@ -731,8 +735,7 @@ __device__ void key_side(const Block& b) {
   static_assert(Features == width || !wide);
   using FeatureColumns = wgmma::Accumulators<Features>;
   constexpr int slices = Features / 16;  // K slices of the products over the features
-  constexpr bool hands_a = pass == Pass::outputs && hands_over_a(Ahla ? Algebra::ahla : Algebra::hla2, Wide,
-                                                                 Normalized, Decayed, Features);
+  constexpr bool hands_a = side_hands_a<Ahla, pass, Normalized, Decayed, Wide, Features>;
   const Arguments& args = b.args;
   const Tiles& s = b.s;
   const bool leader = threadIdx.x == 0;  // issues the checkpoints' stores
@@ -951,8 +954,7 @@ __device__ void value_side(const Block& b) {
   static_assert(Features == width || !wide);
   using FeatureColumns = wgmma::Accumulators<Features>;
   constexpr int slices = Features / 16;
-  constexpr bool hands_a = pass == Pass::outputs && hands_over_a(Ahla ? Algebra::ahla : Algebra::hla2, Wide,
-                                                                 Normalized, Decayed, Features);
+  constexpr bool hands_a = side_hands_a<Ahla, pass, Normalized, Decayed, Wide, Features>;
   const Arguments& args = b.args;
   const Tiles& s = b.s;
   const bool leader = threadIdx.x == group_threads;  // issues the checkpoints' stores
