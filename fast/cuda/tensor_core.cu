@@ -242,6 +242,18 @@ struct Chunk {
   Bf *q, *k, *v, *q2, *k2, *ks, *ks2;
 };
 
+// What a kernel keeps in shared memory (Tiles): its stages of inputs; hla3's tiles; a wide head's
+// role, and hla2_keys' key half; whether it is normalized or decayed; whether its outputs are bf16;
+// whether it has the A tiles (hands_over_a).
+struct Layout {
+  int stages;
+  bool third = false;
+  WideRole wide = WideRole::none;
+  bool normalized = false, decayed = false, bf16_out = false;
+  bool second_half = false;  // hla2_keys: the block's key half is the second
+  bool hands_a = false;
+};
+
 // The key side writes U (ahla X; hla3 Z and R) of chunk c, and its copies, into the buffers of c % 2,
 // which the value side reads.
 struct Tiles {
@@ -269,24 +281,23 @@ struct Tiles {
   // float64 powers (hla2_values: of g^2).
   Bf *decayed_in, *decayed_u_tiles, *decayed_extra;
   float* powers;
-  __device__ Tiles(unsigned char* shared, int stages_, bool third, WideRole wide_ = WideRole::none,
-                   bool normalized = false, bool decayed_ = false, bool bf16_out = false,
-                   bool second_half_ = false, bool hands_a = false)
-      : stages(stages_),
-        wide(wide_),
-        decayed(decayed_),
-        second_half(second_half_),
-        out_tiles(outputs_in_tiles(third, wide_, bf16_out)),
+  __device__ Tiles(unsigned char* shared, const Layout& layout)
+      : stages(layout.stages),
+        wide(layout.wide),
+        decayed(layout.decayed),
+        second_half(layout.second_half),
+        out_tiles(outputs_in_tiles(layout.third, layout.wide, layout.bf16_out)),
         out_buffers(out_tiles ? max_out_buffers : 2),
-        staged_bytes(wide_ == WideRole::hla2_keys          ? 0
-                     : out_tiles                           ? wgmma::tile_bytes
-                     : wide_ != WideRole::none && bf16_out ? matrix_floats * 2
-                                                           : output_bytes),
+        staged_bytes(wide == WideRole::hla2_keys                 ? 0
+                     : out_tiles                                 ? wgmma::tile_bytes
+                     : wide != WideRole::none && layout.bf16_out ? matrix_floats * 2
+                                                                 : output_bytes),
         inputs(reinterpret_cast<Bf*>(
             shared + (wgmma::tile_alignment - shared_address(shared) % wgmma::tile_alignment) %
                          wgmma::tile_alignment)) {
     constexpr int elements = wgmma::tile_bytes / 2, vector_elements = vector_tile_bytes / 2;
     const bool is_wide = wide != WideRole::none, values = wide == WideRole::hla2_values;
+    const bool third = layout.third, normalized = layout.normalized, hands_a = layout.hands_a;
     state1 = inputs + per_stage() * stages * elements;
     state2 = state1 + elements;
     u_tiles = state2 + elements;
@@ -1738,10 +1749,14 @@ __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra =
                                ? &out_map
                                : nullptr,
                 .value_column = wide ? static_cast<int>(blockIdx.x % args.value_halves) * width : 0,
-                .s = wide ? Tiles(shared, args.stages, false, Wide, Normalized, Decayed, args.bf16_out,
-                                  blockIdx.x % args.value_halves == 1, hands_a)
-                          : Tiles(shared, stages, third, WideRole::none, Normalized, Decayed, args.bf16_out,
-                                  false, hands_a),
+                .s = Tiles(shared, {.stages = wide ? args.stages : stages,
+                                    .third = third,
+                                    .wide = Wide,
+                                    .normalized = Normalized,
+                                    .decayed = Decayed,
+                                    .bf16_out = args.bf16_out,
+                                    .second_half = wide && blockIdx.x % args.value_halves == 1,
+                                    .hands_a = hands_a}),
                 .loaded = loaded,
                 .u_ready = u_ready,
                 .u_free = u_free,
