@@ -75,21 +75,30 @@ constexpr int threads = 2 * group_threads;  // the key side and the value side
 constexpr int threads_for(bool third) {
   return third ? threads : threads + 64;
 }
-// Whether the value side of a 64-wide or narrow kernel (features: 64 or 32 wide products) reads the
-// key side's masked A from two tiles more instead of forming A itself (hands_over_a): ahla's without
-// decay, normalized only where narrow (docs/perf.md, "ahla's value side takes the key side's masked A":
-// at d = 64 the normalized kernel's fewer stages cost its float32 outputs more than it gained).
-constexpr bool a_tiles_for(Algebra algebra, bool normalized, bool decayed, int features) {
-  return algebra == Algebra::ahla && !decayed && (!normalized || features < wgmma::width);
+// Whether a 64-wide or narrow kernel's layout depends on its output type (bf16_out below: a kernel of
+// each): ahla's normalized kernel at d = 64 without decay (a_tiles_for).
+constexpr bool layout_by_output(Algebra algebra, bool normalized, bool decayed, int features) {
+  return algebra == Algebra::ahla && normalized && !decayed && features == wgmma::width;
+}
+// The tiles from which the value side of a 64-wide or narrow kernel (features: 64 or 32 wide products)
+// reads the key side's masked A instead of forming A itself (hands_over_a), none where it forms it:
+// ahla's without decay, two (chunks c % 2); but the normalized kernel at d = 64 one with bf16 outputs
+// (two would take it down to five stages) and none with float32 ones, where the hand-over made it
+// slower (docs/perf.md, "ahla's value side takes the key side's masked A"). bf16_out: the kernel's
+// output type where layout_by_output, else false.
+constexpr int a_tiles_for(Algebra algebra, bool normalized, bool decayed, int features, bool bf16_out) {
+  if (algebra != Algebra::ahla || decayed) return 0;
+  if (layout_by_output(algebra, normalized, decayed, features)) return bf16_out ? 1 : 0;
+  return 2;
 }
 // Chunks of input in shared memory: a chunk's buffers stay taken from the key side's start of it to
 // the value side's end of it (the key side runs up to two chunks ahead), the others loading.
 // The third order's three more tiles (its second key-side state and two of R) take one stage's room,
 // and so do the decayed copies, and ahla's A tiles where its vectors are there too.
-constexpr int stages_for(Algebra algebra, bool normalized, bool decayed, int features) {
-  return algebra == Algebra::hla3                                                         ? 4
-         : decayed || (normalized && a_tiles_for(algebra, normalized, decayed, features)) ? 5
-                                                                                          : 6;
+constexpr int stages_for(Algebra algebra, bool normalized, bool decayed, int features, bool bf16_out) {
+  return algebra == Algebra::hla3                                                                        ? 4
+         : decayed || (normalized && a_tiles_for(algebra, normalized, decayed, features, bf16_out) == 2) ? 5
+                                                                                                         : 6;
 }
 constexpr int vector_tiles = 8;  // 8 rows of a tile each: ones, ages, and the normalized sums' vectors
 constexpr int wide_vector_tiles = vector_tiles + 2;  // and a wide ahla head's second m and n
@@ -108,18 +117,19 @@ constexpr int barrier_bytes(int stages) {  // the kernel's static barriers, 8 by
 // Shared memory, in the order of Tiles: what every kernel uses (the third order three tiles more,
 // ahla two of A where a_tiles_for), then the vectors of the normalized ones, then the decayed copies
 // and the powers of the decaying ones (which keep the vectors' place, used or not).
-constexpr int shared_bytes(Algebra algebra, bool normalized, bool decayed, int features) {
-  const int more = algebra == Algebra::hla3 ? 3 : a_tiles_for(algebra, normalized, decayed, features) ? 2 : 0;
+constexpr int shared_bytes(Algebra algebra, bool normalized, bool decayed, int features, bool bf16_out) {
+  const int more =
+      algebra == Algebra::hla3 ? 3 : a_tiles_for(algebra, normalized, decayed, features, bf16_out);
   return wgmma::tile_alignment +
-         (3 * stages_for(algebra, normalized, decayed, features) + 4 + more) * wgmma::tile_bytes +
+         (3 * stages_for(algebra, normalized, decayed, features, bf16_out) + 4 + more) * wgmma::tile_bytes +
          2 * output_bytes + (normalized || decayed ? vector_tiles * vector_tile_bytes : 0) +
          (decayed ? 4 * wgmma::tile_bytes + powers_count * 4 : 0);
 }
 // With the kernel's static barriers (loaded, inputs_free, u_ready, u_free, out_staged, out_free: 8
 // bytes each), within Hopper's 227 KB.
-constexpr bool fits(Algebra algebra, bool normalized, bool decayed, int features) {
-  return shared_bytes(algebra, normalized, decayed, features) +
-             barrier_bytes(stages_for(algebra, normalized, decayed, features)) <=
+constexpr bool fits(Algebra algebra, bool normalized, bool decayed, int features, bool bf16_out) {
+  return shared_bytes(algebra, normalized, decayed, features, bf16_out) +
+             barrier_bytes(stages_for(algebra, normalized, decayed, features, bf16_out)) <=
          227 * 1024;
 }
 constexpr bool all_fit() {
@@ -127,7 +137,8 @@ constexpr bool all_fit() {
     for (const bool normalized : {false, true})
       for (const bool decayed : {false, true})
         for (const int features : {wgmma::width / 2, wgmma::width})
-          if (!fits(algebra, normalized, decayed, features)) return false;
+          for (const bool bf16_out : {false, true})
+            if (!fits(algebra, normalized, decayed, features, bf16_out)) return false;
   return true;
 }
 static_assert(all_fit(), "the fast path's shared memory exceeds Hopper's 227 KB");
@@ -158,9 +169,10 @@ __host__ __device__ constexpr bool outputs_in_tiles(bool third, WideRole wide, b
 // itself: a wide head's (12-37% faster), but for the unnormalized decayed ahla kernel, which then spills
 // and ran 14% slower (docs/perf.md, "the value side takes the key side's masked A"); hla2's second pass
 // always (its first warpgroup has nothing else to do); the 64-wide and narrow kernels where a_tiles_for.
-constexpr bool hands_over_a(Algebra algebra, WideRole role, bool normalized, bool decayed, int features) {
+constexpr bool hands_over_a(Algebra algebra, WideRole role, bool normalized, bool decayed, int features,
+                            bool bf16_out) {
   return role == WideRole::hla2_values || (role == WideRole::ahla && (normalized || !decayed)) ||
-         (role == WideRole::none && a_tiles_for(algebra, normalized, decayed, features));
+         (role == WideRole::none && a_tiles_for(algebra, normalized, decayed, features, bf16_out) > 0);
 }
 // A wide block's threads: the two sides and the producer warps; hla2_keys the key side and its producer.
 constexpr int wide_threads(WideRole role) {
@@ -193,7 +205,7 @@ constexpr int wide_shared_bytes(WideRole role, int stages, bool normalized, bool
              (normalized ? values_vector_tiles * vector_tile_bytes : 0) + (decayed ? powers : 0);
     default:
       return wgmma::tile_alignment + inputs +
-             (6 + (hands_over_a(Algebra::ahla, role, normalized, decayed, width) ? 2 : 0)) *
+             (6 + (hands_over_a(Algebra::ahla, role, normalized, decayed, width, false) ? 2 : 0)) *
                  wgmma::tile_bytes +
              staging + vectors + (decayed ? 3 * wgmma::tile_bytes + powers : 0);
   }
@@ -203,7 +215,7 @@ constexpr int keys_stages = 2;
 constexpr bool keys_fit_twice() {
   for (const bool decayed : {false, true})
     if (wide_shared_bytes(WideRole::hla2_keys, keys_stages, false, decayed, false) +
-            barrier_bytes(stages_for(Algebra::ahla, false, decayed, width)) >
+            barrier_bytes(stages_for(Algebra::ahla, false, decayed, width, false)) >
         113 * 1024)
       return false;
   return true;
@@ -211,7 +223,7 @@ constexpr bool keys_fit_twice() {
 static_assert(keys_fit_twice());
 constexpr bool wide_fits(WideRole role, int stages, bool normalized, bool decayed, bool bf16_out) {
   return wide_shared_bytes(role, stages, normalized, decayed, bf16_out) +
-             barrier_bytes(stages_for(Algebra::ahla, normalized, decayed, width)) <=
+             barrier_bytes(stages_for(Algebra::ahla, normalized, decayed, width, false)) <=
          227 * 1024;
 }
 // Three stages where they fit (a chunk's loads issued two ahead), else two: ahla's normalized forms but
@@ -232,7 +244,7 @@ static_assert(wide_all_fit() && wide_stages(WideRole::ahla, false, false, false)
               wide_stages(WideRole::ahla, true, false, true) == 3 &&
               wide_stages(WideRole::ahla, false, true, false) == 3 &&
               wide_stages(WideRole::hla2_values, true, false, false) == 3 &&
-              stages_for(Algebra::ahla, true, true, width) >= 3);
+              stages_for(Algebra::ahla, true, true, width, false) >= 3);
 
 // One chunk's inputs in shared memory; q2 and k2 the fourth and fifth tiles of a wide block's stage
 // (the second key half's Q and K, hla2_values' U; hla2_keys' stage is Q, K, Q2, K2, and its V one of
@@ -244,14 +256,14 @@ struct Chunk {
 
 // What a kernel keeps in shared memory (Tiles): its stages of inputs; hla3's tiles; a wide head's
 // role, and hla2_keys' key half; whether it is normalized or decayed; whether its outputs are bf16;
-// whether it has the A tiles (hands_over_a).
+// its A tiles (hands_over_a: two, or one, a_tiles_for; none where it forms A itself).
 struct Layout {
   int stages;
   bool third = false;
   WideRole wide = WideRole::none;
   bool normalized = false, decayed = false, bf16_out = false;
   bool second_half = false;  // hla2_keys: the block's key half is the second
-  bool hands_a = false;
+  int a_buffers = 0;
 };
 
 // The key side writes U (ahla X; hla3 Z and R) of chunk c, and its copies, into the buffers of c % 2,
@@ -261,6 +273,7 @@ struct Tiles {
   WideRole wide;           // a wide head's block (wide_shared_bytes)
   bool decayed;            // a wide head's: whether its kernel decays (hla2_values: seven tiles a chunk)
   bool second_half;        // hla2_keys: the block's key half is the second (V := K2)
+  int a_buffers;           // A's tiles where hands_over_a (two, or one: a_tiles_for), else 0
   bool out_tiles;          // outputs_in_tiles
   int out_buffers;         // chunks of outputs staged at once: two, four in tiles
   int staged_bytes;        // a chunk's staged outputs: float32 rows, a bf16 tile, a wide head's bf16 rows
@@ -286,6 +299,7 @@ struct Tiles {
         wide(layout.wide),
         decayed(layout.decayed),
         second_half(layout.second_half),
+        a_buffers(layout.a_buffers),
         out_tiles(outputs_in_tiles(layout.third, layout.wide, layout.bf16_out)),
         out_buffers(out_tiles ? max_out_buffers : 2),
         staged_bytes(wide == WideRole::hla2_keys                 ? 0
@@ -297,7 +311,7 @@ struct Tiles {
                          wgmma::tile_alignment)) {
     constexpr int elements = wgmma::tile_bytes / 2, vector_elements = vector_tile_bytes / 2;
     const bool is_wide = wide != WideRole::none, values = wide == WideRole::hla2_values;
-    const bool third = layout.third, normalized = layout.normalized, hands_a = layout.hands_a;
+    const bool third = layout.third, normalized = layout.normalized;
     state1 = inputs + per_stage() * stages * elements;
     state2 = state1 + elements;
     u_tiles = state2 + elements;
@@ -312,8 +326,7 @@ struct Tiles {
       a_tiles = state2b + 2 * elements;
       state1 = u_tiles = r_tiles = state3 = state1b = nullptr;
     }
-    outputs =
-        reinterpret_cast<unsigned char*>(third ? state3 + elements : a_tiles + (hands_a ? 2 : 0) * elements);
+    outputs = reinterpret_cast<unsigned char*>(third ? state3 + elements : a_tiles + a_buffers * elements);
     ones = reinterpret_cast<Bf*>(outputs + out_buffers * staged_bytes);
     ages = ones + vector_elements;
     vector2 = ages + vector_elements;
@@ -367,7 +380,9 @@ struct Tiles {
   __device__ int buffer(std::int64_t c) const { return wide == WideRole::hla2_keys ? 0 : c % 2; }
   __device__ Bf* u(std::int64_t c) const { return u_tiles + buffer(c) * (wgmma::tile_bytes / 2); }
   __device__ Bf* r(std::int64_t c) const { return r_tiles + (c % 2) * (wgmma::tile_bytes / 2); }
-  __device__ Bf* a(std::int64_t c) const { return a_tiles + (c % 2) * (wgmma::tile_bytes / 2); }
+  __device__ Bf* a(std::int64_t c) const {  // the A tile of chunk c % 2, or the one
+    return a_tiles + (a_buffers == 2 ? c % 2 : 0) * (wgmma::tile_bytes / 2);
+  }
   __device__ Bf* decayed_u(std::int64_t c) const {
     return decayed_u_tiles + buffer(c) * (wgmma::tile_bytes / 2);
   }
@@ -508,9 +523,10 @@ __device__ void load_vector(Column& c, const float* from) {
 enum class Pass { outputs, summary };
 // Whether the key side of a pass hands its masked A to the value side (the outputs pass only; the
 // summary pass's value side reads no A).
-template <bool Ahla, Pass pass, bool Normalized, bool Decayed, WideRole Wide, int Features>
-constexpr bool side_hands_a = (pass == Pass::outputs) && hands_over_a(Ahla ? Algebra::ahla : Algebra::hla2,
-                                                                      Wide, Normalized, Decayed, Features);
+template <bool Ahla, Pass pass, bool Normalized, bool Decayed, WideRole Wide, int Features, bool Bf16Out>
+constexpr bool side_hands_a = (pass == Pass::outputs) &&
+                              hands_over_a(Ahla ? Algebra::ahla : Algebra::hla2, Wide, Normalized, Decayed,
+                                           Features, Bf16Out);
 
 // A summary's or a carry's layout in floats: hla2 and ahla three matrices (a carry: two) and two
 // vectors; hla3 six matrices (S^K, P, F, S^Q, X, Y) and three vectors (m, eta, x), its carry three
@@ -737,7 +753,7 @@ struct Block {
 // Narrow heads (Features = narrow_width, d and dv up to 32): U (X) and the state 32 columns wide, and
 // the products over the features in two K slices.
 template <bool Ahla, Pass pass, bool Normalized, bool Decayed, bool Ridge, WideRole Wide = WideRole::none,
-          int Features = width>
+          int Features = width, bool Bf16Out = false>
 __device__ void key_side(const Block& b) {
   constexpr bool wide = Wide != WideRole::none, hla2_keys = Wide == WideRole::hla2_keys;
   static_assert(!wide ||
@@ -746,7 +762,10 @@ __device__ void key_side(const Block& b) {
   static_assert(Features == width || !wide);
   using FeatureColumns = wgmma::Accumulators<Features>;
   constexpr int slices = Features / 16;  // K slices of the products over the features
-  constexpr bool hands_a = side_hands_a<Ahla, pass, Normalized, Decayed, Wide, Features>;
+  constexpr bool hands_a = side_hands_a<Ahla, pass, Normalized, Decayed, Wide, Features, Bf16Out>;
+  constexpr bool one_a_tile =
+      hands_a && !wide &&
+      a_tiles_for(Ahla ? Algebra::ahla : Algebra::hla2, Normalized, Decayed, Features, Bf16Out) == 1;
   const Arguments& args = b.args;
   const Tiles& s = b.s;
   const bool leader = threadIdx.x == 0;  // issues the checkpoints' stores
@@ -880,10 +899,10 @@ __device__ void key_side(const Block& b) {
     clock.mark(phases::first);
     const wgmma::RowOperand masked = round_masked<Decayed>(a, a_factors);
     // The value side's products of chunk c - 2 have read the buffers of c % 2 (hands_a: A's buffer, which
-    // takes the operand now, while the products below need its registers anyway).
-    // hla2_keys: its one U tile, given back once the store of chunk c - 1 has read it.
+    // takes the operand now, while the products below need its registers anyway; with one A tile, those
+    // of chunk c - 1). hla2_keys: its one U tile, given back once the store of chunk c - 1 has read it.
     const auto wait_partner = [&] {
-      if (hla2_keys) {
+      if (hla2_keys || one_a_tile) {
         if (c >= 1) b.u_free[(c - 1) % 2].wait((c - 1) / 2 % 2);
       } else if (c >= 2) {
         b.u_free[c % 2].wait((c / 2 - 1) % 2);
@@ -958,14 +977,14 @@ __device__ void key_side(const Block& b) {
 // (normalized: n_h alike).
 // Narrow heads (Features = narrow_width): the outputs and the states 32 columns wide, as key_side's.
 template <bool Ahla, Pass pass, bool Normalized, bool Decayed, WideRole Wide = WideRole::none,
-          int Features = width>
+          int Features = width, bool Bf16Out = false>
 __device__ void value_side(const Block& b) {
   constexpr bool wide = Wide != WideRole::none;
   static_assert(!wide || (Ahla && pass == Pass::outputs && Wide == WideRole::ahla));
   static_assert(Features == width || !wide);
   using FeatureColumns = wgmma::Accumulators<Features>;
   constexpr int slices = Features / 16;
-  constexpr bool hands_a = side_hands_a<Ahla, pass, Normalized, Decayed, Wide, Features>;
+  constexpr bool hands_a = side_hands_a<Ahla, pass, Normalized, Decayed, Wide, Features, Bf16Out>;
   const Arguments& args = b.args;
   const Tiles& s = b.s;
   const bool leader = threadIdx.x == group_threads;  // issues the checkpoints' stores
@@ -1718,7 +1737,7 @@ __device__ void hla3_value_side(const Block& b) {
 // computing value half (hla2's first pass: key half) z of sequence-head h. Features: narrow_width for a
 // narrow head (hla2 and ahla, narrow_head).
 template <Algebra algebra, Pass pass, bool Normalized, bool Decayed, bool Ridge,
-          WideRole Wide = WideRole::none, int Features = width>
+          WideRole Wide = WideRole::none, int Features = width, bool Bf16Out = false>
 __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra == Algebra::hla3)
                                                          : wide_threads(Wide),
                                   Wide == WideRole::hla2_keys ? 2 : 1)
@@ -1727,9 +1746,12 @@ __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra =
                 const __grid_constant__ Arguments args) {
   extern __shared__ __align__(128) unsigned char shared[];
   constexpr bool third = algebra == Algebra::hla3;
-  constexpr int stages = stages_for(algebra, Normalized, Decayed, Features);
-  constexpr bool hands_a =
-      hands_over_a(algebra, Wide, Normalized, Decayed, Features);  // the layout's A tiles
+  constexpr int stages = stages_for(algebra, Normalized, Decayed, Features, Bf16Out);
+  // The layout's A tiles.
+  constexpr int a_buffers = !hands_over_a(algebra, Wide, Normalized, Decayed, Features, Bf16Out) ? 0
+                            : Wide == WideRole::none
+                                ? a_tiles_for(algebra, Normalized, Decayed, Features, Bf16Out)
+                                : 2;
   constexpr bool wide = Wide != WideRole::none;
   static_assert(!wide || algebra == Algebra::ahla);
   static_assert(Features == width || !wide);
@@ -1756,7 +1778,7 @@ __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra =
                                     .decayed = Decayed,
                                     .bf16_out = args.bf16_out,
                                     .second_half = wide && blockIdx.x % args.value_halves == 1,
-                                    .hands_a = hands_a}),
+                                    .a_buffers = a_buffers}),
                 .loaded = loaded,
                 .u_ready = u_ready,
                 .u_free = u_free,
@@ -1778,7 +1800,8 @@ __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra =
     // the features leave out and the state products' transposed operands read (rows of the states
     // past the features, zero) as do the checkpoints.
     auto* words = reinterpret_cast<std::uint32_t*>(shared);
-    for (int i = threadIdx.x; i < shared_bytes(algebra, Normalized, Decayed, Features) / 4; i += blockDim.x)
+    for (int i = threadIdx.x; i < shared_bytes(algebra, Normalized, Decayed, Features, Bf16Out) / 4;
+         i += blockDim.x)
       words[i] = 0;
     __syncthreads();
   }
@@ -1819,7 +1842,7 @@ __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra =
     } else if constexpr (Wide == WideRole::hla2_values) {
       weights_side<Normalized, Decayed>(b);
     } else {
-      key_side<ahla, pass, Normalized, Decayed, Ridge, Wide, Features>(b);
+      key_side<ahla, pass, Normalized, Decayed, Ridge, Wide, Features, Bf16Out>(b);
     }
   } else if constexpr (Wide == WideRole::hla2_keys) {
     keys_producer(b);
@@ -1829,7 +1852,7 @@ __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra =
     } else if constexpr (Wide == WideRole::hla2_values) {
       outputs_side<Normalized, Decayed>(b);
     } else {
-      value_side<ahla, pass, Normalized, Decayed, Wide, Features>(b);
+      value_side<ahla, pass, Normalized, Decayed, Wide, Features, Bf16Out>(b);
     }
   } else if constexpr (!third) {
     producer<pass>(b);
@@ -2115,16 +2138,17 @@ inline Arguments arguments_of(const FastLaunch& how, std::int64_t length, std::i
 
 // The kernel of `pass`, allowed its dynamic shared memory (Wide: the more of its two output types').
 template <Algebra algebra, Pass pass, bool Normalized, bool Decayed, bool Ridge,
-          WideRole Wide = WideRole::none, int Features = width>
+          WideRole Wide = WideRole::none, int Features = width, bool Bf16Out = false>
 auto forward_kernel() {
-  const auto kernel = fast_kernel<algebra, pass, Normalized, Decayed, Ridge, Wide, Features>;
+  const auto kernel = fast_kernel<algebra, pass, Normalized, Decayed, Ridge, Wide, Features, Bf16Out>;
   const auto wide_bytes = [](bool bf16_out) {
     return wide_shared_bytes(Wide, wide_stages(Wide, Normalized, Decayed, bf16_out), Normalized, Decayed,
                              bf16_out);
   };
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             Wide != WideRole::none ? std::max(wide_bytes(false), wide_bytes(true))
-                                                    : shared_bytes(algebra, Normalized, Decayed, Features)),
+                             Wide != WideRole::none
+                                 ? std::max(wide_bytes(false), wide_bytes(true))
+                                 : shared_bytes(algebra, Normalized, Decayed, Features, Bf16Out)),
         "cudaFuncSetAttribute");
   // The most shared memory a multiprocessor has, for hla2_keys' two blocks (the others' one block asks
   // for most of it anyway).
@@ -2164,14 +2188,14 @@ inline CUtensorMap output_tiles_map(const FastLaunch& how, bool third, std::int6
   return tma::tile_map(static_cast<const BFloat16*>(how.out), heads, length, how.value_dim);
 }
 
-template <Algebra algebra, bool Normalized, bool Decayed, bool Ridge, int Features>
+template <Algebra algebra, bool Normalized, bool Decayed, bool Ridge, int Features, bool Bf16Out>
 void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
             const BFloat16* k, const BFloat16* v, CUstream_st* stream) {
   tma::require_hopper();
   constexpr bool third = algebra == Algebra::hla3;
-  constexpr int shared = shared_bytes(algebra, Normalized, Decayed, Features);
+  constexpr int shared = shared_bytes(algebra, Normalized, Decayed, Features, Bf16Out);
   const auto outputs =
-      forward_kernel<algebra, Pass::outputs, Normalized, Decayed, Ridge, WideRole::none, Features>();
+      forward_kernel<algebra, Pass::outputs, Normalized, Decayed, Ridge, WideRole::none, Features, Bf16Out>();
   const std::int64_t chunks = (length + width - 1) / width;  // the last one may be short
   const Split split = split_sequences(heads, chunks);
   const CUtensorMap q_map = tma::tile_map(q, heads, length, how.key_dim),
@@ -2179,7 +2203,7 @@ void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, cons
                     v_map = tma::tile_map(v, heads, length, how.value_dim);
   const Arguments args = arguments_of(how, length, split.segment_chunks, split.segments);
   const auto summary =
-      forward_kernel<algebra, Pass::summary, Normalized, Decayed, Ridge, WideRole::none, Features>();
+      forward_kernel<algebra, Pass::summary, Normalized, Decayed, Ridge, WideRole::none, Features, Bf16Out>();
   launch_split(
       heads, split, summary_floats(third), carry_floats(third), stream,
       [&](unsigned blocks, const float* carries) {
@@ -2213,12 +2237,12 @@ void launch(const FastLaunch& how, std::int64_t heads, std::int64_t length, cons
 // carry kernel over the gathered summaries, every rank before it `slice_tokens` long), then the outputs
 // pass from it, one block per sequence-head (no split within the slice), writing the checkpoints of the
 // slice's chunks when asked (the backward across ranks reads them).
-template <Algebra algebra, bool Normalized, bool Decayed, bool Ridge, int Features>
+template <Algebra algebra, bool Normalized, bool Decayed, bool Ridge, int Features, bool Bf16Out>
 void launch_rank(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
                  const BFloat16* k, const BFloat16* v, const FastRank& rank, CUstream_st* stream) {
   tma::require_hopper();
   constexpr bool third = algebra == Algebra::hla3;
-  constexpr int shared = shared_bytes(algebra, Normalized, Decayed, Features);
+  constexpr int shared = shared_bytes(algebra, Normalized, Decayed, Features, Bf16Out);
   const std::int64_t chunks = (length + width - 1) / width;
   const auto with_maps = [&](const auto& run) {
     if (chunks == 0) return;
@@ -2234,8 +2258,8 @@ void launch_rank(const FastLaunch& how, std::int64_t heads, std::int64_t length,
       Arguments with = args;
       with.segments = 2;  // the slice is segment 0 of 2, the one summarized
       with.summaries = mine;
-      forward_kernel<algebra, Pass::summary, Normalized, Decayed, Ridge, WideRole::none,
-                     Features>()<<<static_cast<unsigned>(heads), threads_for(third), shared, stream>>>(
+      forward_kernel<algebra, Pass::summary, Normalized, Decayed, Ridge, WideRole::none, Features,
+                     Bf16Out>()<<<static_cast<unsigned>(heads), threads_for(third), shared, stream>>>(
           q_map, k_map, v_map, q_map, with);
       check_launch("fast kernel (rank summary)");
     });
@@ -2250,8 +2274,8 @@ void launch_rank(const FastLaunch& how, std::int64_t heads, std::int64_t length,
   args.carries = carry;
   args.carry_first = carry != nullptr;
   with_maps([&](const CUtensorMap& q_map, const CUtensorMap& k_map, const CUtensorMap& v_map) {
-    forward_kernel<algebra, Pass::outputs, Normalized, Decayed, Ridge, WideRole::none,
-                   Features>()<<<static_cast<unsigned>(heads), threads_for(third), shared, stream>>>(
+    forward_kernel<algebra, Pass::outputs, Normalized, Decayed, Ridge, WideRole::none, Features,
+                   Bf16Out>()<<<static_cast<unsigned>(heads), threads_for(third), shared, stream>>>(
         q_map, k_map, v_map, output_tiles_map(how, third, heads, length, q_map), args);
     check_launch("fast kernel (rank outputs)");
   });
@@ -2288,7 +2312,7 @@ void launch_wide(const FastLaunch& how, std::int64_t heads, std::int64_t length,
                  const BFloat16* k, const BFloat16* v, CUstream_st* stream) {
   static_assert(algebra != Algebra::hla3, "hla3's fast path is 64 wide");
   tma::require_hopper();
-  constexpr int shared = shared_bytes(algebra, Normalized, Decayed, width);
+  constexpr int shared = shared_bytes(algebra, Normalized, Decayed, width, false);  // float32 terms
   const auto kernel = forward_kernel<algebra, Pass::outputs, Normalized, Decayed, Ridge>();
   const std::int64_t chunks = (length + width - 1) / width, rows = heads * length;
   const StreamScratch nums(rows * width, stream), dens(Normalized ? rows : 1, stream);
@@ -2416,6 +2440,17 @@ void with_fast_kernel(const FastLaunch& how, const F& f) {
   }
 }
 
+// f.template operator()<Features, Bf16Out>() for the 64-wide or narrow kernel that `how` takes: its
+// products' width, and its output type where its layout depends on it (layout_by_output).
+template <Algebra algebra, bool Normalized, bool Decayed, class F>
+void with_layout(const FastLaunch& how, const F& f) {
+  if (narrow_head(how)) return f.template operator()<narrow_width, false>();
+  if constexpr (layout_by_output(algebra, Normalized, Decayed, width)) {
+    if (how.bf16_out) return f.template operator()<width, true>();
+  }
+  f.template operator()<width, false>();
+}
+
 }  // namespace
 
 void launch_fast(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
@@ -2436,9 +2471,9 @@ void launch_fast(const FastLaunch& how, std::int64_t heads, std::int64_t length,
     if constexpr (algebra != Algebra::hla3) {
       if (wide) return launch_wide<algebra, Normalized, Decayed, Ridge>(how, heads, length, q, k, v, stream);
     }
-    if (narrow_head(how))
-      return launch<algebra, Normalized, Decayed, Ridge, narrow_width>(how, heads, length, q, k, v, stream);
-    launch<algebra, Normalized, Decayed, Ridge, width>(how, heads, length, q, k, v, stream);
+    with_layout<algebra, Normalized, Decayed>(how, [&]<int Features, bool Bf16Out>() {
+      launch<algebra, Normalized, Decayed, Ridge, Features, Bf16Out>(how, heads, length, q, k, v, stream);
+    });
   });
 }
 
@@ -2448,10 +2483,10 @@ void launch_fast_rank(const FastLaunch& how, std::int64_t heads, std::int64_t le
   if (how.key_dim > width || how.value_dim > width)
     throw Error("fast path across ranks: heads up to 64 wide (a wider head's terms do not split)");
   with_fast_kernel(how, [&]<Algebra algebra, bool Normalized, bool Decayed, bool Ridge>() {
-    if (narrow_head(how))
-      return launch_rank<algebra, Normalized, Decayed, Ridge, narrow_width>(how, heads, length, q, k, v, rank,
-                                                                            stream);
-    launch_rank<algebra, Normalized, Decayed, Ridge, width>(how, heads, length, q, k, v, rank, stream);
+    with_layout<algebra, Normalized, Decayed>(how, [&]<int Features, bool Bf16Out>() {
+      launch_rank<algebra, Normalized, Decayed, Ridge, Features, Bf16Out>(how, heads, length, q, k, v, rank,
+                                                                          stream);
+    });
   });
 }
 
