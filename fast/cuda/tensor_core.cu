@@ -1735,7 +1735,8 @@ __device__ void hla3_value_side(const Block& b) {
 // some head's gamma is not 1 (the kernel takes any gamma, 1 included; without Decayed it skips the decay's
 // work). Ridge: hla2's ridge, gamma = 1. Wide: keys wider than 64 (WideRole), block h * value_halves + z
 // computing value half (hla2's first pass: key half) z of sequence-head h. Features: narrow_width for a
-// narrow head (hla2 and ahla, narrow_head).
+// narrow head (hla2 and ahla, narrow_head). Bf16Out: that the layout is the one for bf16 outputs, where
+// it depends on the output type (layout_by_output; either layout computes either type, at its speed).
 template <Algebra algebra, Pass pass, bool Normalized, bool Decayed, bool Ridge,
           WideRole Wide = WideRole::none, int Features = width, bool Bf16Out = false>
 __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra == Algebra::hla3)
