@@ -94,7 +94,8 @@ constexpr int a_tiles_for(Algebra algebra, bool normalized, bool decayed, int fe
 // Chunks of input in shared memory: a chunk's buffers stay taken from the key side's start of it to
 // the value side's end of it (the key side runs up to two chunks ahead), the others loading.
 // The third order's three more tiles (its second key-side state and two of R) take one stage's room,
-// and so do the decayed copies, and ahla's A tiles where its vectors are there too.
+// and so do the decayed copies, and ahla's two A tiles where its vectors are there too (one A tile
+// leaves the sixth stage room).
 constexpr int stages_for(Algebra algebra, bool normalized, bool decayed, int features, bool bf16_out) {
   return algebra == Algebra::hla3                                                                        ? 4
          : decayed || (normalized && a_tiles_for(algebra, normalized, decayed, features, bf16_out) == 2) ? 5
@@ -115,7 +116,7 @@ constexpr int barrier_bytes(int stages) {  // the kernel's static barriers, 8 by
 }
 
 // Shared memory, in the order of Tiles: what every kernel uses (the third order three tiles more,
-// ahla two of A where a_tiles_for), then the vectors of the normalized ones, then the decayed copies
+// ahla one or two of A, a_tiles_for), then the vectors of the normalized ones, then the decayed copies
 // and the powers of the decaying ones (which keep the vectors' place, used or not).
 constexpr int shared_bytes(Algebra algebra, bool normalized, bool decayed, int features, bool bf16_out) {
   const int more =
@@ -165,7 +166,7 @@ __host__ __device__ constexpr bool outputs_in_tiles(bool third, WideRole wide, b
   return bf16_out && !third && wide == WideRole::none;
 }
 
-// Whether a kernel's value side reads the key side's masked A from two tiles more instead of forming A
+// Whether a kernel's value side reads the key side's masked A from tiles more instead of forming A
 // itself: a wide head's (12-37% faster), but for the unnormalized decayed ahla kernel, which then spills
 // and ran 14% slower (docs/perf.md, "the value side takes the key side's masked A"); hla2's second pass
 // always (its first warpgroup has nothing else to do); the 64-wide and narrow kernels where a_tiles_for.
