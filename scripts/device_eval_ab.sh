@@ -5,7 +5,7 @@
 # last one short) of d = dv = D (64 unless given, a multiple of 8 up to 128; above 64 the hla3 case is
 # left out, the fast path's wide heads being hla2's and ahla's), q and k positive, are drawn with a fixed
 # seed and written as .npy by Python's struct (no numpy needed); each case runs both builds and compares
-# the files with cmp. The files live in a new temporary folder, removed at the end. Exit status: 0 when
+# the files with cmp, with float32 outputs and, where both builds take `--bf16-out`, bf16 ones. The files live in a new temporary folder, removed at the end. Exit status: 0 when
 # every case is equal, 1 when one differs or fails.
 set -u
 usage="usage: scripts/device_eval_ab.sh BEFORE AFTER [D] (two hla executables; D a multiple of 8 up to 128)"
@@ -36,21 +36,29 @@ for name in "qkv":
 EOF
 inputs="--q $folder/q.npy --k $folder/k.npy --v $folder/v.npy --impl gpu-fast --scalar f32"
 status=0
+outputs=("")
+if "$before" eval --help 2>&1 | grep -q -e --bf16-out && "$after" eval --help 2>&1 | grep -q -e --bf16-out; then
+  outputs+=("--bf16-out")
+else
+  echo "device_eval_ab: a build without --bf16-out: float32 outputs only"
+fi
 i=0
 for options in "--variant hla2" "--variant hla2 --ridge 1/2" "--variant hla2 --normalize --eps 1/4 --decay 63/64" \
   "--variant ahla --decay 7/8" "--variant ahla --normalize --eps 1/4" "--variant hla3 --decay 63/64"; do
   [ "$width" -gt 64 ] && [[ $options == *hla3* ]] && continue
-  i=$((i + 1))
-  # shellcheck disable=SC2086 # the options and inputs are words
-  if ! "$before" eval $options $inputs --out "$folder/before_$i.npy" ||
-    ! "$after" eval $options $inputs --out "$folder/after_$i.npy"; then
-    echo "device_eval_ab: $options: a run failed"
-    status=1
-  elif cmp -s "$folder/before_$i.npy" "$folder/after_$i.npy"; then
-    echo "device_eval_ab: $options: equal byte for byte"
-  else
-    echo "device_eval_ab: $options: the outputs differ"
-    status=1
-  fi
+  for output in "${outputs[@]}"; do
+    i=$((i + 1))
+    # shellcheck disable=SC2086 # the options and inputs are words
+    if ! "$before" eval $options $inputs $output --out "$folder/before_$i.npy" ||
+      ! "$after" eval $options $inputs $output --out "$folder/after_$i.npy"; then
+      echo "device_eval_ab: $options $output: a run failed"
+      status=1
+    elif cmp -s "$folder/before_$i.npy" "$folder/after_$i.npy"; then
+      echo "device_eval_ab: $options $output: equal byte for byte"
+    else
+      echo "device_eval_ab: $options $output: the outputs differ"
+      status=1
+    fi
+  done
 done
 exit $status

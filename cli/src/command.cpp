@@ -61,6 +61,7 @@ CommandLine::CommandLine() {
                    "scan, gpu-scan, gpu-fast: split the sequence in slices of these lengths, one a rank")
       ->delimiter(',');
   eval->add_option("--scalar", scalar, "exact | mpfr | f64 | f32 | modp")->required();
+  eval->add_flag("--bf16-out", request.bf16_out, "gpu-fast: the outputs in bf16, as its kernels write them");
   eval->add_option("--q", request.q_path, "queries [n, d], float64 or float32 .npy")->required();
   eval->add_option("--k", request.k_path, "keys [n, d]")->required();
   eval->add_option("--v", request.v_path, "values [n, dv]")->required();

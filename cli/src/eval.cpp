@@ -108,7 +108,7 @@ Matrix<T> evaluate_on_gpu(const EvalRequest& req, fast::Form form, const Sequenc
 template <class T>
 Matrix<T> evaluate_fast(const EvalRequest& req, const Sequence<T>& s) {
 #if defined(HLA_HAVE_CUDA)
-  if constexpr (std::is_same_v<T, float>) return fast::gpu::fast_outputs(req.spec, {s}, false).front();
+  if constexpr (std::is_same_v<T, float>) return fast::gpu::fast_outputs(req.spec, {s}, req.bf16_out).front();
 #endif
   (void)s;
   throw Error("unreachable: --impl gpu-fast with --scalar " + std::string(scalar_kind_name(req.scalar)));
@@ -181,7 +181,8 @@ Matrix<T> evaluate(const EvalRequest& req, fast::Form form, const Sequence<T>& s
         return reference::finish(req.spec,
                                  fast::gpu::ranks_terms(req.spec, form, {s}, slices, req.scan.chunk).front());
       if constexpr (std::is_same_v<T, float>) {
-        if (req.impl == gpu_fast) return fast::gpu::ranks_fast_outputs(req.spec, {s}, slices, false).front();
+        if (req.impl == gpu_fast)
+          return fast::gpu::ranks_fast_outputs(req.spec, {s}, slices, req.bf16_out).front();
       }
 #endif
       return reference::finish(req.spec, fast::ranks_terms(req.spec, form, s, slices, req.scan));
@@ -286,6 +287,8 @@ void run_eval(const EvalRequest& req) {
   }
   if (req.form && req.impl == fast::Implementation::gpu_fast)
     throw Error("--form: --impl gpu-fast has a single form");
+  if (req.bf16_out && req.impl != fast::Implementation::gpu_fast)
+    throw Error("--bf16-out: only --impl gpu-fast writes bf16 outputs");
   const fast::Form form = req.form.value_or(fast::default_form(req.spec, req.impl));
   fast::require_available(req.spec, req.impl, form);
   if (const auto reason = fast::unavailable(req.impl, req.scalar)) throw Error(*reason);

@@ -215,6 +215,7 @@ TEST_CASE("cli/options a variant does not have", "[cli]") {
   check_rejected(w, w.eval("--scalar f16"), "--scalar", "'f16' is not one of");
   check_rejected(w, w.eval("--impl reference --form published"), "--form",
                  "only applies to --impl streaming");
+  check_rejected(w, w.eval("--impl streaming --bf16-out"), "--bf16-out", "only --impl gpu-fast");
 }
 
 TEST_CASE("cli/missing required flag", "[cli]") {

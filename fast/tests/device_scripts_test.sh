@@ -2,8 +2,9 @@
 # scripts/device_ab.sh and scripts/device_eval_ab.sh (docs/gpu.md, "Device runs") without a GPU:
 # device_ab's table from two stand-ins for hla_bench_gpu (the rounds' mean, after / before, a new csv
 # each call, a failing build leaving nothing that looks complete); device_eval_ab's verdicts from two
-# stand-ins for `hla` that run the streaming form on the CPU (equal builds equal, a build that rounds
-# otherwise differs). Bad usage gets one line and status 2.
+# stand-ins for `hla` that run the streaming form on the CPU (equal builds equal with either output
+# type, a build that rounds otherwise differs, an older build without --bf16-out compared in float32
+# only). Bad usage gets one line and status 2.
 # Usage: device_scripts_test.sh SOURCE_DIR HLA
 set -u
 ab="$1/scripts/device_ab.sh" eval_ab="$1/scripts/device_eval_ab.sh" hla=$2
@@ -39,21 +40,33 @@ done
 message=$(OUT="" "$ab" 1 "$work/before" "$work/after" 2>&1)
 [ $? = 2 ] || fail "device_ab without OUT: '$message'"
 
-# Two `hla` stand-ins: the CPU's streaming form in place of the fast path, in float32 or float64.
+# Two `hla` stand-ins: the CPU's streaming form in place of the fast path, in float32 or float64 (their
+# --bf16-out outputs the float32 ones); and an older build, whose `eval --help` has no --bf16-out.
 for scalar in f32 f64; do
   cat > "$work/hla_$scalar" <<EOF
 #!/bin/bash
-args=("\${@/gpu-fast/streaming}")
+args=()
+for arg in "\$@"; do [ "\$arg" = --bf16-out ] || args+=("\${arg/gpu-fast/streaming}"); done
 exec "$hla" "\${args[@]/f32/$scalar}"
 EOF
   chmod +x "$work/hla_$scalar"
 done
+cat > "$work/hla_old" <<EOF
+#!/bin/bash
+if [ "\$*" = "eval --help" ]; then "$work/hla_f32" eval --help | grep -v -e --bf16-out; exit 0; fi
+exec "$work/hla_f32" "\$@"
+EOF
+chmod +x "$work/hla_old"
 report=$("$eval_ab" "$work/hla_f32" "$work/hla_f32") || fail "device_eval_ab, equal builds: status $?: $report"
-[ "$(echo "$report" | grep -c 'equal byte for byte')" = 6 ] || fail "device_eval_ab, equal builds: $report"
+[ "$(echo "$report" | grep -c 'equal byte for byte')" = 12 ] || fail "device_eval_ab, equal builds: $report"
+[ "$(echo "$report" | grep -c -e '--bf16-out: equal byte for byte')" = 6 ] || fail "device_eval_ab, bf16: $report"
 report=$("$eval_ab" "$work/hla_f32" "$work/hla_f64") && fail "device_eval_ab passed builds that differ"
-[ "$(echo "$report" | grep -c 'the outputs differ')" = 6 ] || fail "device_eval_ab, differing builds: $report"
+[ "$(echo "$report" | grep -c 'the outputs differ')" = 12 ] || fail "device_eval_ab, differing builds: $report"
 report=$("$eval_ab" "$work/hla_f32" "$work/hla_f32" 128) || fail "device_eval_ab, d = 128: status $?: $report"
-[ "$(echo "$report" | grep -c 'equal byte for byte')" = 5 ] || fail "device_eval_ab, d = 128: $report"
+[ "$(echo "$report" | grep -c 'equal byte for byte')" = 10 ] || fail "device_eval_ab, d = 128: $report"
+report=$("$eval_ab" "$work/hla_old" "$work/hla_f32") || fail "device_eval_ab, an older build: status $?: $report"
+[ "$(echo "$report" | grep -c 'equal byte for byte')" = 6 ] && echo "$report" | grep -q "float32 outputs only" ||
+  fail "device_eval_ab, an older build: $report"
 message=$("$eval_ab" "$work/hla_f32" 2>&1)
 [ $? = 2 ] && [ "$(echo "$message" | wc -l)" = 1 ] || fail "device_eval_ab with one build: '$message'"
 message=$("$eval_ab" "$work/hla_f32" "$work/hla_f32" 100 2>&1)

@@ -21,6 +21,9 @@ struct EvalRequest {
   int ranks = 0;
   std::vector<Index> slices;
   ScalarKind scalar = ScalarKind::exact;
+  // --bf16-out: --impl gpu-fast's outputs in bf16, as its kernels write them (the file holds their
+  // float64 values); else in float32.
+  bool bf16_out = false;
   std::string q_path, k_path, v_path, out_path;
   // --grad dO.npy: also the gradients of <dO, O> into dq_path, dk_path, dv_path (docs/gradients.md).
   std::string grad_path, dq_path, dk_path, dv_path;
