@@ -455,6 +455,22 @@ TEST_CASE("cli/eval on the GPU or a one-line reason why not", "[cli]") {
     }
 #endif
     if (unavailable) check_rejected(w, r, "--impl gpu-fast", "");
+    // --bf16-out: the fast path's bf16 outputs, gpu::fast_outputs' values (the same inputs, unsplit).
+    const Run r16 =
+        w.eval("--variant ahla --normalize --eps 1/4 --impl gpu-fast --scalar f32 --bf16-out --q " +
+               w.path("fq.npy") + " --k " + w.path("fk.npy") + " --v " + w.path("fv.npy"));
+#if defined(HLA_HAVE_CUDA)
+    if (!unavailable) {
+      INFO(r16.err);
+      REQUIRE(r16.status == 0);
+      const OperatorSpec spec{.variant = Variant::ahla, .normalize = true, .eps = Rational(1, 4)};
+      const Matrix<float> want = fast::gpu::fast_outputs(spec, {s}, true).front();
+      const io::NpyMatrix got = io::read_npy_matrix(w.path("out.npy"));
+      REQUIRE((got.rows == n && got.cols == d));
+      for (Index j = 0; j < n * d; ++j) CHECK(got.values[j] == double(want(j / d, j % d)));
+    }
+#endif
+    if (unavailable) check_rejected(w, r16, "--impl gpu-fast", "");
   }
   check_rejected(w, w.eval("--variant hla2 --impl gpu --scalar exact"), "--impl gpu",
                  unavailable ? "" : "no GPU form");
