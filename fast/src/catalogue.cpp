@@ -339,7 +339,7 @@ std::string implementation_summary(Implementation impl) {
              ", d and dv multiples of " + std::to_string(fast_width_step) + " up to " +
              std::to_string(fast_width) +
              ", any n (the last chunk of 64 may be short); inputs rounded to bf16, sums in "
-             "float32 (--scalar f32); hla2 and ahla up to " +
+             "float32 (--scalar f32), outputs in float32 or, with --bf16-out, bf16; hla2 and ahla up to " +
              std::to_string(fast_wide_width) +
              " (ahla's keys in one pass per value half, hla2's in two passes; values alone wider by "
              "their halves); --grad too (hla2 and ahla, up to " +
