@@ -175,6 +175,14 @@ constexpr bool hands_over_a(Algebra algebra, WideRole role, bool normalized, boo
   return role == WideRole::hla2_values || (role == WideRole::ahla && (normalized || !decayed)) ||
          (role == WideRole::none && a_tiles_for(algebra, normalized, decayed, features, bf16_out) > 0);
 }
+// The A tiles in a kernel's layout (Tiles::a_buffers): a wide head's two where it hands A over, else
+// a_tiles_for.
+constexpr int a_buffers_for(Algebra algebra, WideRole role, bool normalized, bool decayed, int features,
+                            bool bf16_out) {
+  if (role != WideRole::none)
+    return hands_over_a(algebra, role, normalized, decayed, features, bf16_out) ? 2 : 0;
+  return a_tiles_for(algebra, normalized, decayed, features, bf16_out);
+}
 // A wide block's threads: the two sides and the producer warps; hla2_keys the key side and its producer.
 constexpr int wide_threads(WideRole role) {
   return role == WideRole::hla2_keys ? group_threads + 32 : threads_for(false);
@@ -206,8 +214,7 @@ constexpr int wide_shared_bytes(WideRole role, int stages, bool normalized, bool
              (normalized ? values_vector_tiles * vector_tile_bytes : 0) + (decayed ? powers : 0);
     default:
       return wgmma::tile_alignment + inputs +
-             (6 + (hands_over_a(Algebra::ahla, role, normalized, decayed, width, false) ? 2 : 0)) *
-                 wgmma::tile_bytes +
+             (6 + a_buffers_for(Algebra::ahla, role, normalized, decayed, width, false)) * wgmma::tile_bytes +
              staging + vectors + (decayed ? 3 * wgmma::tile_bytes + powers : 0);
   }
 }
@@ -284,8 +291,8 @@ struct Tiles {
   Bf *r_tiles, *state3;    // hla3: two of R, and P (the key side's second state)
   Bf *state1b, *state2b;   // a wide head's P and E of the second key half (in R's room; hla2_values:
                            // two copies each of F_0 in state2, F_1 in state2b)
-  Bf* a_tiles;             // two of the key side's masked A where hands_over_a (64-wide and narrow
-                           // kernels: in R's room)
+  Bf* a_tiles;             // a_buffers of the key side's masked A where hands_over_a (64-wide and
+                           // narrow kernels: in R's room)
   unsigned char* outputs;  // out_buffers chunks' outputs on their way to device memory
   // Normalized: row 0 of each: ones, ages (g^(64 - tau)); hla2: f (with F); ahla: n (with E), m
   // (with P), two of x, two of D x; a wide head's m and n of the second key half.
@@ -764,9 +771,8 @@ __device__ void key_side(const Block& b) {
   using FeatureColumns = wgmma::Accumulators<Features>;
   constexpr int slices = Features / 16;  // K slices of the products over the features
   constexpr bool hands_a = side_hands_a<Ahla, pass, Normalized, Decayed, Wide, Features, Bf16Out>;
-  constexpr bool one_a_tile =
-      hands_a && !wide &&
-      a_tiles_for(Ahla ? Algebra::ahla : Algebra::hla2, Normalized, Decayed, Features, Bf16Out) == 1;
+  constexpr bool one_a_tile = hands_a && a_buffers_for(Ahla ? Algebra::ahla : Algebra::hla2, Wide, Normalized,
+                                                       Decayed, Features, Bf16Out) == 1;
   const Arguments& args = b.args;
   const Tiles& s = b.s;
   const bool leader = threadIdx.x == 0;  // issues the checkpoints' stores
@@ -1749,11 +1755,7 @@ __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra =
   extern __shared__ __align__(128) unsigned char shared[];
   constexpr bool third = algebra == Algebra::hla3;
   constexpr int stages = stages_for(algebra, Normalized, Decayed, Features, Bf16Out);
-  // The layout's A tiles.
-  constexpr int a_buffers = !hands_over_a(algebra, Wide, Normalized, Decayed, Features, Bf16Out) ? 0
-                            : Wide == WideRole::none
-                                ? a_tiles_for(algebra, Normalized, Decayed, Features, Bf16Out)
-                                : 2;
+  constexpr int a_buffers = a_buffers_for(algebra, Wide, Normalized, Decayed, Features, Bf16Out);
   constexpr bool wide = Wide != WideRole::none;
   static_assert(!wide || algebra == Algebra::ahla);
   static_assert(Features == width || !wide);
