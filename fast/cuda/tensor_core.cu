@@ -70,10 +70,29 @@ enum class Algebra { hla2, ahla, hla3 };
 constexpr int width = wgmma::width;  // C, and the tiles' d and dv (narrower heads zero-padded)
 constexpr int group_threads = 128;   // a warpgroup
 constexpr int threads = 2 * group_threads;  // the key side and the value side
-// hla2 and ahla: and two producer warps, one issuing the loads and one the stores (producer below);
-// hla3's kernels (199-250 registers a thread, where 288 threads allow 224) keep two warpgroups.
+// hla2 and ahla: and a producer warpgroup, whose first warp issues the loads and second the stores
+// (producer below; the other two have nothing to do); hla3's kernels (199-250 registers a thread, where
+// a third warpgroup would allow 168) keep two warpgroups.
 constexpr int threads_for(bool third) {
-  return third ? threads : threads + 64;
+  return third ? threads : threads + group_threads;
+}
+// The registers of hla2's and ahla's three warpgroups: the launch gives each thread 168 (65,536 a
+// multiprocessor over 384 threads, in steps of 8), and the producer warpgroup gives all but 40 to the
+// two sides (setmaxnreg), which then have 232 each: the sides' accumulators, which at 168 spilled or
+// held back the products of the normalized and decayed kernels (docs/perf.md, "the registers to the
+// two sides").
+constexpr int launch_registers = 65536 / threads_for(false) / 8 * 8;
+constexpr int producer_registers = 40, side_registers = 232;
+static_assert(2 * side_registers + producer_registers <= 3 * launch_registers);
+// setmaxnreg, run by every warp of the calling warpgroup: down to (release) or up to (claim) `count`
+// registers a thread.
+template <int count>
+__device__ void release_registers() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(count));
+}
+template <int count>
+__device__ void claim_registers() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(count));
 }
 // Whether a 64-wide or narrow kernel's layout depends on its output type (bf16_out below: a kernel of
 // each): ahla's normalized kernel at d = 64 without decay (a_tiles_for).
@@ -1840,7 +1859,11 @@ __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra =
   }
   publish_shared();
   constexpr bool ahla = algebra == Algebra::ahla;
+  // Each role's registers where it has a producer warpgroup, within its own branch (ptxas holds code
+  // where the roles' paths join to the least of their counts).
+  constexpr bool shares_registers = !third && Wide != WideRole::hla2_keys;
   if (threadIdx.x < group_threads) {
+    if constexpr (shares_registers) claim_registers<side_registers>();
     if constexpr (third) {
       hla3_key_side<pass, Normalized, Decayed, Features>(b);
     } else if constexpr (Wide == WideRole::hla2_values) {
@@ -1851,6 +1874,7 @@ __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra =
   } else if constexpr (Wide == WideRole::hla2_keys) {
     keys_producer(b);
   } else if (threadIdx.x < threads) {
+    if constexpr (shares_registers) claim_registers<side_registers>();
     if constexpr (third) {
       hla3_value_side<pass, Normalized, Decayed, Features>(b);
     } else if constexpr (Wide == WideRole::hla2_values) {
@@ -1859,7 +1883,8 @@ __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra =
       value_side<ahla, pass, Normalized, Decayed, Wide, Features, Bf16Out>(b);
     }
   } else if constexpr (!third) {
-    producer<pass>(b);
+    release_registers<producer_registers>();
+    if (threadIdx.x < threads + 64) producer<pass>(b);
   }
 }
 
