@@ -202,7 +202,8 @@ constexpr int a_buffers_for(Algebra algebra, WideRole role, bool normalized, boo
     return hands_over_a(algebra, role, normalized, decayed, features, bf16_out) ? 2 : 0;
   return a_tiles_for(algebra, normalized, decayed, features, bf16_out);
 }
-// A wide block's threads: the two sides and the producer warps; hla2_keys the key side and its producer.
+// A wide block's threads: the two sides and the producer warpgroup; hla2_keys the key side and its
+// producer warp.
 constexpr int wide_threads(WideRole role) {
   return role == WideRole::hla2_keys ? group_threads + 32 : threads_for(false);
 }
