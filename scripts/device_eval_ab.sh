@@ -5,8 +5,9 @@
 # last one short) of d = dv = D (64 unless given, a multiple of 8 up to 128; above 64 the hla3 case is
 # left out, the fast path's wide heads being hla2's and ahla's), q and k positive, are drawn with a fixed
 # seed and written as .npy by Python's struct (no numpy needed); each case runs both builds and compares
-# the files with cmp, with float32 outputs and, where both builds take `--bf16-out`, bf16 ones. The files live in a new temporary folder, removed at the end. Exit status: 0 when
-# every case is equal, 1 when one differs or fails.
+# the files with cmp, with float32 outputs and, where both builds take `--bf16-out`, bf16 ones. The
+# files live in a new temporary folder, removed at the end. Exit status: 0 when every case is equal, 1
+# when one differs or fails.
 set -u
 usage="usage: scripts/device_eval_ab.sh BEFORE AFTER [D] (two hla executables; D a multiple of 8 up to 128)"
 if [ $# -lt 2 ] || [ $# -gt 3 ] || [ ! -x "$1" ] || [ ! -x "$2" ]; then

@@ -1885,7 +1885,7 @@ __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra =
     }
   } else if constexpr (!third) {
     release_registers<producer_registers>();
-    if (threadIdx.x < threads + 64) producer<pass>(b);
+    if (threadIdx.x < threads + 64) producer<pass>(b);  // its first two warps; the others are done
   }
 }
 
