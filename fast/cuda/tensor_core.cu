@@ -101,22 +101,26 @@ constexpr bool layout_by_output(Algebra algebra, bool normalized, bool decayed, 
 }
 // The tiles from which the value side of a 64-wide or narrow kernel (features: 64 or 32 wide products)
 // reads the key side's masked A instead of forming A itself (hands_over_a), none where it forms it:
-// ahla's without decay, two (chunks c % 2); but the normalized kernel at d = 64 one with bf16 outputs
-// (two would take it down to five stages) and none with float32 ones, where the hand-over made it
-// slower (docs/perf.md, "ahla's value side takes the key side's masked A"). bf16_out: the kernel's
-// output type where layout_by_output, else false.
+// ahla's without decay and its narrow decayed ones, two (chunks c % 2); but the normalized kernel at
+// d = 64 one with bf16 outputs (two would take it down to five stages) and none with float32 ones,
+// where the hand-over made it slower (docs/perf.md, "ahla's value side takes the key side's masked A");
+// the 64-wide decayed ones none (they would have four stages; "ahla's decayed kernels take the key
+// side's masked A"). bf16_out: the kernel's output type where layout_by_output, else false.
 constexpr int a_tiles_for(Algebra algebra, bool normalized, bool decayed, int features, bool bf16_out) {
-  if (algebra != Algebra::ahla || decayed) return 0;
+  if (algebra != Algebra::ahla) return 0;
+  if (decayed) return features < wgmma::width ? 2 : 0;
   if (layout_by_output(algebra, normalized, decayed, features)) return bf16_out ? 1 : 0;
   return 2;
 }
 // Chunks of input in shared memory: a chunk's buffers stay taken from the key side's start of it to
 // the value side's end of it (the key side runs up to two chunks ahead), the others loading.
 // The third order's three more tiles (its second key-side state and two of R) take one stage's room,
-// and so do the decayed copies, and ahla's two A tiles where its vectors are there too (one A tile
-// leaves the sixth stage room).
+// and so do the decayed copies, and ahla's two A tiles where its vectors or the decayed copies are there
+// too (one A tile leaves the sixth stage room).
 constexpr int stages_for(Algebra algebra, bool normalized, bool decayed, int features, bool bf16_out) {
-  return algebra == Algebra::hla3                                                                        ? 4
+  return algebra == Algebra::hla3 ||
+                 (decayed && a_tiles_for(algebra, normalized, decayed, features, bf16_out) == 2)
+             ? 4
          : decayed || (normalized && a_tiles_for(algebra, normalized, decayed, features, bf16_out) == 2) ? 5
                                                                                                          : 6;
 }
@@ -186,12 +190,13 @@ __host__ __device__ constexpr bool outputs_in_tiles(bool third, WideRole wide, b
 }
 
 // Whether a kernel's value side reads the key side's masked A from tiles more instead of forming A
-// itself: a wide head's (12-37% faster), but for the unnormalized decayed ahla kernel, which then spills
-// and ran 14% slower (docs/perf.md, "the value side takes the key side's masked A"); hla2's second pass
-// always (its first warpgroup has nothing else to do); the 64-wide and narrow kernels where a_tiles_for.
+// itself: a wide head's (12-37% faster; the unnormalized decayed kernel 22%, once the two sides had the
+// registers for it: docs/perf.md, "the value side takes the key side's masked A" and "ahla's decayed
+// kernels take the key side's masked A"); hla2's second pass always (its first warpgroup has nothing else
+// to do); the 64-wide and narrow kernels where a_tiles_for.
 constexpr bool hands_over_a(Algebra algebra, WideRole role, bool normalized, bool decayed, int features,
                             bool bf16_out) {
-  return role == WideRole::hla2_values || (role == WideRole::ahla && (normalized || !decayed)) ||
+  return role == WideRole::hla2_values || role == WideRole::ahla ||
          (role == WideRole::none && a_tiles_for(algebra, normalized, decayed, features, bf16_out) > 0);
 }
 // The A tiles in a kernel's layout (Tiles::a_buffers): a wide head's two where it hands A over, else
@@ -270,7 +275,7 @@ constexpr bool wide_all_fit() {
 }
 static_assert(wide_all_fit() && wide_stages(WideRole::ahla, false, false, false) == 3 &&
               wide_stages(WideRole::ahla, true, false, true) == 3 &&
-              wide_stages(WideRole::ahla, false, true, false) == 3 &&
+              wide_stages(WideRole::ahla, false, true, true) == 3 &&
               wide_stages(WideRole::hla2_values, true, false, false) == 3 &&
               stages_for(Algebra::ahla, true, true, width, false) >= 3);
 
