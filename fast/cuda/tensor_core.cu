@@ -776,7 +776,8 @@ struct Block {
 //   ahla: A, X = diag(g^tau) Q P + (A . L_g) V, P = g^64 P + (D K)^T V (x = diag(g^tau) Q m + A 1,
 //   m = g^64 m + K^T (D 1)).
 // It rounds U (X) and its decayed copy D^2 U (D X) into the buffers of c % 2 for the value side, and
-// where hands_over_a (ahla's undecayed 64-wide and narrow kernels, a_tiles_for) its bf16(A . L_g) too.
+// where hands_over_a (ahla's narrow kernels and its undecayed 64-wide ones, a_tiles_for) its
+// bf16(A . L_g) too.
 // Wide (ahla, keys wider than 64, one value half V^z): the features in halves 0 and 1 (Chunk's q, k
 // and q2, k2), A = Q^0 (K^0)^T + Q^1 (K^1)^T, X = diag(g^tau) (Q^0 P_0 + Q^1 P_1) + (A . L_g) V^z,
 // P_h = g^64 P_h + (K^h)^T (D V^z) (normalized: m_h alike); the outputs pass from zero only. It
