@@ -260,8 +260,8 @@ constexpr bool wide_fits(WideRole role, int stages, bool normalized, bool decaye
          227 * 1024;
 }
 // Three stages where they fit (a chunk's loads issued two ahead), else two: ahla's normalized forms but
-// with bf16 outputs undecayed, and hla2's second pass with decay but with bf16 outputs unnormalized;
-// hla2_keys keys_stages.
+// with bf16 outputs undecayed, its unnormalized decayed one with float32 outputs, and hla2's second pass
+// with decay but with bf16 outputs unnormalized; hla2_keys keys_stages.
 constexpr int wide_stages(WideRole role, bool normalized, bool decayed, bool bf16_out) {
   if (role == WideRole::hla2_keys) return keys_stages;
   return wide_fits(role, 3, normalized, decayed, bf16_out) ? 3 : 2;
@@ -276,6 +276,7 @@ constexpr bool wide_all_fit() {
 static_assert(wide_all_fit() && wide_stages(WideRole::ahla, false, false, false) == 3 &&
               wide_stages(WideRole::ahla, true, false, true) == 3 &&
               wide_stages(WideRole::ahla, false, true, true) == 3 &&
+              wide_stages(WideRole::ahla, false, true, false) == 2 &&
               wide_stages(WideRole::hla2_values, true, false, false) == 3 &&
               stages_for(Algebra::ahla, true, true, width, false) >= 3);
 
