@@ -118,11 +118,10 @@ constexpr int a_tiles_for(Algebra algebra, bool normalized, bool decayed, int fe
 // and so do the decayed copies, and ahla's two A tiles where its vectors or the decayed copies are there
 // too (one A tile leaves the sixth stage room).
 constexpr int stages_for(Algebra algebra, bool normalized, bool decayed, int features, bool bf16_out) {
-  return algebra == Algebra::hla3 ||
-                 (decayed && a_tiles_for(algebra, normalized, decayed, features, bf16_out) == 2)
-             ? 4
-         : decayed || (normalized && a_tiles_for(algebra, normalized, decayed, features, bf16_out) == 2) ? 5
-                                                                                                         : 6;
+  const bool two_a_tiles = a_tiles_for(algebra, normalized, decayed, features, bf16_out) == 2;
+  return algebra == Algebra::hla3 || (decayed && two_a_tiles) ? 4
+         : decayed || (normalized && two_a_tiles)             ? 5
+                                                              : 6;
 }
 constexpr int vector_tiles = 8;  // 8 rows of a tile each: ones, ages, and the normalized sums' vectors
 constexpr int wide_vector_tiles = vector_tiles + 2;  // and a wide ahla head's second m and n
