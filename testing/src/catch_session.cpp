@@ -12,7 +12,12 @@ namespace hla::testing {
 
 int run_catch(int argc, char* argv[]) {
   set_program_name(argc > 0 ? argv[0] : "test");
-  return Catch::Session().run(argc, argv);
+  Catch::Session session;
+  if (const int status = session.applyCommandLine(argc, argv); status != 0) return status;
+  // A test name or tag that matches no test case fails (exit status 2) rather than passing with none run.
+  auto& config = session.configData();
+  config.warnings = static_cast<Catch::WarnAbout::What>(config.warnings | Catch::WarnAbout::NoTests);
+  return session.run();
 }
 
 int run_catch_unless(int argc, char* argv[], const std::optional<std::string>& skip_reason) {
