@@ -171,12 +171,21 @@ static_assert(all_fit(), "the fast path's shared memory exceeds Hopper's 227 KB"
 //   ahla: value half z of an ahla head, both sides over both key halves (launch_value_halves);
 //   hla2_keys: hla2's first pass, key half x of U (and with decay of D^2 U): ahla's key side with V :=
 //     K^x, its rows stored to a bf16 scratch [heads, n, 128] (with decay 256: D^2 U at 128) by the
-//     producer warp, which is the block's only other warp, two blocks a multiprocessor;
+//     producer warp, which is the block's only other warp, two blocks a multiprocessor; hla3's first
+//     pass too, whose Z is hla2's U (its copy D^3 Z: Arguments::weight_power);
+//   hla3_r: hla3's second pass, value half z of R = diag(g^tau) (Q^0 P_0 + Q^1 P_1) + (A . L_g) V^z:
+//     the wide ahla key side's X itself, stored to a scratch by a producer warp as hla2_keys' U is,
+//     one block a multiprocessor (its five tiles a stage);
 //   hla2_values: hla2's second pass, value half z of the outputs from that scratch: the first warpgroup
 //     forms W = (Q^0 (U^0)^T + Q^1 (U^1)^T) . L_g^2 and the states F_h (weights_side), the value side
 //     the outputs (outputs_side), as the wide ahla value side would with K := U, X := V^z and the
-//     powers of g^2 (launch_hla2_halves).
-enum class WideRole { none, ahla, hla2_keys, hla2_values };
+//     powers of g^2 (launch_hla2_halves); hla3's third pass with K := Z, V^z := R^z and the powers of g^3
+//     (launch_hla3_halves).
+enum class WideRole { none, ahla, hla2_keys, hla3_r, hla2_values };
+// The roles whose block is the key side and a producer warp that stores its rows (U, Z or R).
+__host__ __device__ constexpr bool keys_pass(WideRole role) {
+  return role == WideRole::hla2_keys || role == WideRole::hla3_r;
+}
 
 // Whether a kernel stages its outputs as 128-byte-swizzled bf16 tiles (wgmma::round_to_tile: the lanes
 // of a warp's store in distinct banks, where rows of 64 bf16 put eight rows' lanes in the same four),
@@ -206,14 +215,14 @@ constexpr int a_buffers_for(Algebra algebra, WideRole role, bool normalized, boo
     return hands_over_a(algebra, role, normalized, decayed, features, bf16_out) ? 2 : 0;
   return a_tiles_for(algebra, normalized, decayed, features, bf16_out);
 }
-// A wide block's threads: the two sides and the producer warpgroup; hla2_keys the key side and its
+// A wide block's threads: the two sides and the producer warpgroup; keys_pass the key side and its
 // producer warp.
 constexpr int wide_threads(WideRole role) {
-  return role == WideRole::hla2_keys ? group_threads + 32 : threads_for(false);
+  return keys_pass(role) ? group_threads + 32 : threads_for(false);
 }
 // A wide block's input tiles a chunk: Q, K (hla2_values: U) of both key halves and V (the value half;
-// hla2_keys: none, V := K^x being the K tile of its half); hla2_values with decay D^2 U of both halves
-// too.
+// hla2_keys: none, V := K^x being the K tile of its half; hla3_r: V^z, its value half); hla2_values with
+// decay D^2 U of both halves too.
 constexpr int wide_inputs(WideRole role, bool decayed) {
   return role == WideRole::hla2_keys ? 4 : role == WideRole::hla2_values && decayed ? 7 : 5;
 }
@@ -222,7 +231,7 @@ constexpr int wide_inputs(WideRole role, bool decayed) {
 //     masked A (hands_over_a), the outputs' two staging buffers in the outputs' type, ten vector tiles
 //     when normalized, and with decay D V, two of D X and the powers;
 //   hla2_keys: S_0x, S_1x, one of U (the producer stores it before the next chunk's), and with decay
-//     one of D^2 U, D K^x and the powers;
+//     one of D^2 U, D K^x and the powers; hla3_r the same layout (P_0, P_1, R; D V; its D^2 U unused);
 //   hla2_values: two copies each of the states F_0, F_1, two of W, the staging buffers, when normalized
 //     six vector tiles (ones, ages, two copies each of f_0, f_1), and with decay the powers.
 constexpr int wide_shared_bytes(WideRole role, int stages, bool normalized, bool decayed, bool bf16_out) {
@@ -231,6 +240,7 @@ constexpr int wide_shared_bytes(WideRole role, int stages, bool normalized, bool
             vectors = normalized ? wide_vector_tiles * vector_tile_bytes : 0, powers = powers_count * 4;
   switch (role) {
     case WideRole::hla2_keys:
+    case WideRole::hla3_r:
       return wgmma::tile_alignment + inputs + 3 * wgmma::tile_bytes +
              (decayed ? 2 * wgmma::tile_bytes + powers : 0);
     case WideRole::hla2_values:
@@ -266,10 +276,10 @@ constexpr int wide_stages(WideRole role, bool normalized, bool decayed, bool bf1
   return wide_fits(role, 3, normalized, decayed, bf16_out) ? 3 : 2;
 }
 constexpr bool wide_all_fit() {
-  for (const WideRole role : {WideRole::ahla, WideRole::hla2_keys, WideRole::hla2_values})
+  for (const WideRole role : {WideRole::ahla, WideRole::hla2_keys, WideRole::hla3_r, WideRole::hla2_values})
     for (const bool normalized : {false, true})
       for (const bool decayed : {false, true})
-        if (!wide_fits(role, 2, normalized && role != WideRole::hla2_keys, decayed, false)) return false;
+        if (!wide_fits(role, 2, normalized && !keys_pass(role), decayed, false)) return false;
   return true;
 }
 static_assert(wide_all_fit() && wide_stages(WideRole::ahla, false, false, false) == 3 &&
@@ -277,6 +287,7 @@ static_assert(wide_all_fit() && wide_stages(WideRole::ahla, false, false, false)
               wide_stages(WideRole::ahla, false, true, true) == 3 &&
               wide_stages(WideRole::ahla, false, true, false) == 2 &&
               wide_stages(WideRole::hla2_values, true, false, false) == 3 &&
+              wide_stages(WideRole::hla3_r, false, true, false) == 3 &&
               stages_for(Algebra::ahla, true, true, width, false) >= 3);
 
 // One chunk's inputs in shared memory; q2 and k2 the fourth and fifth tiles of a wide block's stage
@@ -335,7 +346,7 @@ struct Tiles {
         a_buffers(layout.a_buffers),
         out_tiles(outputs_in_tiles(layout.third, layout.wide, layout.bf16_out)),
         out_buffers(out_tiles ? max_out_buffers : 2),
-        staged_bytes(wide == WideRole::hla2_keys                 ? 0
+        staged_bytes(keys_pass(wide)                             ? 0
                      : out_tiles                                 ? wgmma::tile_bytes
                      : wide != WideRole::none && layout.bf16_out ? matrix_floats * 2
                                                                  : output_bytes),
@@ -380,7 +391,7 @@ struct Tiles {
                                       : is_wide ? decayed_extra
                                                 : decayed_extra + elements);
     if (values) decayed_in = decayed_u_tiles = decayed_extra = nullptr;
-    if (wide == WideRole::hla2_keys) {  // S_0x, S_1x, U; with decay D^2 U, D K^x, the powers
+    if (keys_pass(wide)) {  // S_0x, S_1x, U (hla3_r: P_0, P_1, R); with decay D^2 U, D K^x (D V), the powers
       state1b = state1 + elements;
       u_tiles = state1b + elements;
       decayed_u_tiles = u_tiles + elements;
@@ -409,8 +420,8 @@ struct Tiles {
             own_state_keys ? tile(6) : tile(4)};
   }
   __device__ int per_stage() const { return wide != WideRole::none ? wide_inputs(wide, decayed) : 3; }
-  // U's buffer of chunk c: one of two (hla2_keys: its one).
-  __device__ int buffer(std::int64_t c) const { return wide == WideRole::hla2_keys ? 0 : c % 2; }
+  // U's buffer of chunk c: one of two (keys_pass: its one).
+  __device__ int buffer(std::int64_t c) const { return keys_pass(wide) ? 0 : c % 2; }
   __device__ Bf* u(std::int64_t c) const { return u_tiles + buffer(c) * (wgmma::tile_bytes / 2); }
   __device__ Bf* r(std::int64_t c) const { return r_tiles + (c % 2) * (wgmma::tile_bytes / 2); }
   __device__ Bf* a(std::int64_t c) const {  // the A tile of chunk c % 2, or the one
@@ -598,6 +609,9 @@ struct Arguments {
   // in `stages` stages of wide_inputs tiles (wide_stages).
   int value_halves = 1;
   int stages = 0;
+  // A two-pass wide head's power p of g in its weights (hla2 2, hla3 3): hla2_keys' copy D^p U for the
+  // state F, and hla2_values' powers, those of g^p.
+  int weight_power = 2;
 };
 
 // hla2's ridge without decay: the weights of the masked form, (Q U^T) . L + ridge (Q Q^T) . L, and
@@ -740,12 +754,12 @@ struct Block {
   }
   // By the producer (hla3: the value side's leader): chunk c's staged outputs to device memory (a wide
   // head's: the 64 x 64 box at its value half, rows past n and columns past dv left out by the map;
-  // hla2's first pass: U^x, and with decay D^2 U^x, from their tiles, at the key half's columns of the
-  // scratch), one group of stores.
+  // hla2's first pass: U^x, and with decay D^2 U^x (D^3 Z^x for hla3), from their tiles, at the key
+  // half's columns of the scratch; hla3_r: R^z at the value half's), one group of stores.
   __device__ void store_outputs(std::int64_t c) const {
-    if (s.wide == WideRole::hla2_keys) {
+    if (keys_pass(s.wide)) {
       tma::store_box(*out_map, value_column, (first + c) * width, head, s.u(c));
-      if (s.decayed)
+      if (s.decayed && s.wide == WideRole::hla2_keys)
         tma::store_box(*out_map, 2 * width + value_column, (first + c) * width, head, s.decayed_u(c));
       tma::commit_stores();
     } else if (out_map) {
@@ -782,17 +796,19 @@ struct Block {
 // and q2, k2), A = Q^0 (K^0)^T + Q^1 (K^1)^T, X = diag(g^tau) (Q^0 P_0 + Q^1 P_1) + (A . L_g) V^z,
 // P_h = g^64 P_h + (K^h)^T (D V^z) (normalized: m_h alike); the outputs pass from zero only. It
 // hands its bf16(A . L_g) over too (hands_over_a), in the buffer of c % 2, so that the value side need
-// not form A. hla2_keys: the same with V := K^x, so X = U^x and P_h = S_hx = sum k^h (k^x)^T; its copy
+// not form A. hla3_r: the same X, which is hla3's R^z, stored for its third pass (no A handed over, no
+// copy of X). hla2_keys: the same with V := K^x, so X = U^x and P_h = S_hx = sum k^h (k^x)^T; its copy
 // for the value side D^2 U^x, and hla2's ridge adds ridge Q^x.
 // Narrow heads (Features = narrow_width, d and dv up to 32): U (X) and the state 32 columns wide, and
 // the products over the features in two K slices.
 template <bool Ahla, Pass pass, bool Normalized, bool Decayed, bool Ridge, WideRole Wide = WideRole::none,
           int Features = width, bool Bf16Out = false>
 __device__ void key_side(const Block& b) {
-  constexpr bool wide = Wide != WideRole::none, hla2_keys = Wide == WideRole::hla2_keys;
+  constexpr bool wide = Wide != WideRole::none, hla2_keys = Wide == WideRole::hla2_keys,
+                 keys = keys_pass(Wide);
   static_assert(!wide ||
                 (Ahla && pass == Pass::outputs && (!Ridge || hla2_keys) && Wide != WideRole::hla2_values));
-  static_assert(!hla2_keys || !Normalized);
+  static_assert(!keys || !Normalized);
   static_assert(Features == width || !wide);
   using FeatureColumns = wgmma::Accumulators<Features>;
   constexpr int slices = Features / 16;  // K slices of the products over the features
@@ -933,9 +949,9 @@ __device__ void key_side(const Block& b) {
     const wgmma::RowOperand masked = round_masked<Decayed>(a, a_factors);
     // The value side's products of chunk c - 2 have read the buffers of c % 2 (hands_a: A's buffer, which
     // takes the operand now, while the products below need its registers anyway; with one A tile, those
-    // of chunk c - 1). hla2_keys: its one U tile, given back once the store of chunk c - 1 has read it.
+    // of chunk c - 1). keys_pass: its one U (R) tile, given back once the store of chunk c - 1 has read it.
     const auto wait_partner = [&] {
-      if (hla2_keys || one_a_tile) {
+      if (keys || one_a_tile) {
         if (c >= 1) b.u_free[(c - 1) % 2].wait((c - 1) / 2 % 2);
       } else if (c >= 2) {
         b.u_free[c % 2].wait((c / 2 - 1) % 2);
@@ -959,9 +975,13 @@ __device__ void key_side(const Block& b) {
     if constexpr (!hands_a) wait_partner();
     clock.mark(phases::partner);
     wgmma::round_to_tile(u, s.u(c));
-    // hla2: D^2 U (for F);  ahla: D X (for E)
-    if constexpr (Decayed)
-      wgmma::round_to_tile(u, s.decayed_u(c), Ahla && !hla2_keys ? decay.age : decay.age2);
+    // hla2: D^2 U (for F; hla3's Z: D^3 Z);  ahla: D X (for E);  hla3_r: none
+    if constexpr (Decayed && Wide != WideRole::hla3_r) {
+      wgmma::round_to_tile(u, s.decayed_u(c),
+                           !hla2_keys               ? decay.age
+                           : args.weight_power == 3 ? decay.age3
+                                                    : decay.age2);
+    }
     if constexpr (Ahla && Normalized) {
       wgmma::fence_operand(x);
       wgmma::fence_operand(vector1);
@@ -1417,7 +1437,8 @@ __device__ void outputs_side(const Block& b) {
   clock.store(args.phases);
 }
 
-// hla2's first pass (WideRole::hla2_keys), its producer warp (the first thread): the loads, chunk
+// hla2's first pass (WideRole::hla2_keys; hla3's first two, hla3_r too), its producer warp (the first
+// thread): the loads, chunk
 // c + stages into chunk c's buffers once the key side has handed chunk c over (u_ready: it is done with
 // the chunk's inputs then), and U^x (D^2 U^x) of chunk c to the scratch, the tiles given back to the key
 // side (u_free) once that store has read them.
@@ -1837,7 +1858,7 @@ __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra =
   }
   if constexpr (Decayed) {  // the powers of gamma
     decay::fill_powers(s.powers, decay::gamma_of(args.head_decays, args.heads_per_batch, args.decay, head),
-                       Wide == WideRole::hla2_values ? 2 : 1);
+                       Wide == WideRole::hla2_values ? args.weight_power : 1);
     __syncthreads();
   }
   if constexpr (Normalized) {  // the ones and ages vectors; the vector tiles' rows 1..7 stay zero
@@ -1856,7 +1877,7 @@ __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra =
     for (Arrival& arrival : inputs_free) arrival.init(group_threads);
     for (int i = 0; i < 2; ++i) {
       u_ready[i].init(group_threads);
-      u_free[i].init(Wide == WideRole::hla2_keys ? 1 : group_threads);  // hla2_keys: the producer's
+      u_free[i].init(keys_pass(Wide) ? 1 : group_threads);  // keys_pass: the producer's
     }
     for (int i = 0; i < max_out_buffers; ++i) {
       out_staged[i].init(group_threads);
@@ -1868,7 +1889,7 @@ __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra =
   constexpr bool ahla = algebra == Algebra::ahla;
   // Each role's registers where it has a producer warpgroup, within its own branch (ptxas holds code
   // where the roles' paths join to the least of their counts).
-  constexpr bool shares_registers = !third && Wide != WideRole::hla2_keys;
+  constexpr bool shares_registers = !third && !keys_pass(Wide);
   if (threadIdx.x < group_threads) {
     if constexpr (shares_registers) claim_registers<side_registers>();
     if constexpr (third) {
@@ -1878,7 +1899,7 @@ __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra =
     } else {
       key_side<ahla, pass, Normalized, Decayed, Ridge, Wide, Features, Bf16Out>(b);
     }
-  } else if constexpr (Wide == WideRole::hla2_keys) {
+  } else if constexpr (keys_pass(Wide)) {
     keys_producer(b);
   } else if (threadIdx.x < threads) {
     if constexpr (shares_registers) claim_registers<side_registers>();
@@ -2322,16 +2343,17 @@ void launch_rank(const FastLaunch& how, std::int64_t heads, std::int64_t length,
 // outputs depends on the same column of V alone, so each value half z is the 64-wide operator on V^z,
 // writing its numerators (and the denominators) in float32 to a scratch, one segment a sequence-head;
 // then finish_wide_kernel writes the half's columns of the outputs, divided as the kernel divides. The
-// bound is the 64-wide one (docs/gpu.md).
+// bound is the 64-wide one (docs/gpu.md). The denominators dens[row * den_stride].
 __global__ void __launch_bounds__(256)
-    finish_wide_kernel(const float* nums, const float* dens, std::int64_t rows, int columns, int first_column,
-                       int value_dim, bool divide, float eps, void* out, bool bf16_out, float* den_out) {
+    finish_wide_kernel(const float* nums, const float* dens, int den_stride, std::int64_t rows, int columns,
+                       int first_column, int value_dim, bool divide, float eps, void* out, bool bf16_out,
+                       float* den_out) {
   const std::int64_t count = rows * columns;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t row = i / columns;
     const int c = static_cast<int>(i % columns);
-    const float num = nums[i], den = dens ? dens[row] : 0.0f;
+    const float num = nums[i], den = dens ? dens[row * den_stride] : 0.0f;
     const float value = divide ? __fmul_rn(num, __frcp_rn(__fadd_rn(den, eps))) : num;
     const std::int64_t at = row * value_dim + first_column + c;
     if (bf16_out) {
@@ -2366,30 +2388,34 @@ void launch_wide(const FastLaunch& how, std::int64_t heads, std::int64_t length,
     kernel<<<static_cast<unsigned>(heads), threads_for(false), shared, stream>>>(q_map, k_map, v_map, q_map,
                                                                                  args);
     check_launch("fast kernel (a wide head's value half)");
-    finish_wide_kernel<<<1024, 256, 0, stream>>>(nums.get(), Normalized ? dens.get() : nullptr, rows, columns,
-                                                 z * width, how.value_dim, Normalized && !how.den, how.eps,
-                                                 how.out, how.bf16_out, how.den);
+    finish_wide_kernel<<<1024, 256, 0, stream>>>(nums.get(), Normalized ? dens.get() : nullptr, 1, rows,
+                                                 columns, z * width, how.value_dim, Normalized && !how.den,
+                                                 how.eps, how.out, how.bf16_out, how.den);
     check_launch("fast kernel (a wide head's value half, its outputs)");
   }
 }
 
 // One pass of a head with keys wider than 64 in `Role`: `halves` blocks a sequence-head side by side
-// (value halves; hla2's keys pass: key halves), one segment each, the outputs (hla2's keys pass: U)
-// leaving through `out` in boxes of 64 x 64.
+// (value halves; hla2's keys pass: key halves), one segment each, the outputs (keys_pass: U, Z or R)
+// leaving through `out` in boxes of 64 x 64 (float32 ones where `float_out`); weight_power:
+// Arguments::weight_power.
 template <WideRole Role, bool Normalized, bool Decayed, bool Ridge>
 void launch_wide_pass(const FastLaunch& how, std::int64_t heads, std::int64_t length, int halves,
                       const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& v,
-                      const CUtensorMap& out, const char* what, CUstream_st* stream) {
+                      const CUtensorMap& out, const char* what, CUstream_st* stream, int weight_power = 2,
+                      bool float_out = false) {
   const auto kernel = forward_kernel<Algebra::ahla, Pass::outputs, Normalized, Decayed, Ridge, Role>();
   const std::int64_t chunks = (length + width - 1) / width;
   Arguments args = arguments_of(how, length, std::max<std::int64_t>(chunks, 1), 1);
   args.value_dim = width;  // staged in rows of 64, the out map's boxes
   args.value_halves = halves;
-  args.stages = wide_stages(Role, Normalized, Decayed, how.bf16_out);
+  if (float_out) args.bf16_out = false;
+  args.stages = wide_stages(Role, Normalized, Decayed, args.bf16_out);
   args.checkpoints = nullptr;
+  args.weight_power = weight_power;
   kernel<<<static_cast<unsigned>(heads * halves), wide_threads(Role),
-           wide_shared_bytes(Role, args.stages, Normalized, Decayed, how.bf16_out), stream>>>(q, k, v, out,
-                                                                                              args);
+           wide_shared_bytes(Role, args.stages, Normalized, Decayed, args.bf16_out), stream>>>(q, k, v, out,
+                                                                                               args);
   check_launch(what);
 }
 
@@ -2435,6 +2461,75 @@ void launch_hla2_halves(const FastLaunch& how, std::int64_t heads, std::int64_t 
       tma::tile_map(v, heads, length, how.value_dim),
       tma::output_map(how.out, how.bf16_out, heads, length, how.value_dim),
       "fast kernel (a wide hla2 head's outputs)", stream);
+}
+
+// `rows` rows of `columns` bf16: 1 in column 0, zeros in the others.
+__global__ void __launch_bounds__(256) ones_column_kernel(Bf* data, std::int64_t rows, int columns) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < rows * columns;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    data[i] = Bf(i % columns == 0 ? 1.0f : 0.0f);
+}
+
+// hla3 with heads wider than 64 (d or dv up to 128), in three passes of the wide roles (docs/perf.md,
+// "hla3's wide heads in three passes"; docs/gpu.md gives the bound). Z = diag(g^tau) Q S^K + (A . L_g) K
+// is hla2's U, so the first pass is hla2's keys pass (WideRole::hla2_keys), storing Z^x and with decay
+// D^3 Z^x to a scratch [heads, n, 128 or 256]. R = diag(g^tau) Q P + (A . L_g) V is ahla's X, so the
+// second pass stores R^z per value half from the wide ahla key side (WideRole::hla3_r) to a scratch
+// [heads, n, 64 per value half]. The third pass is hla2's second one with the powers of g^3, K := Z and
+// V^z := R^z: W = (Q^0 (Z^0)^T + Q^1 (Z^1)^T) . L_g^3, O^z = diag(g^(3 tau)) (Q^0 F_0 + Q^1 F_1) + W R^z,
+// F_h = g^192 F_h + (D^3 Z^h)^T R^z (WideRole::hla2_values). Normalized, the denominators are the same
+// operator with V := a column of ones (x, eta as R, F): the second and third passes run once more on
+// it, the numerators go to a float32 scratch, and finish_wide_kernel divides them as the kernel would.
+// Every operand is rounded once, as in the 64-wide kernel; the kernels are the unnormalized ones.
+template <bool Normalized, bool Decayed>
+void launch_hla3_halves(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
+                        const BFloat16* k, const BFloat16* v, CUstream_st* stream) {
+  tma::require_hopper();
+  const std::size_t rows = static_cast<std::size_t>(heads * length);
+  const int value_halves = (how.value_dim + width - 1) / width;
+  const int z_columns = (Decayed ? 4 : 2) * width, r_columns = value_halves * width;
+  const StreamScratch z_scratch(rows * z_columns / 2, stream), r_scratch(rows * r_columns / 2, stream);
+  const auto bf16_of = [](const StreamScratch& scratch) {
+    return reinterpret_cast<BFloat16*>(scratch.get());
+  };
+  const CUtensorMap q_map = tma::tile_map(q, heads, length, how.key_dim),
+                    k_map = tma::tile_map(k, heads, length, how.key_dim),
+                    z_map = tma::tile_map(bf16_of(z_scratch), heads, length, z_columns),
+                    r_map = tma::tile_map(bf16_of(r_scratch), heads, length, r_columns);
+  // Z by key halves (the v map is not read), then R by value halves.
+  launch_wide_pass<WideRole::hla2_keys, false, Decayed, false>(
+      how, heads, length, 2, q_map, k_map, k_map, z_map, "fast kernel (a wide hla3 head's Z)", stream, 3);
+  launch_wide_pass<WideRole::hla3_r, false, Decayed, false>(
+      how, heads, length, value_halves, q_map, k_map, tma::tile_map(v, heads, length, how.value_dim), r_map,
+      "fast kernel (a wide hla3 head's R)", stream);
+  const auto outputs = [&](int halves, const CUtensorMap& r, const CUtensorMap& out, bool float_out) {
+    launch_wide_pass<WideRole::hla2_values, false, Decayed, false>(
+        how, heads, length, halves, q_map, z_map, r, out, "fast kernel (a wide hla3 head's outputs)", stream,
+        3, float_out);
+  };
+  if constexpr (!Normalized) {
+    outputs(value_halves, r_map, tma::output_map(how.out, how.bf16_out, heads, length, how.value_dim), false);
+  } else {
+    // The numerators; then R and the outputs of V := a column of ones, in rows of 8 bf16 (the copy
+    // engine's 16 bytes; the other columns zero), the outputs' column 0 the denominators (rows of 4
+    // floats).
+    constexpr int vector_row = 8;
+    const StreamScratch nums(rows * how.value_dim, stream), ones(rows * vector_row / 2, stream),
+        ones_r(rows * vector_row / 2, stream), dens(rows * vector_row / 2, stream);
+    outputs(value_halves, r_map, tma::output_map(nums.get(), false, heads, length, how.value_dim), true);
+    ones_column_kernel<<<1024, 256, 0, stream>>>(reinterpret_cast<Bf*>(ones.get()),
+                                                 static_cast<std::int64_t>(rows), vector_row);
+    check_launch("fast kernel (a wide hla3 head's ones)");
+    const CUtensorMap ones_r_map = tma::tile_map(bf16_of(ones_r), heads, length, vector_row);
+    launch_wide_pass<WideRole::hla3_r, false, Decayed, false>(
+        how, heads, length, 1, q_map, k_map, tma::tile_map(bf16_of(ones), heads, length, vector_row),
+        ones_r_map, "fast kernel (a wide hla3 head's x)", stream);
+    outputs(1, ones_r_map, tma::output_map(dens.get(), false, heads, length, vector_row / 2), true);
+    finish_wide_kernel<<<1024, 256, 0, stream>>>(
+        nums.get(), dens.get(), vector_row / 2, static_cast<std::int64_t>(rows), how.value_dim, 0,
+        how.value_dim, !how.den, how.eps, how.out, how.bf16_out, how.den);
+    check_launch("fast kernel (a wide hla3 head's outputs divided)");
+  }
 }
 
 // A narrow head (d and dv up to 32): the kernels whose products over the features are 32 wide (N =
@@ -2493,9 +2588,11 @@ void launch_fast(const FastLaunch& how, std::int64_t heads, std::int64_t length,
                  const BFloat16* k, const BFloat16* v, CUstream_st* stream) {
   if (heads == 0 || length == 0) return;
   const bool wide = how.key_dim > width || how.value_dim > width;
-  if (wide && (how.variant == Variant::hla3 || how.checkpoints))
-    throw Error("fast path: heads wider than 64 are hla2's and ahla's forward, without checkpoints");
+  if (wide && how.checkpoints) throw Error("fast path: heads wider than 64 write no checkpoints");
   with_fast_kernel(how, [&]<Algebra algebra, bool Normalized, bool Decayed, bool Ridge>() {
+    if constexpr (algebra == Algebra::hla3) {
+      if (wide) return launch_hla3_halves<Normalized, Decayed>(how, heads, length, q, k, v, stream);
+    }
     if constexpr (algebra == Algebra::ahla) {
       if (how.key_dim > width)
         return launch_value_halves<Normalized, Decayed>(how, heads, length, q, k, v, stream);

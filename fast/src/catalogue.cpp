@@ -339,10 +339,10 @@ std::string implementation_summary(Implementation impl) {
              ", d and dv multiples of " + std::to_string(fast_width_step) + " up to " +
              std::to_string(fast_width) +
              ", any n (the last chunk of 64 may be short); inputs rounded to bf16, sums in "
-             "float32 (--scalar f32), outputs in float32 or, with --bf16-out, bf16; hla2 and ahla up to " +
+             "float32 (--scalar f32), outputs in float32 or, with --bf16-out, bf16; the forward up to " +
              std::to_string(fast_wide_width) +
-             " (ahla's keys in one pass per value half, hla2's in two passes; values alone wider by "
-             "their halves); --grad too (hla2 and ahla, up to " +
+             " (ahla's keys in one pass per value half, hla2's in two passes, hla3's in three; hla2's and "
+             "ahla's values alone wider by their halves); --grad too (hla2 and ahla, up to " +
              std::to_string(fast_width) +
              "); --ranks or --slices: the sequence split across ranks simulated on this GPU, every slice but "
              "the last one length, a multiple of 64";

@@ -777,7 +777,7 @@ void validate_head_decays(const Problem& problem, std::span<const double> head_d
 // The shapes the matrix units' kernels take: d and dv multiples of fast_width_step up to fast_width
 // (rows of whole 16-byte pieces for the copy engine) and, tensor-map coordinates being 32-bit,
 // batch * heads * n below 2^31; device pointers 16-byte aligned (the copy engine's rows).
-// `wide`: heads up to fast_wide_width (hla2's and ahla's forward without checkpoints).
+// `wide`: heads up to fast_wide_width (the forward without checkpoints).
 void validate_fast_problem(const Problem& problem, const std::string& what, bool wide = false) {
   validate_problem(problem);
   const auto covers = [wide](int d) { return wide ? fast_covers_wide_width(d) : fast_covers_width(d); };
@@ -787,7 +787,7 @@ void validate_fast_problem(const Problem& problem, const std::string& what, bool
                 std::to_string(problem.key_dim) + ", dv = " + std::to_string(problem.value_dim) + " (" +
                 (wide ? std::string()
                       : "wider, up to " + std::to_string(fast_wide_width) +
-                            ", only hla2's and ahla's forward, unsplit and without checkpoints; ") +
+                            ", only the forward, unsplit and without checkpoints; ") +
                 "the generic GPU kernels, --impl gpu or gpu-streaming, take any)");
   }
   if (problem.batch * problem.heads * problem.length > std::numeric_limits<std::int32_t>::max()) {
@@ -834,7 +834,7 @@ detail::FastLaunch fast_launch(const OperatorSpec& spec, const Problem& problem,
                                const BFloat16* k, const BFloat16* v, const FastOutput& out,
                                std::span<const double> head_decays) {
   require_available(spec, Implementation::gpu_fast, Form::published);
-  validate_fast_problem(problem, "fast path", spec.variant != Variant::hla3 && !out.checkpoints);
+  validate_fast_problem(problem, "fast path", !out.checkpoints);
   if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(out.out)) {
     throw Error("fast path: q, k, v and the output must start at 16-byte aligned addresses");
   }
@@ -1106,17 +1106,21 @@ std::vector<Gradients<float>> fast_readout_gradients(const OperatorSpec& spec,
                                    [&](std::size_t i, const Terms<float>&) { return d_terms[i]; });
 }
 
-FastRoundings fast_roundings(Variant variant, bool decayed, std::int64_t n) {
+FastRoundings fast_roundings(Variant variant, bool decayed, std::int64_t n, std::ptrdiff_t key_dim,
+                             std::ptrdiff_t value_dim) {
   const std::int64_t padded = (n + 63) / 64 * 64;  // a short last chunk runs as a whole one, zeros past n
   const std::int64_t chunks = padded / 64;
-  if (variant == Variant::hla3)
-    return decayed ? FastRoundings{7, 111 * chunks + 228} : FastRoundings{5, 108 * chunks + 216};
+  if (variant == Variant::hla3) {
+    const std::int64_t wide = key_dim > fast_width || value_dim > fast_width ? 108 : 0;
+    return decayed ? FastRoundings{7, 111 * chunks + 228 + wide}
+                   : FastRoundings{5, 108 * chunks + 216 + wide};
+  }
   return decayed ? FastRoundings{4, 10 * (padded / 8 + 24)} : FastRoundings{3, 9 * (padded / 8 + 24)};
 }
 
 FastRoundings fast_backward_roundings(const OperatorSpec& spec, std::int64_t n, bool head_decays) {
   const bool decayed = spec.decayed() || head_decays;  // the kernels' decaying path
-  FastRoundings counts = fast_roundings(spec.variant, decayed, n);
+  FastRoundings counts = fast_roundings(spec.variant, decayed, n, fast_width, fast_width);  // heads up to 64
   if (decayed) counts.bf16 = 6;
   // The rank-one terms of a normalized operator and the ridge's add at most four float32 roundings at
   // 2^-24 to a chain (docs/gpu.md): one unit of 2^-22, for which only hla2's count without decay lacks

@@ -63,7 +63,17 @@ report=$("$eval_ab" "$work/hla_f32" "$work/hla_f32") || fail "device_eval_ab, eq
 report=$("$eval_ab" "$work/hla_f32" "$work/hla_f64") && fail "device_eval_ab passed builds that differ"
 [ "$(echo "$report" | grep -c 'the outputs differ')" = 12 ] || fail "device_eval_ab, differing builds: $report"
 report=$("$eval_ab" "$work/hla_f32" "$work/hla_f32" 128) || fail "device_eval_ab, d = 128: status $?: $report"
-[ "$(echo "$report" | grep -c 'equal byte for byte')" = 10 ] || fail "device_eval_ab, d = 128: $report"
+[ "$(echo "$report" | grep -c 'equal byte for byte')" = 12 ] || fail "device_eval_ab, d = 128: $report"
+# A build from before hla3's wide heads: refuses hla3 above 64, which is then left out.
+cat > "$work/hla_narrow3" <<EOF
+#!/bin/bash
+if [[ " \$* " == *" hla3 "* ]]; then echo "error: fast path: d and dv must be multiples of 8 up to 64" >&2; exit 1; fi
+exec "$work/hla_f32" "\$@"
+EOF
+chmod +x "$work/hla_narrow3"
+report=$("$eval_ab" "$work/hla_narrow3" "$work/hla_f32" 128) || fail "device_eval_ab, hla3 refused: status $?: $report"
+[ "$(echo "$report" | grep -c 'equal byte for byte')" = 10 ] && echo "$report" | grep -q "left out" ||
+  fail "device_eval_ab, hla3 refused: $report"
 report=$("$eval_ab" "$work/hla_old" "$work/hla_f32") || fail "device_eval_ab, an older build: status $?: $report"
 [ "$(echo "$report" | grep -c 'equal byte for byte')" = 6 ] && echo "$report" | grep -q "float32 outputs only" ||
   fail "device_eval_ab, an older build: $report"

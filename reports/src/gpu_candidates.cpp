@@ -190,8 +190,8 @@ void add_rows(std::vector<Candidate>& out, Implementation impl) {
 }
 
 // The fast path (matrix units, gpu::fast_terms): masked hla2, ahla and hla3, normalized or not, decayed
-// or not, on bf16 inputs, for head sizes as fast_covers_width says (hla2's and ahla's forward:
-// fast_covers_wide_width) and any n (a short last chunk reads
+// or not, on bf16 inputs, for head sizes as fast_covers_width says (the forward: fast_covers_wide_width)
+// and any n (a short last chunk reads
 // zeros past n). A head whose d or dv is not a multiple of fast_width_step runs padded with zero
 // columns to the next one: zeros add nothing to any sum or product, so the outputs are those of the
 // unpadded input (the kernel then pads to its tiles' width the same way).
@@ -207,8 +207,8 @@ std::int64_t one_depth(const fast::gpu::FastRoundings& roundings) {
   return roundings.bf16 + (roundings.float32 + (1 << 14) - 1) / (1 << 14);
 }
 
-Depths fast_depth(const OperatorSpec& spec, Index n, Index dv) {
-  const std::int64_t k = one_depth(fast::gpu::fast_roundings(spec.variant, spec.decayed(), n));
+Depths fast_depth(const OperatorSpec& spec, Index n, Index d, Index dv) {
+  const std::int64_t k = one_depth(fast::gpu::fast_roundings(spec.variant, spec.decayed(), n, d, dv));
   return {Matrix<std::int64_t>::Constant(n, dv, k),
           spec.normalize ? Vector<std::int64_t>::Constant(n, k) : Vector<std::int64_t>::Zero(n)};
 }
@@ -262,7 +262,7 @@ Gradients<std::int64_t> fast_backward_depth(const OperatorSpec& spec, Index n, I
           Matrix<std::int64_t>::Constant(n, d, k),
           Matrix<std::int64_t>::Constant(n, dv, k),
           {},
-          fast_depth(spec, n, dv)};
+          fast_depth(spec, n, d, dv)};
 }
 
 void add_fast_row(std::vector<Candidate>& out) {
@@ -274,11 +274,11 @@ void add_fast_row(std::vector<Candidate>& out) {
       [](const OperatorSpec& spec, const Sequence<double>& s, Index) {
         return gpu_gauge(spec, Implementation::gpu_streaming, s, 0);
       },
-      [](const OperatorSpec& spec, Index n, Index, Index dv, Index) { return fast_depth(spec, n, dv); },
-      // hla2's and ahla's forward up to 128 (ahla's keys by value halves, hla2's in two passes), the
-      // rest up to 64.
-      [](const OperatorSpec& spec, bool backward) -> Index {
-        return backward || spec.variant == Variant::hla3 ? fast::fast_width : fast::fast_wide_width;
+      [](const OperatorSpec& spec, Index n, Index d, Index dv, Index) { return fast_depth(spec, n, d, dv); },
+      // The forward up to 128 (ahla's keys by value halves, hla2's in two passes, hla3's in three), the
+      // backward up to 64.
+      [](const OperatorSpec&, bool backward) -> Index {
+        return backward ? fast::fast_width : fast::fast_wide_width;
       }};
   // The backward where the catalogue has it: the gradients of <c_num, num> + <c_den, den> of the masked
   // operators are sums of monomials with positive coefficients too, so the CPU streaming backward's

@@ -109,9 +109,10 @@ constexpr int fast_width = 64, fast_width_step = 8;
 constexpr bool fast_covers_width(std::ptrdiff_t d) {
   return d >= fast_width_step && d <= fast_width && d % fast_width_step == 0;
 }
-// Heads wider than the tiles, d or dv up to fast_wide_width (multiples of fast_width_step): hla2's and
-// ahla's forward without checkpoints, as the sum of the operators of the 64-column halves (four terms
-// a value half at d = 128; docs/perf.md, "What d = dv = 128 needs"); not hla3, the backward or ranks.
+// Heads wider than the tiles, d or dv up to fast_wide_width (multiples of fast_width_step): the forward
+// without checkpoints, by the 64-column halves (ahla's value halves in one pass, hla2's in two, hla3's
+// in three: tensor_core.cu, launch_value_halves, launch_hla2_halves, launch_hla3_halves); not the
+// backward or ranks.
 constexpr int fast_wide_width = 2 * fast_width;
 constexpr bool fast_covers_wide_width(std::ptrdiff_t d) {
   return d >= fast_width_step && d <= fast_wide_width && d % fast_width_step == 0;

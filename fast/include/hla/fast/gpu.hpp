@@ -351,13 +351,16 @@ std::vector<Gradients<float>> ranks_fast_gradients(const OperatorSpec& spec,
 // float32 sums add at most `float32` roundings counted at u = 2^-22, so that componentwise
 // |fast - exact| <= ((1 + gamma_8(bf16)) (1 + gamma_22(float32)) - 1) gauge, the gauge being the
 // operator on |q|, |k|, |v|. `decayed`: some head's gamma is not 1. hla3's monomials are products of
-// a row of Z and a row of R, whose chains both count. The same counts bound the heads wider than 64
-// (their key halves summed in the products' accumulators).
+// a row of Z and a row of R, whose chains both count. The same counts bound hla2's and ahla's heads
+// wider than 64 (their key halves summed in the products' accumulators); hla3's (d or dv above 64, in
+// three passes) take 108 float32 roundings more, 3 x 36 for the products over the key halves in Z, R
+// and O.
 struct FastRoundings {
   int bf16;
   std::int64_t float32;
 };
-FastRoundings fast_roundings(Variant variant, bool decayed, std::int64_t n);
+FastRoundings fast_roundings(Variant variant, bool decayed, std::int64_t n, std::ptrdiff_t key_dim,
+                             std::ptrdiff_t value_dim);
 // The same counts for the backward's gradients of spec (docs/gpu.md, "The fast backward and its
 // bound"): the forward's without decay (plus one float32 rounding for hla2 normalized or with the
 // ridge); with decay, spec's or one gamma per head (`head_decays`, whatever their values: the kernels'
