@@ -612,6 +612,10 @@ struct Arguments {
   // A two-pass wide head's power p of g in its weights (hla2 2, hla3 3): hla2_keys' copy D^p U for the
   // state F, and hla2_values' powers, those of g^p.
   int weight_power = 2;
+  // hla2_values for hla3's normalized wide heads (launch_hla3_halves), when set: each row's denominator
+  // at den_in[row * den_in_stride], by which the outputs are divided (divide_rows).
+  const float* den_in = nullptr;
+  int den_in_stride = 0;
 };
 
 // hla2's ridge without decay: the weights of the masked form, (Q U^T) . L + ridge (Q Q^T) . L, and
@@ -668,6 +672,21 @@ __device__ void stage_outputs(const Arguments& args, D& o, const Column& den, co
   } else {
     wgmma::store_rows(reinterpret_cast<float*>(staging), o, width, args.value_dim);
   }
+}
+
+// The outputs of rows first_row.. of a chunk (`rows` of them) divided by the denominators that
+// Arguments::den_in holds, as finish_products and stage_outputs divide a normalized kernel's: O times
+// fl(1 / fl(den + eps)) per row.
+__device__ void divide_rows(const Arguments& args, Accumulator& o, std::int64_t first_row, int rows) {
+  wgmma::RowPair inverse;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int r = Accumulator::row(2 * half);
+    const float den = r < rows ? args.den_in[(first_row + r) * args.den_in_stride] : 0.0f;
+    inverse.f[half] = __frcp_rn(__fadd_rn(den, args.eps));
+  }
+#pragma unroll
+  for (int i = 0; i < Accumulator::columns / 2; ++i) o.x[i] = __fmul_rn(o.x[i], inverse[i]);
 }
 
 // A summary's 64 x 64 matrix, row-major, from an accumulator: a narrow one's columns 32-63 as zeros
@@ -1376,8 +1395,9 @@ __device__ void weights_side(const Block& b) {
 
 // hla2's second pass, the value side (powers of g^2, as weights_side's): chunk c's outputs O^z =
 // diag(g^(2 tau)) (Q^0 F_0 + Q^1 F_1) + W V^z (normalized: den = diag(g^(2 tau)) (Q^0 f_0 + Q^1 f_1) + W
-// 1, and O^z divided as finish_products and stage_outputs do) from the first warpgroup's W and the
-// states' copies of c % 2, staged for the producer.
+// 1, and O^z divided as finish_products and stage_outputs do; hla3's normalized wide heads: divided by
+// Arguments::den_in's rows) from the first warpgroup's W and the states' copies of c % 2, staged for the
+// producer.
 template <bool Normalized, bool Decayed>
 __device__ void outputs_side(const Block& b) {
   const Arguments& args = b.args;
@@ -1426,9 +1446,12 @@ __device__ void outputs_side(const Block& b) {
     if constexpr (Normalized) wgmma::fence_operand(den);
     b.u_free[c % 2].arrive();  // this warp's products that read W, the states' copies and the inputs are done
     b.inputs_free[c % s.stages].arrive();
+    const std::int64_t first_row = b.head * args.length + (b.first + c) * width;
+    if constexpr (!Normalized) {
+      if (args.den_in) divide_rows(args, o, first_row, b.rows_of(c));
+    }
     b.wait_output_buffer(c);
-    stage_outputs<Normalized>(args, o, den, inverse, s.output(c), false,
-                              b.head * args.length + (b.first + c) * width, b.rows_of(c),
+    stage_outputs<Normalized>(args, o, den, inverse, s.output(c), false, first_row, b.rows_of(c),
                               b.value_column == 0);
     wgmma::fence_shared();
     b.outputs_staged(c);
@@ -2343,17 +2366,16 @@ void launch_rank(const FastLaunch& how, std::int64_t heads, std::int64_t length,
 // outputs depends on the same column of V alone, so each value half z is the 64-wide operator on V^z,
 // writing its numerators (and the denominators) in float32 to a scratch, one segment a sequence-head;
 // then finish_wide_kernel writes the half's columns of the outputs, divided as the kernel divides. The
-// bound is the 64-wide one (docs/gpu.md). The denominators dens[row * den_stride].
+// bound is the 64-wide one (docs/gpu.md).
 __global__ void __launch_bounds__(256)
-    finish_wide_kernel(const float* nums, const float* dens, int den_stride, std::int64_t rows, int columns,
-                       int first_column, int value_dim, bool divide, float eps, void* out, bool bf16_out,
-                       float* den_out) {
+    finish_wide_kernel(const float* nums, const float* dens, std::int64_t rows, int columns, int first_column,
+                       int value_dim, bool divide, float eps, void* out, bool bf16_out, float* den_out) {
   const std::int64_t count = rows * columns;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t row = i / columns;
     const int c = static_cast<int>(i % columns);
-    const float num = nums[i], den = dens ? dens[row * den_stride] : 0.0f;
+    const float num = nums[i], den = dens ? dens[row] : 0.0f;
     const float value = divide ? __fmul_rn(num, __frcp_rn(__fadd_rn(den, eps))) : num;
     const std::int64_t at = row * value_dim + first_column + c;
     if (bf16_out) {
@@ -2388,31 +2410,42 @@ void launch_wide(const FastLaunch& how, std::int64_t heads, std::int64_t length,
     kernel<<<static_cast<unsigned>(heads), threads_for(false), shared, stream>>>(q_map, k_map, v_map, q_map,
                                                                                  args);
     check_launch("fast kernel (a wide head's value half)");
-    finish_wide_kernel<<<1024, 256, 0, stream>>>(nums.get(), Normalized ? dens.get() : nullptr, 1, rows,
-                                                 columns, z * width, how.value_dim, Normalized && !how.den,
-                                                 how.eps, how.out, how.bf16_out, how.den);
+    finish_wide_kernel<<<1024, 256, 0, stream>>>(nums.get(), Normalized ? dens.get() : nullptr, rows, columns,
+                                                 z * width, how.value_dim, Normalized && !how.den, how.eps,
+                                                 how.out, how.bf16_out, how.den);
     check_launch("fast kernel (a wide head's value half, its outputs)");
   }
 }
 
+// What a pass of a wide head takes besides its role and options (launch_wide_pass): the weights' power
+// (Arguments::weight_power); float32 outputs whatever the output type; the denominators to divide by
+// (Arguments::den_in, rows of den_in_stride floats).
+struct PassExtras {
+  int weight_power = 2;
+  bool float_out = false;
+  const float* den_in = nullptr;
+  int den_in_stride = 0;
+};
+
 // One pass of a head with keys wider than 64 in `Role`: `halves` blocks a sequence-head side by side
 // (value halves; hla2's keys pass: key halves), one segment each, the outputs (keys_pass: U, Z or R)
-// leaving through `out` in boxes of 64 x 64 (float32 ones where `float_out`); weight_power:
-// Arguments::weight_power.
+// leaving through `out` in boxes of 64 x 64.
 template <WideRole Role, bool Normalized, bool Decayed, bool Ridge>
 void launch_wide_pass(const FastLaunch& how, std::int64_t heads, std::int64_t length, int halves,
                       const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& v,
-                      const CUtensorMap& out, const char* what, CUstream_st* stream, int weight_power = 2,
-                      bool float_out = false) {
+                      const CUtensorMap& out, const char* what, CUstream_st* stream,
+                      const PassExtras& extras = {}) {
   const auto kernel = forward_kernel<Algebra::ahla, Pass::outputs, Normalized, Decayed, Ridge, Role>();
   const std::int64_t chunks = (length + width - 1) / width;
   Arguments args = arguments_of(how, length, std::max<std::int64_t>(chunks, 1), 1);
   args.value_dim = width;  // staged in rows of 64, the out map's boxes
   args.value_halves = halves;
-  if (float_out) args.bf16_out = false;
+  if (extras.float_out) args.bf16_out = false;
   args.stages = wide_stages(Role, Normalized, Decayed, args.bf16_out);
   args.checkpoints = nullptr;
-  args.weight_power = weight_power;
+  args.weight_power = extras.weight_power;
+  args.den_in = extras.den_in;
+  args.den_in_stride = extras.den_in_stride;
   kernel<<<static_cast<unsigned>(heads * halves), wide_threads(Role),
            wide_shared_bytes(Role, args.stages, Normalized, Decayed, args.bf16_out), stream>>>(q, k, v, out,
                                                                                                args);
@@ -2463,6 +2496,14 @@ void launch_hla2_halves(const FastLaunch& how, std::int64_t heads, std::int64_t 
       "fast kernel (a wide hla2 head's outputs)", stream);
 }
 
+// to[row] = from[row * stride] for `rows` rows.
+__global__ void __launch_bounds__(256)
+    column_kernel(const float* from, int stride, std::int64_t rows, float* to) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < rows;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    to[i] = from[i * stride];
+}
+
 // `rows` rows of `columns` bf16: 1 in column 0, zeros in the others.
 __global__ void __launch_bounds__(256) ones_column_kernel(Bf* data, std::int64_t rows, int columns) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < rows * columns;
@@ -2478,8 +2519,9 @@ __global__ void __launch_bounds__(256) ones_column_kernel(Bf* data, std::int64_t
 // [heads, n, 64 per value half]. The third pass is hla2's second one with the powers of g^3, K := Z and
 // V^z := R^z: W = (Q^0 (Z^0)^T + Q^1 (Z^1)^T) . L_g^3, O^z = diag(g^(3 tau)) (Q^0 F_0 + Q^1 F_1) + W R^z,
 // F_h = g^192 F_h + (D^3 Z^h)^T R^z (WideRole::hla2_values). Normalized, the denominators are the same
-// operator with V := a column of ones (x, eta as R, F): the second and third passes run once more on
-// it, the numerators go to a float32 scratch, and finish_wide_kernel divides them as the kernel would.
+// operator with V := a column of ones (x, eta as R, F): the second and third passes run on it first,
+// into a float32 scratch, and the third pass on V divides its outputs by them as the kernel would
+// (divide_rows; with den, the terms: num and den as they are).
 // Every operand is rounded once, as in the 64-wide kernel; the kernels are the unnormalized ones.
 template <bool Normalized, bool Decayed>
 void launch_hla3_halves(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
@@ -2497,38 +2539,45 @@ void launch_hla3_halves(const FastLaunch& how, std::int64_t heads, std::int64_t 
                     z_map = tma::tile_map(bf16_of(z_scratch), heads, length, z_columns),
                     r_map = tma::tile_map(bf16_of(r_scratch), heads, length, r_columns);
   // Z by key halves (the v map is not read), then R by value halves.
-  launch_wide_pass<WideRole::hla2_keys, false, Decayed, false>(
-      how, heads, length, 2, q_map, k_map, k_map, z_map, "fast kernel (a wide hla3 head's Z)", stream, 3);
-  launch_wide_pass<WideRole::hla3_r, false, Decayed, false>(
-      how, heads, length, value_halves, q_map, k_map, tma::tile_map(v, heads, length, how.value_dim), r_map,
-      "fast kernel (a wide hla3 head's R)", stream);
-  const auto outputs = [&](int halves, const CUtensorMap& r, const CUtensorMap& out, bool float_out) {
+  launch_wide_pass<WideRole::hla2_keys, false, Decayed, false>(how, heads, length, 2, q_map, k_map, k_map,
+                                                               z_map, "fast kernel (a wide hla3 head's Z)",
+                                                               stream, {.weight_power = 3});
+  const auto r_pass = [&](int halves, const CUtensorMap& values, const CUtensorMap& r) {
+    launch_wide_pass<WideRole::hla3_r, false, Decayed, false>(
+        how, heads, length, halves, q_map, k_map, values, r, "fast kernel (a wide hla3 head's R)", stream);
+  };
+  const auto outputs = [&](int halves, const CUtensorMap& r, const CUtensorMap& out,
+                           const PassExtras& extras) {
     launch_wide_pass<WideRole::hla2_values, false, Decayed, false>(
         how, heads, length, halves, q_map, z_map, r, out, "fast kernel (a wide hla3 head's outputs)", stream,
-        3, float_out);
+        extras);
   };
+  r_pass(value_halves, tma::tile_map(v, heads, length, how.value_dim), r_map);
   if constexpr (!Normalized) {
-    outputs(value_halves, r_map, tma::output_map(how.out, how.bf16_out, heads, length, how.value_dim), false);
+    outputs(value_halves, r_map, tma::output_map(how.out, how.bf16_out, heads, length, how.value_dim),
+            {.weight_power = 3});
   } else {
-    // The numerators; then R and the outputs of V := a column of ones, in rows of 8 bf16 (the copy
-    // engine's 16 bytes; the other columns zero), the outputs' column 0 the denominators (rows of 4
-    // floats).
-    constexpr int vector_row = 8;
-    const StreamScratch nums(rows * how.value_dim, stream), ones(rows * vector_row / 2, stream),
-        ones_r(rows * vector_row / 2, stream), dens(rows * vector_row / 2, stream);
-    outputs(value_halves, r_map, tma::output_map(nums.get(), false, heads, length, how.value_dim), true);
+    // R and the outputs of V := a column of ones, in rows of 8 bf16 (the copy engine's 16 bytes; the
+    // other columns zero), the outputs' column 0 the denominators (rows of 4 floats).
+    constexpr int vector_row = 8, den_row = 4;
+    const StreamScratch ones(rows * vector_row / 2, stream), ones_r(rows * vector_row / 2, stream),
+        dens(rows * den_row, stream);
     ones_column_kernel<<<1024, 256, 0, stream>>>(reinterpret_cast<Bf*>(ones.get()),
                                                  static_cast<std::int64_t>(rows), vector_row);
     check_launch("fast kernel (a wide hla3 head's ones)");
     const CUtensorMap ones_r_map = tma::tile_map(bf16_of(ones_r), heads, length, vector_row);
-    launch_wide_pass<WideRole::hla3_r, false, Decayed, false>(
-        how, heads, length, 1, q_map, k_map, tma::tile_map(bf16_of(ones), heads, length, vector_row),
-        ones_r_map, "fast kernel (a wide hla3 head's x)", stream);
-    outputs(1, ones_r_map, tma::output_map(dens.get(), false, heads, length, vector_row / 2), true);
-    finish_wide_kernel<<<1024, 256, 0, stream>>>(
-        nums.get(), dens.get(), vector_row / 2, static_cast<std::int64_t>(rows), how.value_dim, 0,
-        how.value_dim, !how.den, how.eps, how.out, how.bf16_out, how.den);
-    check_launch("fast kernel (a wide hla3 head's outputs divided)");
+    r_pass(1, tma::tile_map(bf16_of(ones), heads, length, vector_row), ones_r_map);
+    outputs(1, ones_r_map, tma::output_map(dens.get(), false, heads, length, den_row),
+            {.weight_power = 3, .float_out = true});
+    if (how.den) {  // the terms: num in float32 (fast_launch's condition), den
+      outputs(value_halves, r_map, tma::output_map(how.out, false, heads, length, how.value_dim),
+              {.weight_power = 3, .float_out = true});
+      column_kernel<<<1024, 256, 0, stream>>>(dens.get(), den_row, static_cast<std::int64_t>(rows), how.den);
+      check_launch("fast kernel (a wide hla3 head's denominators)");
+    } else {
+      outputs(value_halves, r_map, tma::output_map(how.out, how.bf16_out, heads, length, how.value_dim),
+              {.weight_power = 3, .den_in = dens.get(), .den_in_stride = den_row});
+    }
   }
 }
 
