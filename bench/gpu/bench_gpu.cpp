@@ -203,7 +203,9 @@ double time_pass(const OperatorSpec& spec, fast::Implementation impl, const gpu:
       check(cudaMalloc(reinterpret_cast<void**>(&d_den), rows * sizeof(float)), "cudaMalloc");
       gpu::fill_gaussian(d_den, rows, 5, 1.0f);
     }
-    check(cudaMalloc(&checkpoints, gpu::fast_checkpoint_bytes(spec, p)), "cudaMalloc");
+    // Heads wider than 64 take none (0 bytes).
+    if (const std::int64_t bytes = gpu::fast_checkpoint_bytes(spec, p); bytes > 0)
+      check(cudaMalloc(&checkpoints, bytes), "cudaMalloc");
   }
   // The forward before a backward: normalized, num and den (the terms the readouts' adjoints need).
   const gpu::FastOutput forward_out = backward && spec.normalize

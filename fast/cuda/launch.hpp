@@ -157,6 +157,30 @@ struct FastBackwardLaunch {
 void launch_fast_backward(const FastBackwardLaunch& how, std::int64_t heads, std::int64_t length,
                           const BFloat16* q, const BFloat16* k, const BFloat16* v, const BFloat16* d_num,
                           CUstream_st* stream);
+// The same for heads wider than 64 (d or dv up to 128; wide_backward.cu): no checkpoints, the backward
+// composed of causal products (launch_causal_product), the forward's intermediate recomputed.
+void launch_wide_backward(const FastBackwardLaunch& how, std::int64_t heads, std::int64_t length,
+                          const BFloat16* q, const BFloat16* k, const BFloat16* v, const BFloat16* d_num,
+                          CUstream_st* stream);
+// One decayed first-order causal product on the wide heads' matrix units (tensor_core.cu, the second
+// pass of hla2's wide heads, WideRole::hla2_values), over `heads` sequence-heads of `length` tokens:
+//   out_t = sum_{j <= t} g^(p (t - j)) (a_t . b_j) c_j
+// with g the head's gamma (FastLaunch's decay or head_decays) and p = power. a [heads, length, a_dim]
+// and c [heads, length, c_dim] bf16 (a_dim, c_dim multiples of 8 up to 128), out [heads, length,
+// c_dim] float32; b the keys' operand as that pass reads them, [heads, length, 128] bf16 of b's rows
+// zero-padded, and when decayed (gamma != 1 or head_decays) 256: then columns 128.. hold D^p b, each
+// row times g^(p (63 - s % 64)) (s its place in the sequence) in float32, rounded to bf16.
+struct CausalProduct {
+  int power = 1;
+  const BFloat16* a = nullptr;
+  int a_dim = 0;
+  const BFloat16* b = nullptr;
+  const BFloat16* c = nullptr;
+  int c_dim = 0;
+  float* out = nullptr;
+};
+void launch_causal_product(const FastBackwardLaunch& decay, const CausalProduct& product, std::int64_t heads,
+                           std::int64_t length, CUstream_st* stream);
 // One rank's slice of the fast backward across ranks, after its launch_fast_rank with checkpoints (`how`
 // as launch_fast_backward's, over the slice; `rank` as that forward's): one more all-gather, of the
 // slices' adjoint summaries.

@@ -44,7 +44,12 @@ class StreamScratch {
     check(cudaMallocAsync(reinterpret_cast<void**>(&data_), floats * sizeof(float), stream),
           "cudaMallocAsync");
   }
-  ~StreamScratch() { cudaFreeAsync(data_, stream_); }
+  StreamScratch(StreamScratch&& from) noexcept : data_(from.data_), stream_(from.stream_) {
+    from.data_ = nullptr;
+  }
+  ~StreamScratch() {
+    if (data_) cudaFreeAsync(data_, stream_);
+  }
   StreamScratch(const StreamScratch&) = delete;
   StreamScratch& operator=(const StreamScratch&) = delete;
   float* get() const { return data_; }

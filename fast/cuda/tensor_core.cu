@@ -2659,6 +2659,34 @@ void launch_fast(const FastLaunch& how, std::int64_t heads, std::int64_t length,
   });
 }
 
+void launch_causal_product(const FastBackwardLaunch& decay, const CausalProduct& product, std::int64_t heads,
+                           std::int64_t length, CUstream_st* stream) {
+  if (heads == 0 || length == 0) return;
+  tma::require_hopper();
+  FastLaunch how;
+  how.key_dim = product.a_dim;
+  how.value_dim = product.c_dim;
+  how.decay = decay.decay;
+  how.head_decays = decay.head_decays;
+  how.heads_per_batch = decay.heads_per_batch;
+  how.out = product.out;
+  const bool decayed = how.head_decays || how.decay != 1;
+  const CUtensorMap a = tma::tile_map(product.a, heads, length, product.a_dim),
+                    b = tma::tile_map(product.b, heads, length, (decayed ? 4 : 2) * width),
+                    c = tma::tile_map(product.c, heads, length, product.c_dim),
+                    out = tma::output_map(product.out, false, heads, length, product.c_dim);
+  const int halves = (product.c_dim + width - 1) / width;
+  const PassExtras extras{.weight_power = product.power, .float_out = true};
+  const char* what = "fast kernel (a causal product of the wide backward)";
+  if (decayed) {
+    launch_wide_pass<WideRole::hla2_values, false, true, false>(how, heads, length, halves, a, b, c, out,
+                                                                what, stream, extras);
+  } else {
+    launch_wide_pass<WideRole::hla2_values, false, false, false>(how, heads, length, halves, a, b, c, out,
+                                                                 what, stream, extras);
+  }
+}
+
 void launch_fast_rank(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
                       const BFloat16* k, const BFloat16* v, const FastRank& rank, CUstream_st* stream) {
   if (heads == 0) return;

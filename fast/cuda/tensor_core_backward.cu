@@ -1053,6 +1053,8 @@ void launch_fast_backward(const FastBackwardLaunch& how, std::int64_t heads, std
                           const BFloat16* q, const BFloat16* k, const BFloat16* v, const BFloat16* d_num,
                           CUstream_st* stream) {
   if (heads == 0 || length == 0) return;
+  if (how.key_dim > width || how.value_dim > width)
+    return launch_wide_backward(how, heads, length, q, k, v, d_num, stream);
   with_backward_kernel(how, [&]<bool Ahla, bool Decayed, bool Normalized>() {
     launch<Ahla, Decayed, Normalized>(how, heads, length, q, k, v, d_num, stream);
   });
@@ -1062,6 +1064,8 @@ void launch_fast_rank_backward(const FastBackwardLaunch& how, std::int64_t heads
                                const BFloat16* q, const BFloat16* k, const BFloat16* v, const BFloat16* d_num,
                                const FastRank& rank, CUstream_st* stream) {
   if (heads == 0) return;
+  if (how.key_dim > width || how.value_dim > width)
+    throw Error("fast backward across ranks: heads up to 64 wide");
   with_backward_kernel(how, [&]<bool Ahla, bool Decayed, bool Normalized>() {
     launch_rank<Ahla, Decayed, Normalized>(how, heads, length, q, k, v, d_num, rank, stream);
   });

@@ -342,10 +342,12 @@ std::string implementation_summary(Implementation impl) {
              "float32 (--scalar f32), outputs in float32 or, with --bf16-out, bf16; the forward up to " +
              std::to_string(fast_wide_width) +
              " (ahla's keys in one pass per value half, hla2's in two passes, hla3's in three; hla2's and "
-             "ahla's values alone wider by their halves); --grad too (hla2 and ahla, up to " +
+             "ahla's values alone wider by their halves); --grad too (hla2 and ahla; wider than " +
              std::to_string(fast_width) +
-             "); --ranks or --slices: the sequence split across ranks simulated on this GPU, every slice but "
-             "the last one length, a multiple of 64";
+             " composed of first-order causal products); --ranks or --slices: the sequence split across "
+             "ranks "
+             "simulated on this GPU (up to " +
+             std::to_string(fast_width) + "), every slice but the last one length, a multiple of 64";
   }
   return "?";
 }

@@ -919,6 +919,7 @@ void rank_fast_forward(const OperatorSpec& spec, const Problem& slice, const Sli
 }
 
 std::int64_t fast_checkpoint_bytes(const OperatorSpec& spec, const Problem& problem) {
+  if (problem.key_dim > fast_width || problem.value_dim > fast_width) return 0;  // recomputed instead
   const std::int64_t chunks = (problem.length + 63) / 64;
   return problem.batch * problem.heads * chunks * detail::checkpoint_bytes(spec.normalize);
 }
@@ -933,7 +934,11 @@ detail::FastBackwardLaunch fast_backward_launch(const OperatorSpec& spec, const 
                                                 std::span<const double> head_decays) {
   if (const auto why = backward_unavailable(spec, Implementation::gpu_fast, Form::published))
     throw Error(*why);
-  validate_fast_problem(problem, "fast backward");
+  validate_fast_problem(problem, "fast backward", true);
+  const bool wide = problem.key_dim > fast_width || problem.value_dim > fast_width;
+  if (wide && checkpoints)
+    throw Error("fast backward: heads wider than " + std::to_string(fast_width) +
+                " take no checkpoints (the backward recomputes the forward's products)");
   if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(d_num) || !aligned16(checkpoints)) {
     throw Error("fast backward: q, k, v, d_num and the checkpoints must start at 16-byte aligned addresses");
   }
@@ -941,7 +946,7 @@ detail::FastBackwardLaunch fast_backward_launch(const OperatorSpec& spec, const 
   const bool tokens = problem.length > 0 && problem.batch * problem.heads > 0;
   if (tokens && (!dq || !dk || !dv)) throw Error("fast backward: dq, dk and dv must be given");
   validate_head_decays(problem, head_decays, "fast backward");
-  if (tokens && (!q || !k || !v || !d_num || !checkpoints))
+  if (tokens && (!q || !k || !v || !d_num || (!wide && !checkpoints)))
     throw Error("fast backward: q, k, v, d_num and the checkpoints must be given");
   if (reinterpret_cast<std::uintptr_t>(d_den) % alignof(float) != 0)
     throw Error("fast backward: d_den must start at a 4-byte aligned address");
@@ -1118,8 +1123,15 @@ FastRoundings fast_roundings(Variant variant, bool decayed, std::int64_t n, std:
   return decayed ? FastRoundings{4, 10 * (padded / 8 + 24)} : FastRoundings{3, 9 * (padded / 8 + 24)};
 }
 
-FastRoundings fast_backward_roundings(const OperatorSpec& spec, std::int64_t n, bool head_decays) {
+FastRoundings fast_backward_roundings(const OperatorSpec& spec, std::int64_t n, std::ptrdiff_t key_dim,
+                                      std::ptrdiff_t value_dim, bool head_decays) {
   const bool decayed = spec.decayed() || head_decays;  // the kernels' decaying path
+  if (key_dim > fast_width || value_dim > fast_width) {
+    // Composed of causal products (docs/gpu.md): two products deep, the decayed float32 count in every
+    // case; bf16 three, four normalized (d_den's own rounding), six with decay.
+    const FastRoundings decayed_counts = fast_roundings(spec.variant, true, n, fast_width, fast_width);
+    return {decayed ? 6 : spec.normalize ? 4 : 3, decayed_counts.float32};
+  }
   FastRoundings counts = fast_roundings(spec.variant, decayed, n, fast_width, fast_width);  // heads up to 64
   if (decayed) counts.bf16 = 6;
   // The rank-one terms of a normalized operator and the ridge's add at most four float32 roundings at

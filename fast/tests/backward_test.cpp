@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
+#include "../cuda/wide_composition.hpp"
 #include "hla/reference/random.hpp"
 #include "hla/testing/generators.hpp"
 #include "hla/testing/gradients.hpp"
@@ -631,6 +632,135 @@ TEST_CASE("backward/a wide head is the sum of its halves' cross terms - ModP", "
           const Terms<ModP> terms = reference::terms(spec, sm);
           RC_ASSERT(MP(num.topRows(n)) == terms.num);
           RC_ASSERT(Vector<ModP>(den.topRows(n)) == terms.den);
+        },
+        200);
+}
+
+namespace {
+
+namespace wide = hla::fast::gpu::detail::wide;
+
+// The wide heads' backward (fast/cuda/wide_composition.hpp) on one sequence-head in Z/p: its Run with
+// LA_p by the recurrence S = g^p S + b_t c_t^T, out_t = a_t S (a and b over their common columns, as
+// the device's zero-padded operands multiply), the operands' rows as they are (Z/p rounds nothing;
+// reversed in time where asked), the decay's copies of the keys left to the product.
+class ExactRun {
+ public:
+  static constexpr int vector_columns = 1;
+  struct Rows {
+    const MP* rows;  // null: a column of ones
+  };
+  using Operand = MP;
+  using Floats = MP;
+  using Target = MP*;
+  ExactRun(const OperatorSpec& spec, const Sequence<ModP>& s, const Terms<ModP>& adjoints,
+           Gradients<ModP>& out)
+      : spec_(spec),
+        s_(s),
+        d_num_(adjoints.num),
+        d_den_(MP(adjoints.den)),
+        gamma_(to_mod_prime(spec.decay)),
+        out_(out) {
+    const Index n = s.length();
+    out.dq = MP::Zero(n, s.key_dim()), out.dk = MP::Zero(n, s.key_dim()), out.dv = MP::Zero(n, s.value_dim());
+  }
+  int key_dim() const { return static_cast<int>(s_.key_dim()); }
+  int value_dim() const { return static_cast<int>(s_.value_dim()); }
+  bool normalized() const { return spec_.normalize; }
+  bool ridge() const { return spec_.ridge != 0; }
+
+  Rows rows(wide::Input which) const {
+    switch (which) {
+      case wide::Input::q:
+        return {&s_.q};
+      case wide::Input::k:
+        return {&s_.k};
+      case wide::Input::v:
+        return {&s_.v};
+      case wide::Input::d_num:
+        return {&d_num_};
+      default:
+        return {&d_den_};
+    }
+  }
+  Rows ones() const { return {nullptr}; }
+  Rows of(const MP& from) const { return {&from}; }
+  MP input(wide::Input which) const { return *rows(which).rows; }
+  MP rows_of(const Rows& from, int columns, bool reverse) const {
+    const MP m = read(from, reverse);
+    RC_ASSERT(m.cols() <= columns);
+    MP out = MP::Zero(m.rows(), columns);
+    out.leftCols(m.cols()) = m;
+    return out;
+  }
+  MP keys_of(const Rows& from, bool reverse, int) const { return read(from, reverse); }
+  MP floats(int columns) const { return MP::Zero(s_.length(), columns); }
+  MP* target(MP& to) const { return &to; }
+  MP* gradient(wide::Input which) const {
+    return which == wide::Input::q ? &out_.dq : which == wide::Input::k ? &out_.dk : &out_.dv;
+  }
+  void product(int p, const MP& a, const MP& b, const MP& c, MP* out) const {
+    const Index common = std::min(a.cols(), b.cols());
+    const ModP g = power(gamma_, static_cast<long>(p));
+    RC_ASSERT(out->rows() == a.rows() && out->cols() == c.cols());
+    MP state = MP::Zero(common, c.cols());
+    for (Index t = 0; t < a.rows(); ++t) {
+      state = g * state + b.row(t).head(common).transpose() * c.row(t);
+      out->row(t) = a.row(t).head(common) * state;
+    }
+  }
+  void sum(MP* to, const Rows& from, bool reverse, bool add) const {
+    const MP m = read(from, reverse);
+    *to = add ? MP(*to + m) : m;
+  }
+  void add_ridge(MP* to, const Rows& from, bool reverse) const {
+    *to += to_mod_prime(spec_.ridge) * read(from, reverse);
+  }
+
+ private:
+  MP read(const Rows& from, bool reverse) const {
+    const MP m = from.rows ? *from.rows : MP(MP::Constant(s_.length(), 1, ModP(1)));
+    return reverse ? MP(m.colwise().reverse()) : m;
+  }
+
+  const OperatorSpec& spec_;
+  const Sequence<ModP>& s_;
+  MP d_num_, d_den_;
+  ModP gamma_;
+  Gradients<ModP>& out_;
+};
+
+}  // namespace
+
+// Heads wider than the kernel's tiles: the backward composed of first-order causal products
+// (fast/cuda/wide_composition.hpp, the composition wide_backward.cu runs on the matrix units) gives the
+// definition's gradients, exactly, for masked hla2 and ahla with every option (the gradients of <d_num,
+// num> + <d_den, den> from the readouts' adjoints; d_den zero unnormalized).
+TEST_CASE("backward/the wide heads' composition of causal products gives the definition's gradients - ModP",
+          "[backward][exact]") {
+  for (const Variant variant : {Variant::hla2, Variant::ahla})
+    property(
+        std::string(variant_name(variant)) + ": the composition's gradients equal reference::gradients",
+        [variant] {
+          const OperatorSpec spec = fast_spec(variant);
+          const Sequence<Rational> s = *testing::gen_any_sequence(16, 4, 1).as("sequence");
+          const Matrix<Rational> d_num = *testing::gen_matrix(s.length(), s.value_dim(), false).as("d_num");
+          const Matrix<Rational> d_den = spec.normalize
+                                             ? *testing::gen_matrix(s.length(), 1, false).as("d_den")
+                                             : Matrix<Rational>::Zero(s.length(), 1);
+          const Sequence<ModP> sm = convert<ModP>(s);
+          const Terms<ModP> adjoints{convert<ModP>(d_num), Vector<ModP>(convert<ModP>(d_den))};
+          Gradients<ModP> got;
+          wide::wide_backward(variant == Variant::ahla, ExactRun(spec, sm, adjoints, got));
+          Gradients<ModP> exact;
+          try {  // the reference forms O too, which a zero denominator leaves undefined
+            exact = reference::gradients(spec, sm, Upstream<ModP>::readouts(adjoints));
+          } catch (const Error&) {
+            RC_DISCARD("a normalized denominator is zero in Z/p");
+          }
+          RC_ASSERT(got.dq == exact.dq);
+          RC_ASSERT(got.dk == exact.dk);
+          RC_ASSERT(got.dv == exact.dv);
         },
         200);
 }

@@ -1283,7 +1283,8 @@ void compare_fast_gradients(const OperatorSpec& spec, const Sequence<float>& inp
                             const Gradients<ReferenceDepth>& depth, double& worst, double& normwise) {
   using D = ReferenceDepth;
   const Form form = fast::default_form(spec, Implementation::streaming);
-  const fast::gpu::FastRoundings roundings = fast::gpu::fast_backward_roundings(spec, input.length());
+  const fast::gpu::FastRoundings roundings =
+      fast::gpu::fast_backward_roundings(spec, input.length(), input.key_dim(), input.value_dim());
   const double fast_factor = (1 + gamma_of(roundings.bf16, 0x1p-8)) *
                                  (1 + gamma_of(static_cast<double>(roundings.float32), 0x1p-22)) -
                              1;
@@ -1561,6 +1562,27 @@ TEST_CASE("gpu/fast/the backward of heads narrower than 64 stays within the bf16
   check_fast_backward(Variant::hla2, 100, 3, 20261234, 1, true, Rational(1, 2), 16, 40);
 }
 
+// Heads wider than 64 (the backward composed of causal products, without checkpoints): d = dv = 128,
+// unnormalized and normalized, gamma 1 and 63/64, on two heads of 10 chunks and 17 tokens, and
+// normalized with decay on one head of 65 chunks and 17 tokens; the keys wider alone (d = 128, dv = 64),
+// the values alone (64, 128) and uneven halves (96, 72) on three heads of 100 tokens; hla2's ridge.
+TEST_CASE("gpu/fast/the backward of heads wider than 64 stays within the bf16 bound",
+          "[gpu][fast][backward]") {
+  for (const bool normalize : {false, true})
+    for (const Variant variant : {Variant::hla2, Variant::ahla}) {
+      for (const Rational& decay : {Rational(1), Rational(63, 64)})
+        check_fast_backward(variant, 10 * 64 + 17, 2, 20261250, decay, normalize, 0, 128, 128);
+      if (normalize)
+        check_fast_backward(variant, 65 * 64 + 17, 1, 20261251, Rational(63, 64), true, 0, 128, 128);
+    }
+  check_fast_backward(Variant::hla2, 100, 3, 20261252, 1, false, 0, 128, 64);
+  check_fast_backward(Variant::ahla, 100, 3, 20261253, Rational(7, 8), true, 0, 64, 128);
+  check_fast_backward(Variant::hla2, 100, 3, 20261254, Rational(63, 64), true, 0, 96, 72);
+  check_fast_backward(Variant::ahla, 100, 3, 20261255, 1, false, 0, 96, 72);
+  for (const bool normalize : {false, true})
+    check_fast_backward(Variant::hla2, 300, 2, 20261256, 1, normalize, Rational(1, 2), 128, 128);
+}
+
 namespace {
 
 Matrix<float> pad_columns(const Matrix<float>& m) {
@@ -1649,7 +1671,7 @@ TEST_CASE("gpu/large/the normalized fast backward at n = 65536 stays within the 
 }
 
 TEST_CASE("gpu/fast/the fast backward refuses what it does not cover", "[gpu][fast][backward]") {
-  const fast::gpu::Problem fine{1, 1, 64, 64, 64}, wrong_d{1, 1, 64, 128, 128};
+  const fast::gpu::Problem fine{1, 1, 64, 64, 64}, wrong_d{1, 1, 64, 136, 128}, wide{1, 1, 64, 128, 128};
   const OperatorSpec hla2{.variant = Variant::hla2}, normalized{.variant = Variant::hla2, .normalize = true},
       ridge{.variant = Variant::hla2, .ridge = Rational(1, 2)}, hla3{.variant = Variant::hla3};
   float somewhere[1];  // never written: the calls are refused before any device work
@@ -1658,7 +1680,12 @@ TEST_CASE("gpu/fast/the fast backward refuses what it does not cover", "[gpu][fa
                     Catch::Contains("--impl gpu-fast: the fast backward covers hla2 and ahla"));
   CHECK_THROWS_WITH(fast::gpu::fast_backward(hla2, wrong_d, nullptr, nullptr, nullptr, nullptr, nullptr,
                                              nullptr, somewhere, somewhere, somewhere),
-                    Catch::Contains("d and dv must be multiples of 8 up to 64"));
+                    Catch::Contains("d and dv must be multiples of 8 up to 128"));
+  const auto* aligned_input = reinterpret_cast<const fast::gpu::BFloat16*>(std::uintptr_t{256});
+  CHECK_THROWS_WITH(
+      fast::gpu::fast_backward(hla2, wide, aligned_input, aligned_input, aligned_input, aligned_input,
+                               nullptr, aligned_input, somewhere, somewhere, somewhere),
+      Catch::Contains("heads wider than 64 take no checkpoints"));
   const auto* odd = reinterpret_cast<const fast::gpu::BFloat16*>(std::uintptr_t{2});
   CHECK_THROWS_WITH(
       fast::gpu::fast_backward(hla2, fine, odd, odd, odd, odd, nullptr, odd, somewhere, somewhere, somewhere),
@@ -1694,13 +1721,14 @@ TEST_CASE("gpu/fast/the fast backward refuses what it does not cover", "[gpu][fa
   // decay, the decayed ones for decays per head whatever spec.decay says.
   const auto forward = fast::gpu::fast_roundings(Variant::hla2, false, 1000, 64, 64),
              forward_decayed = fast::gpu::fast_roundings(Variant::hla2, true, 1000, 64, 64);
-  CHECK(fast::gpu::fast_backward_roundings(hla2, 1000).float32 == forward.float32);
-  CHECK(fast::gpu::fast_backward_roundings(normalized, 1000).float32 == forward.float32 + 1);
-  CHECK(fast::gpu::fast_backward_roundings(ridge, 1000).float32 == forward.float32 + 1);
+  CHECK(fast::gpu::fast_backward_roundings(hla2, 1000, 64, 64).float32 == forward.float32);
+  CHECK(fast::gpu::fast_backward_roundings(normalized, 1000, 64, 64).float32 == forward.float32 + 1);
+  CHECK(fast::gpu::fast_backward_roundings(ridge, 1000, 64, 64).float32 == forward.float32 + 1);
   const OperatorSpec ahla_normalized{.variant = Variant::ahla, .normalize = true};
-  CHECK(fast::gpu::fast_backward_roundings(ahla_normalized, 1000).float32 == forward.float32);
-  CHECK(fast::gpu::fast_backward_roundings(normalized, 1000, true).bf16 == 6);
-  CHECK(fast::gpu::fast_backward_roundings(normalized, 1000, true).float32 == forward_decayed.float32);
+  CHECK(fast::gpu::fast_backward_roundings(ahla_normalized, 1000, 64, 64).float32 == forward.float32);
+  CHECK(fast::gpu::fast_backward_roundings(normalized, 1000, 64, 64, true).bf16 == 6);
+  CHECK(fast::gpu::fast_backward_roundings(normalized, 1000, 64, 64, true).float32 ==
+        forward_decayed.float32);
   const fast::gpu::Problem shape{8, 16, 65536, 64, 64};
   CHECK(fast::gpu::fast_checkpoint_bytes(hla2, shape) == std::int64_t{8} * 16 * 1024 * 16384);
   CHECK(fast::gpu::fast_checkpoint_bytes(normalized, shape) == std::int64_t{8} * 16 * 1024 * (16384 + 256));

@@ -257,7 +257,7 @@ BackwardRun fast_backward_run(const OperatorSpec& spec, const Sequence<double>& 
 
 // gpu::fast_backward_roundings as one depth at u = 2^-8, as fast_depth does for the forward.
 Gradients<std::int64_t> fast_backward_depth(const OperatorSpec& spec, Index n, Index d, Index dv) {
-  const std::int64_t k = one_depth(fast::gpu::fast_backward_roundings(spec, n));
+  const std::int64_t k = one_depth(fast::gpu::fast_backward_roundings(spec, n, d, dv));
   return {Matrix<std::int64_t>::Constant(n, d, k),
           Matrix<std::int64_t>::Constant(n, d, k),
           Matrix<std::int64_t>::Constant(n, dv, k),
@@ -276,10 +276,8 @@ void add_fast_row(std::vector<Candidate>& out) {
       },
       [](const OperatorSpec& spec, Index n, Index d, Index dv, Index) { return fast_depth(spec, n, d, dv); },
       // The forward up to 128 (ahla's keys by value halves, hla2's in two passes, hla3's in three), the
-      // backward up to 64.
-      [](const OperatorSpec&, bool backward) -> Index {
-        return backward ? fast::fast_width : fast::fast_wide_width;
-      }};
+      // backward too (wider than 64 composed of causal products).
+      [](const OperatorSpec&, bool) -> Index { return fast::fast_wide_width; }};
   // The backward where the catalogue has it: the gradients of <c_num, num> + <c_den, den> of the masked
   // operators are sums of monomials with positive coefficients too, so the CPU streaming backward's
   // gauge is theirs.

@@ -291,10 +291,11 @@ std::int64_t fast_rank_exchange_bytes(const OperatorSpec& spec, const Problem& s
 std::vector<Matrix<float>> ranks_fast_outputs(const OperatorSpec& spec,
                                               const std::vector<Sequence<float>>& heads, const Slices& slices,
                                               bool bf16);
-// The forward's checkpoints for the backward, whatever d and dv: the two bf16 state tiles (64 x 64)
+// The forward's checkpoints for the backward, heads up to 64 wide: the two bf16 state tiles (64 x 64)
 // its products read at each chunk boundary (hla2 S, F; ahla P, E) and, normalized, their vectors
 // (hla2 f; ahla n, m: 256 bytes), 16 KiB per chunk of 64 tokens and sequence-head (256 bytes per
-// token and head: 2 GiB at batch 8, 16 heads, n = 65536; normalized 1.6% more).
+// token and head: 2 GiB at batch 8, 16 heads, n = 65536; normalized 1.6% more). Wider heads take none
+// (0 bytes): their backward recomputes the forward's products.
 std::int64_t fast_checkpoint_bytes(const OperatorSpec& spec, const Problem& problem);
 
 // The backward on the matrix units (masked hla2 and ahla, normalized or not, with a decay or hla2's
@@ -305,7 +306,11 @@ std::int64_t fast_checkpoint_bytes(const OperatorSpec& spec, const Problem& prob
 // head_decays wrote (fast_checkpoint_bytes(spec, problem) of them). It recomputes each chunk's
 // products from its checkpoint, walking the chunks of a sequence-head from the last, one block per
 // sequence-head or, when the sequence-heads leave SMs idle, per segment of one (stream-ordered
-// scratch for the segments' summaries and carry-ins). Device pointers; runs in `stream` without
+// scratch for the segments' summaries and carry-ins). Heads wider than 64 (d or dv up to 128; not
+// across ranks) take no checkpoints (null): their backward is composed of first-order causal products
+// on the matrix units, the forward's intermediate (hla2 U, ahla X) recomputed, 7 products (hla2
+// normalized 9, ahla normalized 13) and stream-ordered scratch of at most about 24 bytes per token,
+// head and column of 128 (docs/gpu.md). Device pointers; runs in `stream` without
 // synchronizing it; throws hla::Error for anything else. Its error bound is fast_backward_roundings
 // on the gradients' gauge (docs/gpu.md).
 void fast_backward(const OperatorSpec& spec, const Problem& problem, const BFloat16* q, const BFloat16* k,
@@ -366,7 +371,11 @@ FastRoundings fast_roundings(Variant variant, bool decayed, std::int64_t n, std:
 // ridge); with decay, spec's or one gamma per head (`head_decays`, whatever their values: the kernels'
 // decaying path), six bf16 roundings (the scaled copies of K, V, dO and of the adjoints add theirs) and
 // the forward's float32 count.
-FastRoundings fast_backward_roundings(const OperatorSpec& spec, std::int64_t n, bool head_decays = false);
+// Heads wider than 64 (d or dv up to 128; fast_backward composes them of causal products): the
+// forward's decayed float32 count in every case, and three bf16 roundings, four normalized, six with
+// decay.
+FastRoundings fast_backward_roundings(const OperatorSpec& spec, std::int64_t n, std::ptrdiff_t key_dim,
+                                      std::ptrdiff_t value_dim, bool head_decays = false);
 
 // Host conveniences, each head's inputs rounded to bf16 (batch 1, one head per sequence):
 // the terms of each head (den zero for an unnormalized operator), and the outputs as the kernel

@@ -1,0 +1,199 @@
+// The fast backward of heads wider than 64 (d or dv up to 128): masked hla2 and ahla, normalized or
+// not, decay gamma in (0, 1] per head or hla2's ridge (gamma = 1), the composition of first-order
+// causal products of wide_composition.hpp (its header gives the algebra) run on the wide heads' matrix
+// units (launch_causal_product, tensor_core.cu).
+// Every operand of a product is rounded to bf16 once (the forward's and the adjoints' intermediates
+// from their float32 products, d_den from float32; the inputs enter the forward products as they are),
+// the products' sums are float32, and the terms of a gradient are summed in float32 (docs/gpu.md gives
+// the bound). A reversed product reads copies of its operands reversed in time (operand_kernel) and
+// its float32 result is read back reversed (rows_kernel). Device memory: the copies live until the
+// products that read them are issued (stream order), at most about 3.1 KB a token and head at once at
+// d = dv = 128 with decay.
+
+#include <cuda_bf16.h>
+
+#include <cmath>
+#include <cstdint>
+#include <optional>
+
+#include "launch.hpp"
+#include "segments.cuh"
+#include "wide_composition.hpp"
+
+namespace hla::fast::gpu::detail {
+namespace {
+
+using Bf = __nv_bfloat16;
+
+constexpr int width = 64;  // a tile's columns
+constexpr int group = 8;   // a thread's columns: 16 bytes of bf16
+constexpr int threads = 256;
+
+// Rows of a source: float32 or bf16 [heads, length, columns], or (both null) a column of ones.
+struct Rows {
+  const float* f = nullptr;
+  const Bf* b = nullptr;
+  int columns = 1;
+  __device__ float at(std::int64_t row, int column) const {
+    if (column >= columns) return 0.0f;
+    if (f) return f[row * columns + column];
+    if (b) return __bfloat162float(b[row * columns + column]);
+    return column == 0 ? 1.0f : 0.0f;
+  }
+};
+
+// Sequence-head blockIdx.y of an operand [heads, length, to_columns] in bf16 from `from`, reversed in
+// time when `reverse`: columns below copy_column (all without a copy) `from`'s rows rounded to bf16 and
+// zero-padded; from copy_column on (launch_causal_product's decayed b) each row times g^(p (63 - s % 64))
+// (s its place in the operand), rounded to bf16.
+__global__ void __launch_bounds__(threads)
+    operand_kernel(Rows from, std::int64_t length, bool reverse, Bf* to, int to_columns, int copy_column,
+                   const double* head_decays, std::int64_t heads_per_batch, double decay, int power) {
+  __shared__ float ages[width];  // g^(p (63 - tau')), tau' = 0..63
+  const std::int64_t head = blockIdx.y;
+  if (copy_column > 0) {
+    const double gamma = head_decays ? head_decays[head % heads_per_batch] : decay;
+    for (int i = threadIdx.x; i < width; i += blockDim.x)
+      ages[i] = static_cast<float>(pow(gamma, static_cast<double>(power * (width - 1 - i))));
+  }
+  __syncthreads();
+  const int groups = to_columns / group;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < length * groups;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t s = i / groups;
+    const int first = static_cast<int>(i % groups) * group;
+    const std::int64_t row = head * length + (reverse ? length - 1 - s : s);
+    const bool copy = copy_column > 0 && first >= copy_column;
+    const int column = copy ? first - copy_column : first;
+    alignas(16) Bf out[group];
+#pragma unroll
+    for (int j = 0; j < group; ++j) {
+      const float x = from.at(row, column + j);
+      out[j] = __float2bfloat16_rn(copy ? __fmul_rn(x, ages[s % width]) : x);
+    }
+    *reinterpret_cast<uint4*>(to + (head * length + s) * to_columns + first) = *reinterpret_cast<uint4*>(out);
+  }
+}
+
+// to = (add ? to : 0) + scale * from, [heads, length, columns] float32, `from` read reversed in time
+// when `reverse`.
+__global__ void __launch_bounds__(threads)
+    rows_kernel(Rows from, std::int64_t heads, std::int64_t length, bool reverse, float* to, int columns,
+                float scale, bool add) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+       i < heads * length * columns; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t row = i / columns, head = row / length, s = row % length;
+    const int column = static_cast<int>(i % columns);
+    const float x = from.at(head * length + (reverse ? length - 1 - s : s), column);
+    const float term = scale == 1.0f ? x : __fmul_rn(scale, x);
+    to[i] = add ? __fadd_rn(to[i], term) : term;
+  }
+}
+
+// An operand in device memory: an input as it is, or a copy (freed in stream order).
+struct Operand {
+  const BFloat16* data;
+  int columns;
+  std::optional<StreamScratch> copy{};
+};
+// Float32 rows in device memory, freed in stream order.
+struct Floats {
+  StreamScratch data;
+  int columns;
+};
+struct Target {
+  float* data;
+  int columns;
+};
+
+// The composition's products on the device (wide_composition.hpp's Run), over `heads` sequence-heads
+// of `length` tokens.
+class DeviceRun {
+ public:
+  static constexpr int vector_columns = 8;  // the vector and seven zero columns
+  DeviceRun(const FastBackwardLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
+            const BFloat16* k, const BFloat16* v, const BFloat16* d_num, CUstream_st* stream)
+      : how_(how), heads_(heads), length_(length), inputs_{q, k, v, d_num}, stream_(stream) {}
+
+  int key_dim() const { return how_.key_dim; }
+  int value_dim() const { return how_.value_dim; }
+  bool normalized() const { return how_.normalize; }
+  bool ridge() const { return how_.ridge != 0; }
+
+  Rows rows(wide::Input which) const {
+    if (which == wide::Input::d_den) return {how_.d_den, nullptr, 1};
+    return {nullptr, reinterpret_cast<const Bf*>(input(which).data), input(which).columns};
+  }
+  Rows ones() const { return {}; }
+  Rows of(const Floats& from) const { return {from.data.get(), nullptr, from.columns}; }
+
+  Operand input(wide::Input which) const {
+    const int index = static_cast<int>(which);
+    return {inputs_[index], which == wide::Input::q || which == wide::Input::k ? key_dim() : value_dim()};
+  }
+  Operand rows_of(const Rows& from, int columns, bool reverse) const {
+    return copy_of(from, reverse, columns, 0, 1);
+  }
+  Operand keys_of(const Rows& from, bool reverse, int power) const {
+    const bool decayed = how_.head_decays || how_.decay != 1;  // launch_causal_product's layout
+    return copy_of(from, reverse, (decayed ? 4 : 2) * width, decayed ? 2 * width : 0, power);
+  }
+
+  Floats floats(int columns) const {
+    return {StreamScratch(static_cast<std::size_t>(heads_ * length_) * columns, stream_), columns};
+  }
+  Target target(Floats& to) const { return {to.data.get(), to.columns}; }
+  Target gradient(wide::Input which) const {
+    switch (which) {
+      case wide::Input::q:
+        return {how_.dq, key_dim()};
+      case wide::Input::k:
+        return {how_.dk, key_dim()};
+      default:
+        return {how_.dv, value_dim()};
+    }
+  }
+
+  void product(int power, const Operand& a, const Operand& b, const Operand& c, Target out) const {
+    launch_causal_product(how_, {power, a.data, a.columns, b.data, c.data, c.columns, out.data}, heads_,
+                          length_, stream_);
+  }
+  void sum(Target to, const Rows& from, bool reverse, bool add) const { sum(to, from, reverse, add, 1.0f); }
+  void add_ridge(Target to, const Rows& from, bool reverse) const {
+    sum(to, from, reverse, true, how_.ridge);
+  }
+
+ private:
+  Operand copy_of(const Rows& from, bool reverse, int columns, int copy_column, int power) const {
+    StreamScratch scratch(static_cast<std::size_t>(heads_ * length_) * columns / 2, stream_);
+    Bf* to = reinterpret_cast<Bf*>(scratch.get());
+    const std::int64_t per_head = length_ * (columns / group);
+    const dim3 grid(static_cast<unsigned>(std::min<std::int64_t>((per_head + threads - 1) / threads, 256)),
+                    static_cast<unsigned>(heads_));
+    operand_kernel<<<grid, threads, 0, stream_>>>(from, length_, reverse, to, columns, copy_column,
+                                                  how_.head_decays, how_.heads_per_batch, how_.decay, power);
+    check_launch("fast backward (a wide head's operands)");
+    return {reinterpret_cast<const BFloat16*>(to), columns, std::move(scratch)};
+  }
+  void sum(Target to, const Rows& from, bool reverse, bool add, float scale) const {
+    rows_kernel<<<1024, threads, 0, stream_>>>(from, heads_, length_, reverse, to.data, to.columns, scale,
+                                               add);
+    check_launch("fast backward (a wide head's sums)");
+  }
+
+  const FastBackwardLaunch& how_;
+  std::int64_t heads_, length_;
+  const BFloat16* inputs_[4];  // q, k, v, d_num
+  CUstream_st* stream_;
+};
+
+}  // namespace
+
+void launch_wide_backward(const FastBackwardLaunch& how, std::int64_t heads, std::int64_t length,
+                          const BFloat16* q, const BFloat16* k, const BFloat16* v, const BFloat16* d_num,
+                          CUstream_st* stream) {
+  if (heads == 0 || length == 0) return;
+  wide::wide_backward(how.ahla, DeviceRun(how, heads, length, q, k, v, d_num, stream));
+}
+
+}  // namespace hla::fast::gpu::detail
