@@ -994,10 +994,11 @@ __device__ void key_side(const Block& b) {
     if constexpr (!hands_a) wait_partner();
     clock.mark(phases::partner);
     wgmma::round_to_tile(u, s.u(c));
-    // hla2: D^2 U (for F; hla3's Z: D^3 Z);  ahla: D X (for E);  hla3_r: none
+    // hla2 (its 64-wide and narrow kernels and its keys pass): D^2 U (for F; hla3's Z: D^3 Z, weight_power
+    // 3);  ahla: D X (for E);  hla3_r: none
     if constexpr (Decayed && Wide != WideRole::hla3_r) {
       wgmma::round_to_tile(u, s.decayed_u(c),
-                           !hla2_keys               ? decay.age
+                           Ahla && !hla2_keys       ? decay.age
                            : args.weight_power == 3 ? decay.age3
                                                     : decay.age2);
     }

@@ -921,7 +921,8 @@ double gamma_of(double k, double u) {
 // Gaussian q, k (n x d) and v (n x dv, dv = d unless given) scaled by 1/sqrt(d) and rounded to bf16: the
 // values of gaussian_sequence (same generator, same order), without their rationals; q and k by
 // absolute value when `positive` (normalized operators: denominators far from zero).
-Sequence<float> bf16_gaussian_sequence(Rng& rng, Index n, Index d, bool positive = false, Index dv = 0) {
+Sequence<float> bf16_gaussian_sequence(Rng& rng, Index n, Index d, bool positive = false, Index dv = 0,
+                                       bool positive_values = false) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   const auto matrix = [&](bool absolute, Index columns) {
     Matrix<float> m(n, columns);
@@ -934,7 +935,7 @@ Sequence<float> bf16_gaussian_sequence(Rng& rng, Index n, Index d, bool positive
     return m;
   };
   Matrix<float> q = matrix(positive, d), k = matrix(positive, d);
-  return {std::move(q), std::move(k), matrix(false, dv > 0 ? dv : d)};
+  return {std::move(q), std::move(k), matrix(positive_values, dv > 0 ? dv : d)};
 }
 
 float round_to_bf16(float x) {
@@ -944,13 +945,15 @@ float round_to_bf16(float x) {
 struct FastCase {
   bool normalize = false;
   Rational decay = 1;
-  Rational ridge = 0;  // hla2 only
+  Rational ridge = 0;        // hla2 only
+  bool nonnegative = false;  // q, k and v >= 0 (normalized: q and k always)
 };
 
 std::string describe_case(const FastCase& c) {
   std::ostringstream out;
   out << (c.normalize ? "normalized" : "unnormalized") << ", gamma = " << c.decay;
   if (c.ridge != 0) out << ", ridge = " << c.ridge;
+  if (c.nonnegative) out << ", nonnegative inputs";
   return out.str();
 }
 
@@ -973,7 +976,10 @@ void check_fast_path(Index n, Index heads, std::uint64_t seed, const FastCase& f
     const double eps = to_double(spec.eps);
     std::vector<Sequence<float>> inputs;
     Rng rng(seed + static_cast<int>(variant));
-    for (Index h = 0; h < heads; ++h) inputs.push_back(bf16_gaussian_sequence(rng, n, d, spec.normalize, dv));
+    for (Index h = 0; h < heads; ++h) {
+      inputs.push_back(bf16_gaussian_sequence(rng, n, d, spec.normalize || fast_case.nonnegative, dv,
+                                              fast_case.nonnegative));
+    }
     const std::vector<Terms<float>> got = fast::gpu::fast_terms(spec, inputs);
     const std::vector<Matrix<float>> out32 = fast::gpu::fast_outputs(spec, inputs, false),
                                      out16 = fast::gpu::fast_outputs(spec, inputs, true);
@@ -1217,6 +1223,17 @@ TEST_CASE("gpu/fast/heads narrower than 64 stay within the bf16 bound", "[gpu][f
   check_fast_path(100, 3, 20261232, fast_cases[1], 56, 8);
 }
 
+// Nonnegative q, k and v: no sum cancels, so the gauge is the exact result itself and the bound a few
+// percent of each output (bf16's four roundings, 1.6%, and the float32 ones), where signed Gaussian
+// inputs let the gauge exceed the outputs by orders of magnitude (a wrong power of the decay in hla2's
+// D^2 U once gave outputs 10% off, normwise, within that looser bound). Unnormalized, with decay and
+// without, at d = 64, 32 and 128.
+TEST_CASE("gpu/fast/nonnegative inputs stay within a bound of the outputs' own size", "[gpu][fast]") {
+  for (const Index d : {64, 32, 128})
+    for (const Rational& decay : {Rational(1), Rational(63, 64), Rational(7, 8)})
+      check_fast_path(65 * 64 + 17, 2, 20261260, {.decay = decay, .nonnegative = true}, d, d);
+}
+
 // Heads wider than 64 (hla2 with keys wider than 64: two passes, U by key halves to a scratch, then the
 // outputs by value halves; ahla with keys wider than 64: one pass per value half, both key halves on
 // chip; hla3: three passes, Z by key halves, R by value halves, then the outputs; hla2 and ahla with
@@ -1268,11 +1285,15 @@ Gradients<ReferenceDepth> reference_backward_depths(const OperatorSpec& spec, In
 }
 
 // Readouts' adjoints for a test: d_num bf16 Gaussian entries (exact in bf16, so the kernel reads them
-// unchanged); normalized, d_den float32 Gaussian entries, else zero.
-Terms<float> gaussian_adjoints(Rng& rng, Index n, Index dv, bool normalized) {
-  Terms<float> adjoints{bf16_gaussian_sequence(rng, n, dv).v, Vector<float>::Zero(n)};
-  if (normalized)
-    for (Index t = 0; t < n; ++t) adjoints.den(t) = static_cast<float>(rng.gaussian());
+// unchanged); normalized, d_den float32 Gaussian entries, else zero; their magnitudes when `nonnegative`.
+Terms<float> gaussian_adjoints(Rng& rng, Index n, Index dv, bool normalized, bool nonnegative = false) {
+  Terms<float> adjoints{bf16_gaussian_sequence(rng, n, dv, false, 0, nonnegative).v, Vector<float>::Zero(n)};
+  if (normalized) {
+    for (Index t = 0; t < n; ++t) {
+      const auto x = static_cast<float>(rng.gaussian());
+      adjoints.den(t) = nonnegative ? std::abs(x) : x;
+    }
+  }
   return adjoints;
 }
 
@@ -1324,7 +1345,8 @@ bool same_bits(const Matrix<float>& a, const Matrix<float>& b) {
 }
 
 void check_fast_backward(Variant variant, Index n, Index heads, std::uint64_t seed, Rational decay = 1,
-                         bool normalize = false, Rational ridge = 0, Index d = 64, Index dv = 64) {
+                         bool normalize = false, Rational ridge = 0, Index d = 64, Index dv = 64,
+                         bool nonnegative = false) {
   const OperatorSpec spec{.variant = variant,
                           .normalize = normalize,
                           .eps = Rational(normalize ? 1 : 0, 4),
@@ -1334,8 +1356,8 @@ void check_fast_backward(Variant variant, Index n, Index heads, std::uint64_t se
   std::vector<Sequence<float>> inputs;
   std::vector<Terms<float>> adjoints;
   for (Index h = 0; h < heads; ++h) {
-    inputs.push_back(bf16_gaussian_sequence(rng, n, d, normalize, dv));
-    adjoints.push_back(gaussian_adjoints(rng, n, dv, normalize));
+    inputs.push_back(bf16_gaussian_sequence(rng, n, d, normalize || nonnegative, dv, nonnegative));
+    adjoints.push_back(gaussian_adjoints(rng, n, dv, normalize, nonnegative));
   }
   // The exact gradients' rounding depths (one sequential pass in Depth, seconds at n = 8325) are
   // counted beside the GPU's work, and the heads are compared in parallel: the host's references
@@ -1359,6 +1381,7 @@ void check_fast_backward(Variant variant, Index n, Index heads, std::uint64_t se
   std::ostringstream label;  // the operator
   label << variant_name(variant) << (normalize ? " normalized" : "");
   if (ridge != 0) label << " ridge " << ridge;
+  if (nonnegative) label << " nonnegative";
   INFO("fast backward, " << label.str() << ", gamma = " << decay << ", n = " << n << ", " << heads
                          << " heads, d = " << d << ", dv = " << dv << ", seed " << seed
                          << ": worst error / bound " << worst << ", normwise relative error " << normwise);
@@ -1581,6 +1604,18 @@ TEST_CASE("gpu/fast/the backward of heads wider than 64 stays within the bf16 bo
   check_fast_backward(Variant::ahla, 100, 3, 20261255, 1, false, 0, 96, 72);
   for (const bool normalize : {false, true})
     check_fast_backward(Variant::hla2, 300, 2, 20261256, 1, normalize, Rational(1, 2), 128, 128);
+}
+
+// Nonnegative q, k, v and readouts' adjoints: the gradients are sums of monomials with positive
+// coefficients of nonnegative numbers, so the gauge is the exact gradient itself and the bound a few
+// percent of each entry (the forward's test on nonnegative inputs says why). hla2 and ahla, unnormalized
+// and normalized, with decay, at d = 64, 32 and 128 (the chunk kernels and the composed backward).
+TEST_CASE("gpu/fast/the backward on nonnegative inputs stays within a bound of the gradients' own size",
+          "[gpu][fast][backward]") {
+  for (const Index d : {64, 32, 128})
+    for (const Variant variant : {Variant::hla2, Variant::ahla})
+      for (const bool normalize : {false, true})
+        check_fast_backward(variant, 10 * 64 + 17, 2, 20261257, Rational(63, 64), normalize, 0, d, d, true);
 }
 
 namespace {
