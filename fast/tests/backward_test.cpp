@@ -555,6 +555,24 @@ OperatorSpec fast_spec(Variant variant) {
   return spec;
 }
 
+// Readouts' adjoints of spec over the tokens of s, in Z/p: d_num, and d_den when normalized (else zero).
+Terms<ModP> gen_readout_adjoints(const OperatorSpec& spec, const Sequence<Rational>& s) {
+  const Matrix<Rational> d_num = *testing::gen_matrix(s.length(), s.value_dim(), false).as("d_num");
+  const Matrix<Rational> d_den = spec.normalize ? *testing::gen_matrix(s.length(), 1, false).as("d_den")
+                                                : Matrix<Rational>::Zero(s.length(), 1);
+  return {convert<ModP>(d_num), Vector<ModP>(convert<ModP>(d_den))};
+}
+
+// The definition's gradients of spec from the readouts' adjoints; the reference forms O too, which a
+// zero denominator in Z/p leaves undefined, and such a case is discarded.
+Gradients<ModP> exact_gradients(const OperatorSpec& spec, const Sequence<ModP>& s, const Terms<ModP>& adjoints) {
+  try {
+    return reference::gradients(spec, s, Upstream<ModP>::readouts(adjoints));
+  } catch (const Error&) {
+    RC_DISCARD("a normalized denominator is zero in Z/p");
+  }
+}
+
 }  // namespace
 
 // The algebra the fast backward's kernels compute (their formulas, not their code: the kernels run on
@@ -572,23 +590,14 @@ TEST_CASE(
         [variant] {
           const OperatorSpec spec = fast_spec(variant);
           const Sequence<Rational> s = *testing::gen_any_sequence(24, 3, 1).as("sequence");
-          const Matrix<Rational> d_num = *testing::gen_matrix(s.length(), s.value_dim(), false).as("d_num");
-          const Matrix<Rational> d_den = spec.normalize
-                                             ? *testing::gen_matrix(s.length(), 1, false).as("d_den")
-                                             : Matrix<Rational>::Zero(s.length(), 1);
+          const Terms<ModP> adjoints = gen_readout_adjoints(spec, s);
           const Index chunk = *rc::gen::inRange(1, 6).as("chunk");
           const Index chunks = (s.length() + chunk - 1) / chunk;
           const Index segment_chunks = *rc::gen::inRange<Index>(1, chunks + 1).as("chunks per segment");
           const bool as_ranks = *rc::gen::arbitrary<bool>().as("the carries as the ranks combine them");
           const Sequence<ModP> sm = convert<ModP>(s);
-          const Terms<ModP> adjoints{convert<ModP>(d_num), Vector<ModP>(convert<ModP>(d_den))};
           const Gradients<ModP> got = fast_chunk_algebra(spec, sm, adjoints, chunk, segment_chunks, as_ranks);
-          Gradients<ModP> exact;
-          try {  // the reference forms O too, which a zero denominator leaves undefined
-            exact = reference::gradients(spec, sm, Upstream<ModP>::readouts(adjoints));
-          } catch (const Error&) {
-            RC_DISCARD("a normalized denominator is zero in Z/p");
-          }
+          const Gradients<ModP> exact = exact_gradients(spec, sm, adjoints);
           const Terms<ModP> terms = reference::terms(spec, sm);
           RC_ASSERT(got.terms.num == terms.num);
           RC_ASSERT(got.terms.den == terms.den);
@@ -744,20 +753,11 @@ TEST_CASE("backward/the wide heads' composition of causal products gives the def
         [variant] {
           const OperatorSpec spec = fast_spec(variant);
           const Sequence<Rational> s = *testing::gen_any_sequence(16, 4, 1).as("sequence");
-          const Matrix<Rational> d_num = *testing::gen_matrix(s.length(), s.value_dim(), false).as("d_num");
-          const Matrix<Rational> d_den = spec.normalize
-                                             ? *testing::gen_matrix(s.length(), 1, false).as("d_den")
-                                             : Matrix<Rational>::Zero(s.length(), 1);
+          const Terms<ModP> adjoints = gen_readout_adjoints(spec, s);
           const Sequence<ModP> sm = convert<ModP>(s);
-          const Terms<ModP> adjoints{convert<ModP>(d_num), Vector<ModP>(convert<ModP>(d_den))};
           Gradients<ModP> got;
           wide::wide_backward(variant == Variant::ahla, ExactRun(spec, sm, adjoints, got));
-          Gradients<ModP> exact;
-          try {  // the reference forms O too, which a zero denominator leaves undefined
-            exact = reference::gradients(spec, sm, Upstream<ModP>::readouts(adjoints));
-          } catch (const Error&) {
-            RC_DISCARD("a normalized denominator is zero in Z/p");
-          }
+          const Gradients<ModP> exact = exact_gradients(spec, sm, adjoints);
           RC_ASSERT(got.dq == exact.dq);
           RC_ASSERT(got.dk == exact.dk);
           RC_ASSERT(got.dv == exact.dv);
