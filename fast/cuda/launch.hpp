@@ -141,7 +141,8 @@ void launch_fast_rank(const FastLaunch& how, std::int64_t heads, std::int64_t le
 // The fast path's backward (masked hla2 or ahla, normalized or not, any decay or hla2's ridge): dq, dk
 // [heads, length, key_dim] and dv [heads, length, value_dim] in float32 from q, k, v, the adjoint of num
 // d_num [heads, length, value_dim] in bf16 (dO, unnormalized), normalized the adjoint of den d_den
-// [heads, length] in float32, and the forward's checkpoints (64-wide tiles whatever d and dv).
+// [heads, length] in float32, and the forward's checkpoints (64-wide tiles, d and dv up to 64; wider
+// heads: none, launch_wide_backward).
 struct FastBackwardLaunch {
   bool ahla = false;
   int key_dim = 64, value_dim = 64;

@@ -42,36 +42,40 @@ struct Rows {
   }
 };
 
-// Sequence-head blockIdx.y of an operand [heads, length, to_columns] in bf16 from `from`, reversed in
-// time when `reverse`: columns below copy_column (all without a copy) `from`'s rows rounded to bf16 and
-// zero-padded; from copy_column on (launch_causal_product's decayed b) each row times g^(p (63 - s % 64))
-// (s its place in the operand), rounded to bf16.
+// An operand [heads, length, to_columns] in bf16 from `from`, reversed in time when `reverse`: columns
+// below copy_column (all without a copy) `from`'s rows rounded to bf16 and zero-padded; from copy_column
+// on (launch_causal_product's decayed b) each row times g^(p (63 - s % 64)) (s its place in the
+// operand), rounded to bf16. The blocks of a grid row take the sequence-heads blockIdx.y, + gridDim.y, ...
 __global__ void __launch_bounds__(threads)
-    operand_kernel(Rows from, std::int64_t length, bool reverse, Bf* to, int to_columns, int copy_column,
-                   const double* head_decays, std::int64_t heads_per_batch, double decay, int power) {
+    operand_kernel(Rows from, std::int64_t heads, std::int64_t length, bool reverse, Bf* to, int to_columns,
+                   int copy_column, const double* head_decays, std::int64_t heads_per_batch, double decay,
+                   int power) {
   __shared__ float ages[width];  // g^(p (63 - tau')), tau' = 0..63
-  const std::int64_t head = blockIdx.y;
-  if (copy_column > 0) {
-    const double gamma = head_decays ? head_decays[head % heads_per_batch] : decay;
-    for (int i = threadIdx.x; i < width; i += blockDim.x)
-      ages[i] = static_cast<float>(pow(gamma, static_cast<double>(power * (width - 1 - i))));
-  }
-  __syncthreads();
   const int groups = to_columns / group;
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < length * groups;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t s = i / groups;
-    const int first = static_cast<int>(i % groups) * group;
-    const std::int64_t row = head * length + (reverse ? length - 1 - s : s);
-    const bool copy = copy_column > 0 && first >= copy_column;
-    const int column = copy ? first - copy_column : first;
-    alignas(16) Bf out[group];
-#pragma unroll
-    for (int j = 0; j < group; ++j) {
-      const float x = from.at(row, column + j);
-      out[j] = __float2bfloat16_rn(copy ? __fmul_rn(x, ages[s % width]) : x);
+  for (std::int64_t head = blockIdx.y; head < heads; head += gridDim.y) {
+    if (copy_column > 0) {
+      __syncthreads();  // the previous head's ages read
+      const double gamma = head_decays ? head_decays[head % heads_per_batch] : decay;
+      for (int i = threadIdx.x; i < width; i += blockDim.x)
+        ages[i] = static_cast<float>(pow(gamma, static_cast<double>(power * (width - 1 - i))));
+      __syncthreads();
     }
-    *reinterpret_cast<uint4*>(to + (head * length + s) * to_columns + first) = *reinterpret_cast<uint4*>(out);
+    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+         i < length * groups; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+      const std::int64_t s = i / groups;
+      const int first = static_cast<int>(i % groups) * group;
+      const std::int64_t row = head * length + (reverse ? length - 1 - s : s);
+      const bool copy = copy_column > 0 && first >= copy_column;
+      const int column = copy ? first - copy_column : first;
+      alignas(16) Bf out[group];
+#pragma unroll
+      for (int j = 0; j < group; ++j) {
+        const float x = from.at(row, column + j);
+        out[j] = __float2bfloat16_rn(copy ? __fmul_rn(x, ages[s % width]) : x);
+      }
+      *reinterpret_cast<uint4*>(to + (head * length + s) * to_columns + first) =
+          *reinterpret_cast<uint4*>(out);
+    }
   }
 }
 
@@ -169,8 +173,8 @@ class DeviceRun {
     Bf* to = reinterpret_cast<Bf*>(scratch.get());
     const std::int64_t per_head = length_ * (columns / group);
     const dim3 grid(static_cast<unsigned>(std::min<std::int64_t>((per_head + threads - 1) / threads, 256)),
-                    static_cast<unsigned>(heads_));
-    operand_kernel<<<grid, threads, 0, stream_>>>(from, length_, reverse, to, columns, copy_column,
+                    static_cast<unsigned>(std::min<std::int64_t>(heads_, 65535)));  // grid rows at most
+    operand_kernel<<<grid, threads, 0, stream_>>>(from, heads_, length_, reverse, to, columns, copy_column,
                                                   how_.head_decays, how_.heads_per_batch, how_.decay, power);
     check_launch("fast backward (a wide head's operands)");
     return {reinterpret_cast<const BFloat16*>(to), columns, std::move(scratch)};
