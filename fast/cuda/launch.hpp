@@ -182,6 +182,11 @@ struct CausalProduct {
 };
 void launch_causal_product(const FastBackwardLaunch& decay, const CausalProduct& product, std::int64_t heads,
                            std::int64_t length, CUstream_st* stream);
+// The columns of launch_causal_product's b under `decay`'s gamma: 128, or 256 when decayed (the copies
+// D^p b in the second half).
+constexpr int causal_product_keys_columns(const FastBackwardLaunch& decay) {
+  return decay.head_decays || decay.decay != 1 ? 256 : 128;
+}
 // One rank's slice of the fast backward across ranks, after its launch_fast_rank with checkpoints (`how`
 // as launch_fast_backward's, over the slice; `rank` as that forward's): one more all-gather, of the
 // slices' adjoint summaries.

@@ -2671,9 +2671,10 @@ void launch_causal_product(const FastBackwardLaunch& decay, const CausalProduct&
   how.head_decays = decay.head_decays;
   how.heads_per_batch = decay.heads_per_batch;
   how.out = product.out;
-  const bool decayed = how.head_decays || how.decay != 1;
+  const int keys_columns = causal_product_keys_columns(decay);
+  const bool decayed = keys_columns > 2 * width;
   const CUtensorMap a = tma::tile_map(product.a, heads, length, product.a_dim),
-                    b = tma::tile_map(product.b, heads, length, (decayed ? 4 : 2) * width),
+                    b = tma::tile_map(product.b, heads, length, keys_columns),
                     c = tma::tile_map(product.c, heads, length, product.c_dim),
                     out = tma::output_map(product.out, false, heads, length, product.c_dim);
   const int halves = (product.c_dim + width - 1) / width;

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "decay.cuh"
 #include "launch.hpp"
 #include "segments.cuh"
 #include "wide_composition.hpp"
@@ -25,7 +26,7 @@ namespace {
 
 using Bf = __nv_bfloat16;
 
-constexpr int width = 64;  // a tile's columns
+constexpr int width = wgmma::width;  // a tile's columns
 constexpr int group = 8;   // a thread's columns: 16 bytes of bf16
 constexpr int threads = 256;
 
@@ -45,19 +46,19 @@ struct Rows {
 // An operand [heads, length, to_columns] in bf16 from `from`, reversed in time when `reverse`: columns
 // below copy_column (all without a copy) `from`'s rows rounded to bf16 and zero-padded; from copy_column
 // on (launch_causal_product's decayed b) each row times g^(p (63 - s % 64)) (s its place in the
-// operand), rounded to bf16. The blocks of a grid row take the sequence-heads blockIdx.y, + gridDim.y, ...
+// operand; decay::fill_powers, the products' own factors; decay_all every head's gamma unless
+// head_decays), rounded to bf16. The blocks of a grid row take the sequence-heads blockIdx.y, + gridDim.y,
+// ...
 __global__ void __launch_bounds__(threads)
     operand_kernel(Rows from, std::int64_t heads, std::int64_t length, bool reverse, Bf* to, int to_columns,
-                   int copy_column, const double* head_decays, std::int64_t heads_per_batch, double decay,
+                   int copy_column, const double* head_decays, std::int64_t heads_per_batch, double decay_all,
                    int power) {
-  __shared__ float ages[width];  // g^(p (63 - tau')), tau' = 0..63
+  __shared__ float powers[decay::powers_count];  // the products' own: g^(p i), i = 0..192
   const int groups = to_columns / group;
   for (std::int64_t head = blockIdx.y; head < heads; head += gridDim.y) {
     if (copy_column > 0) {
-      __syncthreads();  // the previous head's ages read
-      const double gamma = head_decays ? head_decays[head % heads_per_batch] : decay;
-      for (int i = threadIdx.x; i < width; i += blockDim.x)
-        ages[i] = static_cast<float>(pow(gamma, static_cast<double>(power * (width - 1 - i))));
+      __syncthreads();  // the previous head's powers read
+      decay::fill_powers(powers, decay::gamma_of(head_decays, heads_per_batch, decay_all, head), power);
       __syncthreads();
     }
     for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
@@ -71,7 +72,7 @@ __global__ void __launch_bounds__(threads)
 #pragma unroll
       for (int j = 0; j < group; ++j) {
         const float x = from.at(row, column + j);
-        out[j] = __float2bfloat16_rn(copy ? __fmul_rn(x, ages[s % width]) : x);
+        out[j] = __float2bfloat16_rn(copy ? __fmul_rn(x, powers[width - 1 - s % width]) : x);
       }
       *reinterpret_cast<uint4*>(to + (head * length + s) * to_columns + first) =
           *reinterpret_cast<uint4*>(out);
@@ -139,8 +140,8 @@ class DeviceRun {
     return copy_of(from, reverse, columns, 0, 1);
   }
   Operand keys_of(const Rows& from, bool reverse, int power) const {
-    const bool decayed = how_.head_decays || how_.decay != 1;  // launch_causal_product's layout
-    return copy_of(from, reverse, (decayed ? 4 : 2) * width, decayed ? 2 * width : 0, power);
+    const int columns = causal_product_keys_columns(how_);
+    return copy_of(from, reverse, columns, columns > 2 * width ? 2 * width : 0, power);
   }
 
   Floats floats(int columns) const {

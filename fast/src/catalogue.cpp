@@ -345,8 +345,7 @@ std::string implementation_summary(Implementation impl) {
              "ahla's values alone wider by their halves); --grad too (hla2 and ahla; wider than " +
              std::to_string(fast_width) +
              " composed of first-order causal products); --ranks or --slices: the sequence split across "
-             "ranks "
-             "simulated on this GPU (up to " +
+             "ranks simulated on this GPU (up to " +
              std::to_string(fast_width) + "), every slice but the last one length, a multiple of 64";
   }
   return "?";
