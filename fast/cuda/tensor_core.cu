@@ -462,14 +462,15 @@ struct Tiles {
 
 // With decay, a thread's factors of a masked operand, in registers: its accumulator entry i at
 // (r, c) gets g^(power (r - c)) (A: power 1, hla2's W: 2, hla3's W: 3), zero above the diagonal.
+// Mirrored (a product over later tokens, Arguments::reversed): g^(power (c - r)), zero below it.
 struct MaskFactors {
   float f[32];
   MaskFactors() = default;
-  __device__ MaskFactors(const float* powers, int power) {
+  __device__ MaskFactors(const float* powers, int power, bool mirrored = false) {
 #pragma unroll
     for (int i = 0; i < 32; ++i) {
       const int r = Accumulator::row(i), c = Accumulator::column(i);
-      f[i] = c <= r ? powers[power * (r - c)] : 0.0f;
+      f[i] = mirrored ? (c >= r ? powers[power * (c - r)] : 0.0f) : c <= r ? powers[power * (r - c)] : 0.0f;
     }
   }
   __device__ float operator()(int i, int, int) const {
@@ -488,6 +489,10 @@ struct SharedMaskFactors {
 };
 template <bool Shared>
 using MaskFactorsOf = std::conditional_t<Shared, SharedMaskFactors, MaskFactors>;
+// The mirrored mask without decay: the entries on and above the diagonal kept.
+struct MirroredMask {
+  __device__ float operator()(int, int r, int c) const { return c >= r ? 1.0f : 0.0f; }
+};
 
 // bf16(a . L), a's products done, as a register operand: the causal mask, with the decay's factors
 // when Decayed.
@@ -616,6 +621,11 @@ struct Arguments {
   // at den_in[row * den_in_stride], by which the outputs are divided (divide_rows).
   const float* den_in = nullptr;
   int den_in_stride = 0;
+  // hla2_values as a causal product of the wide backward (launch_causal_product): `reversed` walks the
+  // chunks from the last one (Block::chunk_row) with the mask and the carried state's row factors mirrored
+  // (LR: the sums over later tokens); `accumulate` adds the outputs to those in device memory (a
+  // reduce-add bulk copy) rather than storing them.
+  bool reversed = false, accumulate = false;
 };
 
 // hla2's ridge without decay: the weights of the masked form, (Q U^T) . L + ridge (Q Q^T) . L, and
@@ -732,6 +742,11 @@ struct Block {
     if (c >= s.out_buffers) out_free[s.out_slot(c)].wait(s.out_round(c) ^ 1);
   }
   __device__ void outputs_staged(std::int64_t c) const { out_staged[s.out_slot(c)].arrive(); }
+  // The first row of chunk c in its sequence: the segment's chunks in order, or (Arguments::reversed)
+  // the sequence's from the last one.
+  __device__ std::int64_t chunk_row(std::int64_t c) const {
+    return (args.reversed ? total_chunks - 1 - (first + c) : first + c) * width;
+  }
   // Chunk c's inputs into its buffers.
   __device__ void start_chunk(std::int64_t c) const {
     if (c >= chunks) return;
@@ -739,17 +754,16 @@ struct Block {
     Arrival& arrival = loaded[c % s.stages];
     // A short last chunk too: its missing rows arrive as zeros.
     arrival.expect(s.per_stage() * wgmma::tile_bytes);
-    start_loading(*q, (first + c) * width, head, to.q, arrival);
-    start_loading(*k, (first + c) * width, head, to.k, arrival);
-    if (s.wide != WideRole::hla2_keys)
-      start_loading(*v, (first + c) * width, head, to.v, arrival, value_column);
+    start_loading(*q, chunk_row(c), head, to.q, arrival);
+    start_loading(*k, chunk_row(c), head, to.k, arrival);
+    if (s.wide != WideRole::hla2_keys) start_loading(*v, chunk_row(c), head, to.v, arrival, value_column);
     if (s.wide != WideRole::none) {  // the second key half, at column 64 (hla2_values: of U)
-      start_loading(*q, (first + c) * width, head, to.q2, arrival, width);
-      start_loading(*k, (first + c) * width, head, to.k2, arrival, width);
+      start_loading(*q, chunk_row(c), head, to.q2, arrival, width);
+      start_loading(*k, chunk_row(c), head, to.k2, arrival, width);
     }
     if (s.per_stage() == 7) {  // hla2_values with decay: D^2 U of both halves, after U in the scratch
-      start_loading(*k, (first + c) * width, head, to.ks, arrival, 2 * width);
-      start_loading(*k, (first + c) * width, head, to.ks2, arrival, 3 * width);
+      start_loading(*k, chunk_row(c), head, to.ks, arrival, 2 * width);
+      start_loading(*k, chunk_row(c), head, to.ks2, arrival, 3 * width);
     }
   }
   // hla3's loads, issued by its value side's leader. Before its loop: the first stages' chunks.
@@ -764,12 +778,12 @@ struct Block {
   __device__ int element_bytes() const { return args.bf16_out ? 2 : 4; }
   __device__ unsigned char* output_rows(std::int64_t c) const {
     return static_cast<unsigned char*>(args.out) +
-           (head * args.length + (first + c) * width) * args.value_dim * element_bytes();
+           (head * args.length + chunk_row(c)) * args.value_dim * element_bytes();
   }
   // The rows of chunk c that exist: those of a short last chunk only. Zero rows of q, k, v add
   // nothing to any sum or product, so the existing rows are those of the whole chunk.
   __device__ int rows_of(std::int64_t c) const {
-    return static_cast<int>(std::min<std::int64_t>(width, args.length - (first + c) * width));
+    return static_cast<int>(std::min<std::int64_t>(width, args.length - chunk_row(c)));
   }
   // By the producer (hla3: the value side's leader): chunk c's staged outputs to device memory (a wide
   // head's: the 64 x 64 box at its value half, rows past n and columns past dv left out by the map;
@@ -777,12 +791,14 @@ struct Block {
   // half's columns of the scratch; hla3_r: R^z at the value half's), one group of stores.
   __device__ void store_outputs(std::int64_t c) const {
     if (keys_pass(s.wide)) {
-      tma::store_box(*out_map, value_column, (first + c) * width, head, s.u(c));
+      tma::store_box(*out_map, value_column, chunk_row(c), head, s.u(c));
       if (s.decayed && s.wide == WideRole::hla2_keys)
-        tma::store_box(*out_map, 2 * width + value_column, (first + c) * width, head, s.decayed_u(c));
+        tma::store_box(*out_map, 2 * width + value_column, chunk_row(c), head, s.decayed_u(c));
       tma::commit_stores();
+    } else if (out_map && args.accumulate) {
+      tma::start_adding_box(*out_map, value_column, chunk_row(c), head, s.output(c));
     } else if (out_map) {
-      tma::start_storing_box(*out_map, value_column, (first + c) * width, head, s.output(c));
+      tma::start_storing_box(*out_map, value_column, chunk_row(c), head, s.output(c));
     } else {
       start_storing(output_rows(c), s.output(c), rows_of(c) * args.value_dim * element_bytes());
     }
@@ -1281,7 +1297,7 @@ __device__ void value_side(const Block& b) {
     b.wait_output_buffer(c);
     clock.mark(phases::buffer);
     stage_outputs<Normalized>(args, o, den, inverse, s.output(c), !wide && s.out_tiles,
-                              b.head * length + (b.first + c) * width, b.rows_of(c), b.value_column == 0);
+                              b.head * length + b.chunk_row(c), b.rows_of(c), b.value_column == 0);
     clock.mark(phases::handover);
     wgmma::fence_shared();  // this thread's staged outputs, for the copy engine
     b.outputs_staged(c);
@@ -1321,8 +1337,9 @@ __device__ void value_side(const Block& b) {
 template <bool Normalized, bool Decayed>
 __device__ void weights_side(const Block& b) {
   const Tiles& s = b.s;
+  const bool mirrored = b.args.reversed;
   MaskFactors factors;
-  if constexpr (Decayed) factors = MaskFactors(s.powers, 1);
+  if constexpr (Decayed) factors = MaskFactors(s.powers, 1, mirrored);
   const Decay decay = Decayed ? Decay(s.powers) : Decay{};
   Accumulator f0, f1;  // F_0, F_1
   Column m0, m1;       // normalized: f_0, f_1
@@ -1378,7 +1395,8 @@ __device__ void weights_side(const Block& b) {
     wgmma::commit();
     wgmma::wait<1>();
     clock.mark(phases::first);
-    const wgmma::RowOperand masked = round_masked<Decayed>(w, factors);
+    const wgmma::RowOperand masked =
+        Decayed || !mirrored ? round_masked<Decayed>(w, factors) : round_masked<true>(w, MirroredMask{});
     if (c >= 1) b.u_free[(c - 1) % 2].wait((c - 1) / 2 % 2);  // the value side is done with chunk c - 1
     clock.mark(phases::partner);
     wgmma::store_operand(masked, s.a(c));
@@ -1404,6 +1422,12 @@ __device__ void outputs_side(const Block& b) {
   const Arguments& args = b.args;
   const Tiles& s = b.s;
   const Decay decay = Decayed ? Decay(s.powers) : Decay{};
+  // The carried state's row factors: g^(p tau), or mirrored (Arguments::reversed: the state of the
+  // tokens from the next chunk's first on) g^(p (65 - tau)).
+  wgmma::RowPair carried_factors = decay.offset;
+  if (Decayed && args.reversed)
+    for (int half = 0; half < 2; ++half)
+      carried_factors.f[half] = s.powers[width - Accumulator::row(2 * half)];
   phases::Clock clock;
   for (std::int64_t c = 0; c < b.chunks; ++c) {
     b.wait_loaded(c);
@@ -1429,7 +1453,7 @@ __device__ void outputs_side(const Block& b) {
       from_states(carried, x_carried);
       wgmma::commit();
       wgmma::wait<0>();
-      scale_carried<Normalized>(o, carried, den, x_carried, decay.offset);
+      scale_carried<Normalized>(o, carried, den, x_carried, carried_factors);
       wgmma::fence();  // o (den) rescaled since their last products
     } else {
       from_states(o, den);
@@ -1447,7 +1471,7 @@ __device__ void outputs_side(const Block& b) {
     if constexpr (Normalized) wgmma::fence_operand(den);
     b.u_free[c % 2].arrive();  // this warp's products that read W, the states' copies and the inputs are done
     b.inputs_free[c % s.stages].arrive();
-    const std::int64_t first_row = b.head * args.length + (b.first + c) * width;
+    const std::int64_t first_row = b.head * args.length + b.chunk_row(c);
     if constexpr (!Normalized) {
       if (args.den_in) divide_rows(args, o, first_row, b.rows_of(c));
     }
@@ -1779,7 +1803,7 @@ __device__ void hla3_value_side(const Block& b) {
     }
     b.u_free[c % 2].arrive();  // this warp's products that read the buffers of c % 2 are done
     stage_outputs<Normalized>(args, o, den, inverse, s.output(c), false,
-                              b.head * args.length + (b.first + c) * width, b.rows_of(c), true);
+                              b.head * args.length + b.chunk_row(c), b.rows_of(c), true);
     sync_group();  // every warp's products that read F (eta) and chunk c's inputs are done
     wgmma::round_to_tile(corrected_value, s.state2);  // published at the top of the next chunk
     if constexpr (Normalized) wgmma::round_to_tile_row(corrected_mass, s.vector2);
@@ -2426,6 +2450,7 @@ struct PassExtras {
   bool float_out = false;
   const float* den_in = nullptr;
   int den_in_stride = 0;
+  bool reversed = false, accumulate = false;  // hla2_values as a causal product (Arguments')
 };
 
 // One pass of a head with keys wider than 64 in `Role`: `halves` blocks a sequence-head side by side
@@ -2447,6 +2472,8 @@ void launch_wide_pass(const FastLaunch& how, std::int64_t heads, std::int64_t le
   args.weight_power = extras.weight_power;
   args.den_in = extras.den_in;
   args.den_in_stride = extras.den_in_stride;
+  args.reversed = extras.reversed;
+  args.accumulate = extras.accumulate;
   kernel<<<static_cast<unsigned>(heads * halves), wide_threads(Role),
            wide_shared_bytes(Role, args.stages, Normalized, Decayed, args.bf16_out), stream>>>(q, k, v, out,
                                                                                                args);
@@ -2664,6 +2691,10 @@ void launch_causal_product(const FastBackwardLaunch& decay, const CausalProduct&
                            std::int64_t length, CUstream_st* stream) {
   if (heads == 0 || length == 0) return;
   tma::require_hopper();
+  const bool decayed = causal_product_decays(decay);
+  if (decayed ? product.b_dim != decayed_keys_columns : product.b_dim > 2 * width)
+    throw Error("fast backward: a causal product's keys are " + std::to_string(product.b_dim) +
+                " columns wide");
   FastLaunch how;
   how.key_dim = product.a_dim;
   how.value_dim = product.c_dim;
@@ -2671,14 +2702,15 @@ void launch_causal_product(const FastBackwardLaunch& decay, const CausalProduct&
   how.head_decays = decay.head_decays;
   how.heads_per_batch = decay.heads_per_batch;
   how.out = product.out;
-  const int keys_columns = causal_product_keys_columns(decay);
-  const bool decayed = keys_columns > 2 * width;
   const CUtensorMap a = tma::tile_map(product.a, heads, length, product.a_dim),
-                    b = tma::tile_map(product.b, heads, length, keys_columns),
+                    b = tma::tile_map(product.b, heads, length, product.b_dim),
                     c = tma::tile_map(product.c, heads, length, product.c_dim),
                     out = tma::output_map(product.out, false, heads, length, product.c_dim);
   const int halves = (product.c_dim + width - 1) / width;
-  const PassExtras extras{.weight_power = product.power, .float_out = true};
+  const PassExtras extras{.weight_power = product.power,
+                          .float_out = true,
+                          .reversed = product.reversed,
+                          .accumulate = product.accumulate};
   const char* what = "fast kernel (a causal product of the wide backward)";
   if (decayed) {
     launch_wide_pass<WideRole::hla2_values, false, true, false>(how, heads, length, halves, a, b, c, out,

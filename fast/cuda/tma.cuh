@@ -103,6 +103,17 @@ __device__ inline void start_storing_box(const CUtensorMap& map, int column, std
   store_box(map, column, row, head, from);
   commit_stores();
 }
+// As start_storing_box, adding the box to what device memory holds there (float32: one
+// round-to-nearest addition per entry) rather than replacing it.
+__device__ inline void start_adding_box(const CUtensorMap& map, int column, std::int64_t row,
+                                        std::int64_t head, const void* from) {
+  asm volatile(
+      "cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [%0, {%1, %2, %3}], [%4];\n" ::
+          "l"(&map),
+      "r"(column), "r"(static_cast<int>(row)), "r"(static_cast<int>(head)), "r"(shared_address(from))
+      : "memory");
+  commit_stores();
+}
 // Until at most `Pending` of the thread's latest groups still read their shared memory.
 template <int Pending = 0>
 __device__ inline void wait_stores_read() {

@@ -3,12 +3,13 @@
 // causal products of wide_composition.hpp (its header gives the algebra) run on the wide heads' matrix
 // units (launch_causal_product, tensor_core.cu).
 // Every operand of a product is rounded to bf16 once (the forward's and the adjoints' intermediates
-// from their float32 products, d_den from float32; the inputs enter the forward products as they are),
-// the products' sums are float32, and the terms of a gradient are summed in float32 (docs/gpu.md gives
-// the bound). A reversed product reads copies of its operands reversed in time (operand_kernel) and
-// its float32 result is read back reversed (rows_kernel). Device memory: the copies live until the
-// products that read them are issued (stream order), at most about 3.1 KB a token and head at once at
-// d = dv = 128 with decay.
+// from their float32 products, each once for all its uses, d_den from float32; the inputs enter as they
+// are), the products' sums are float32, and the terms of a gradient are added in float32 by the
+// products that give them (docs/gpu.md gives the bound). A product over the future walks the chunks
+// from the last one, so no operand is reversed; without decay a product's keys are its operand itself,
+// with decay a copy (operand_kernel) beside their decayed rows. Device memory: the copies and the
+// float32 intermediates live until the products that read them are issued (stream order), at most about
+// 2 KB a token and head at once at d = dv = 128 with decay, 1 KB without.
 
 #include <cuda_bf16.h>
 
@@ -43,16 +44,16 @@ struct Rows {
   }
 };
 
-// An operand [heads, length, to_columns] in bf16 from `from`, reversed in time when `reverse`: columns
-// below copy_column (all without a copy) `from`'s rows rounded to bf16 and zero-padded; from copy_column
-// on (launch_causal_product's decayed b) each row times g^(p (63 - s % 64)) (s its place in the
-// operand; decay::fill_powers, the products' own factors; decay_all every head's gamma unless
-// head_decays), rounded to bf16. The blocks of a grid row take the sequence-heads blockIdx.y, + gridDim.y,
-// ...
+// An operand [heads, length, to_columns] in bf16 from `from`: columns below copy_column (all without a
+// copy) `from`'s rows rounded to bf16 and zero-padded; from copy_column on (launch_causal_product's
+// decayed b) each row times g^(p (63 - s % 64)), or `mirrored` (a product over the future) g^(p (s %
+// 64)) (s its place in the sequence; decay::fill_powers, the products' own factors; decay_all every
+// head's gamma unless head_decays), rounded to bf16. The blocks of a grid row take the sequence-heads
+// blockIdx.y, + gridDim.y, ...
 __global__ void __launch_bounds__(threads)
-    operand_kernel(Rows from, std::int64_t heads, std::int64_t length, bool reverse, Bf* to, int to_columns,
-                   int copy_column, const double* head_decays, std::int64_t heads_per_batch, double decay_all,
-                   int power) {
+    operand_kernel(Rows from, std::int64_t heads, std::int64_t length, Bf* to, int to_columns,
+                   int copy_column, bool mirrored, const double* head_decays, std::int64_t heads_per_batch,
+                   double decay_all, int power) {
   __shared__ float powers[decay::powers_count];  // the products' own: g^(p i), i = 0..192
   const int groups = to_columns / group;
   for (std::int64_t head = blockIdx.y; head < heads; head += gridDim.y) {
@@ -63,39 +64,32 @@ __global__ void __launch_bounds__(threads)
     }
     for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
          i < length * groups; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-      const std::int64_t s = i / groups;
+      const std::int64_t s = i / groups, row = head * length + s;
       const int first = static_cast<int>(i % groups) * group;
-      const std::int64_t row = head * length + (reverse ? length - 1 - s : s);
       const bool copy = copy_column > 0 && first >= copy_column;
       const int column = copy ? first - copy_column : first;
+      const float factor = copy ? powers[mirrored ? s % width : width - 1 - s % width] : 1.0f;
       alignas(16) Bf out[group];
 #pragma unroll
       for (int j = 0; j < group; ++j) {
         const float x = from.at(row, column + j);
-        out[j] = __float2bfloat16_rn(copy ? __fmul_rn(x, powers[width - 1 - s % width]) : x);
+        out[j] = __float2bfloat16_rn(copy ? __fmul_rn(x, factor) : x);
       }
-      *reinterpret_cast<uint4*>(to + (head * length + s) * to_columns + first) =
-          *reinterpret_cast<uint4*>(out);
+      *reinterpret_cast<uint4*>(to + row * to_columns + first) = *reinterpret_cast<uint4*>(out);
     }
   }
 }
 
-// to = (add ? to : 0) + scale * from, [heads, length, columns] float32, `from` read reversed in time
-// when `reverse`.
+// to += scale * from, [heads * length, columns] float32.
 __global__ void __launch_bounds__(threads)
-    rows_kernel(Rows from, std::int64_t heads, std::int64_t length, bool reverse, float* to, int columns,
-                float scale, bool add) {
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-       i < heads * length * columns; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t row = i / columns, head = row / length, s = row % length;
-    const int column = static_cast<int>(i % columns);
-    const float x = from.at(head * length + (reverse ? length - 1 - s : s), column);
-    const float term = scale == 1.0f ? x : __fmul_rn(scale, x);
-    to[i] = add ? __fadd_rn(to[i], term) : term;
-  }
+    add_rows_kernel(Rows from, std::int64_t rows, float* to, int columns, float scale) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < rows * columns;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    to[i] = __fadd_rn(to[i], __fmul_rn(scale, from.at(i / columns, static_cast<int>(i % columns))));
 }
 
-// An operand in device memory: an input as it is, or a copy (freed in stream order).
+// An operand in device memory: an input as it is, a view of another operand, or a copy (freed in stream
+// order).
 struct Operand {
   const BFloat16* data;
   int columns;
@@ -136,12 +130,12 @@ class DeviceRun {
     const int index = static_cast<int>(which);
     return {inputs_[index], which == wide::Input::q || which == wide::Input::k ? key_dim() : value_dim()};
   }
-  Operand rows_of(const Rows& from, int columns, bool reverse) const {
-    return copy_of(from, reverse, columns, 0, 1);
-  }
-  Operand keys_of(const Rows& from, bool reverse, int power) const {
-    const int columns = causal_product_keys_columns(how_);
-    return copy_of(from, reverse, columns, columns > 2 * width ? 2 * width : 0, power);
+  Operand rows_of(const Rows& from, int columns) const { return copy_of(from, columns, 0, false, 1); }
+  // Without decay b is `from` itself; decayed, a copy with D^p b.
+  Operand keys(const Operand& from, int power, wide::Over over) const {
+    if (!causal_product_decays(how_)) return {from.data, from.columns};
+    return copy_of({nullptr, reinterpret_cast<const Bf*>(from.data), from.columns}, decayed_keys_columns,
+                   decayed_keys_columns / 2, over == wide::Over::future, power);
   }
 
   Floats floats(int columns) const {
@@ -159,31 +153,37 @@ class DeviceRun {
     }
   }
 
-  void product(int power, const Operand& a, const Operand& b, const Operand& c, Target out) const {
-    launch_causal_product(how_, {power, a.data, a.columns, b.data, c.data, c.columns, out.data}, heads_,
-                          length_, stream_);
+  void product(wide::Over over, int power, const Operand& a, const Operand& b, const Operand& c, Target out,
+               bool add) const {
+    launch_causal_product(how_,
+                          {.power = power,
+                           .a = a.data,
+                           .a_dim = a.columns,
+                           .b = b.data,
+                           .b_dim = b.columns,
+                           .c = c.data,
+                           .c_dim = c.columns,
+                           .out = out.data,
+                           .reversed = over == wide::Over::future,
+                           .accumulate = add},
+                          heads_, length_, stream_);
   }
-  void sum(Target to, const Rows& from, bool reverse, bool add) const { sum(to, from, reverse, add, 1.0f); }
-  void add_ridge(Target to, const Rows& from, bool reverse) const {
-    sum(to, from, reverse, true, how_.ridge);
+  void add_ridge(Target to, const Rows& from) const {
+    add_rows_kernel<<<1024, threads, 0, stream_>>>(from, heads_ * length_, to.data, to.columns, how_.ridge);
+    check_launch("fast backward (a wide head's ridge)");
   }
 
  private:
-  Operand copy_of(const Rows& from, bool reverse, int columns, int copy_column, int power) const {
+  Operand copy_of(const Rows& from, int columns, int copy_column, bool mirrored, int power) const {
     StreamScratch scratch(static_cast<std::size_t>(heads_ * length_) * columns / 2, stream_);
     Bf* to = reinterpret_cast<Bf*>(scratch.get());
     const std::int64_t per_head = length_ * (columns / group);
     const dim3 grid(static_cast<unsigned>(std::min<std::int64_t>((per_head + threads - 1) / threads, 256)),
                     static_cast<unsigned>(std::min<std::int64_t>(heads_, 65535)));  // grid rows at most
-    operand_kernel<<<grid, threads, 0, stream_>>>(from, heads_, length_, reverse, to, columns, copy_column,
+    operand_kernel<<<grid, threads, 0, stream_>>>(from, heads_, length_, to, columns, copy_column, mirrored,
                                                   how_.head_decays, how_.heads_per_batch, how_.decay, power);
     check_launch("fast backward (a wide head's operands)");
     return {reinterpret_cast<const BFloat16*>(to), columns, std::move(scratch)};
-  }
-  void sum(Target to, const Rows& from, bool reverse, bool add, float scale) const {
-    rows_kernel<<<1024, threads, 0, stream_>>>(from, heads_, length_, reverse, to.data, to.columns, scale,
-                                               add);
-    check_launch("fast backward (a wide head's sums)");
   }
 
   const FastBackwardLaunch& how_;

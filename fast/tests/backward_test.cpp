@@ -650,9 +650,10 @@ namespace {
 namespace wide = hla::fast::gpu::detail::wide;
 
 // The wide heads' backward (fast/cuda/wide_composition.hpp) on one sequence-head in Z/p: its Run with
-// LA_p by the recurrence S = g^p S + b_t c_t^T, out_t = a_t S (a and b over their common columns, as
-// the device's zero-padded operands multiply), the operands' rows as they are (Z/p rounds nothing;
-// reversed in time where asked), the decay's copies of the keys left to the product.
+// LA_p and LR_p by the recurrence S = g^p S + b_t c_t^T, out_t = a_t S over the tokens in order or
+// from the last (a and b over their common columns, as the device's zero-padded operands multiply),
+// the operands' rows as they are (Z/p rounds nothing), the decay's copies of the keys left to the
+// product, which checks that its keys were made for its power and direction.
 class ExactRun {
  public:
   static constexpr int vector_columns = 1;
@@ -695,41 +696,46 @@ class ExactRun {
   Rows ones() const { return {nullptr}; }
   Rows of(const MP& from) const { return {&from}; }
   MP input(wide::Input which) const { return *rows(which).rows; }
-  MP rows_of(const Rows& from, int columns, bool reverse) const {
-    const MP m = read(from, reverse);
+  MP rows_of(const Rows& from, int columns) const {
+    const MP m = read(from);
     RC_ASSERT(m.cols() <= columns);
     MP out = MP::Zero(m.rows(), columns);
     out.leftCols(m.cols()) = m;
     return out;
   }
-  MP keys_of(const Rows& from, bool reverse, int) const { return read(from, reverse); }
+  // The keys with what the device's decayed copy of them is made for, which the product checks.
+  struct Keys {
+    MP rows;
+    int power;
+    wide::Over over;
+  };
+  Keys keys(const MP& from, int power, wide::Over over) const { return {from, power, over}; }
   MP floats(int columns) const { return MP::Zero(s_.length(), columns); }
   MP* target(MP& to) const { return &to; }
   MP* gradient(wide::Input which) const {
     return which == wide::Input::q ? &out_.dq : which == wide::Input::k ? &out_.dk : &out_.dv;
   }
-  void product(int p, const MP& a, const MP& b, const MP& c, MP* out) const {
-    const Index common = std::min(a.cols(), b.cols());
+  // LA_p (over the past: the state of tokens 0..t) or LR_p (over the future: of tokens t..n-1).
+  void product(wide::Over over, int p, const MP& a, const Keys& keys, const MP& c, MP* out, bool add) const {
+    RC_ASSERT(keys.power == p);
+    RC_ASSERT(keys.over == over);
+    const MP& b = keys.rows;
+    const Index common = std::min(a.cols(), b.cols()), n = a.rows();
     const ModP g = power(gamma_, static_cast<long>(p));
-    RC_ASSERT(out->rows() == a.rows() && out->cols() == c.cols());
-    MP state = MP::Zero(common, c.cols());
-    for (Index t = 0; t < a.rows(); ++t) {
+    RC_ASSERT(out->rows() == n && out->cols() == c.cols());
+    MP state = MP::Zero(common, c.cols()), result(n, c.cols());
+    for (Index i = 0; i < n; ++i) {
+      const Index t = over == wide::Over::past ? i : n - 1 - i;
       state = g * state + b.row(t).head(common).transpose() * c.row(t);
-      out->row(t) = a.row(t).head(common) * state;
+      result.row(t) = a.row(t).head(common) * state;
     }
+    *out = add ? MP(*out + result) : result;
   }
-  void sum(MP* to, const Rows& from, bool reverse, bool add) const {
-    const MP m = read(from, reverse);
-    *to = add ? MP(*to + m) : m;
-  }
-  void add_ridge(MP* to, const Rows& from, bool reverse) const {
-    *to += to_mod_prime(spec_.ridge) * read(from, reverse);
-  }
+  void add_ridge(MP* to, const Rows& from) const { *to += to_mod_prime(spec_.ridge) * read(from); }
 
  private:
-  MP read(const Rows& from, bool reverse) const {
-    const MP m = from.rows ? *from.rows : MP(MP::Constant(s_.length(), 1, ModP(1)));
-    return reverse ? MP(m.colwise().reverse()) : m;
+  MP read(const Rows& from) const {
+    return from.rows ? *from.rows : MP(MP::Constant(s_.length(), 1, ModP(1)));
   }
 
   const OperatorSpec& spec_;
