@@ -166,15 +166,14 @@ void launch_wide_backward(const FastBackwardLaunch& how, std::int64_t heads, std
 // One decayed first-order causal product on the wide heads' matrix units (tensor_core.cu, the second
 // pass of hla2's wide heads, WideRole::hla2_values), over `heads` sequence-heads of `length` tokens, a
 // sum over the past (LA) or, `reversed`, over the future (LR):
-//   out_t = sum_{j <= t} g^(p (t - j)) (a_t . b_j) c_j,  or  out_j = sum_{t >= j} g^(p (t - j)) (a_j . b_t)
-//   c_t,
-// with g the head's gamma (FastLaunch's decay or head_decays) and p = power, stored into out, or added
-// to it (`accumulate`: a float32 round-to-nearest addition per entry). a [heads, length, a_dim] and c
-// [heads, length, c_dim] bf16, out [heads, length, c_dim] float32 (a_dim, c_dim multiples of 8 up to
-// 128); b [heads, length, b_dim] bf16: undecayed, b's rows as they are (b_dim a multiple of 8 up to
-// 128); decayed (causal_product_decays), b_dim = decayed_keys_columns: b's rows zero-padded to 128
-// columns, then D^p b, each row times g^(p (63 - s % 64)) (reversed: g^(p (s % 64))), s its place in the
-// sequence, in float32, rounded to bf16.
+//   out_t = sum_{j <= t} g^(p (t - j)) (a_t . b_j) c_j,
+//   out_j = sum_{t >= j} g^(p (t - j)) (a_j . b_t) c_t,
+// with g the head's gamma (FastLaunch's decay or head_decays; decayed where some gamma is not 1) and p
+// = power, stored into out, or added to it (`accumulate`: a float32 round-to-nearest addition per
+// entry). a, b [heads, length, a_dim or b_dim] and c [heads, length, c_dim] bf16, out [heads, length,
+// c_dim] float32 (the dims multiples of 8 up to 128; a and b over their common columns). Decayed, the
+// state's keys are D^p b, each row of a chunk times g^(p (63 - s % 64)) (reversed: g^(p (s % 64))), s
+// its place in the sequence, in float32, rounded to bf16 on chip.
 struct CausalProduct {
   int power = 1;
   const BFloat16* a = nullptr;
@@ -188,12 +187,6 @@ struct CausalProduct {
 };
 void launch_causal_product(const FastBackwardLaunch& decay, const CausalProduct& product, std::int64_t heads,
                            std::int64_t length, CUstream_st* stream);
-// Whether launch_causal_product decays under `decay`'s gamma (gamma != 1 or one per head), and then
-// its b's columns.
-constexpr bool causal_product_decays(const FastBackwardLaunch& decay) {
-  return decay.head_decays || decay.decay != 1;
-}
-constexpr int decayed_keys_columns = 256;
 // One rank's slice of the fast backward across ranks, after its launch_fast_rank with checkpoints (`how`
 // as launch_fast_backward's, over the slice; `rank` as that forward's): one more all-gather, of the
 // slices' adjoint summaries.

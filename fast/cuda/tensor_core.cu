@@ -626,6 +626,9 @@ struct Arguments {
   // (LR: the sums over later tokens); `accumulate` adds the outputs to those in device memory (a
   // reduce-add bulk copy) rather than storing them.
   bool reversed = false, accumulate = false;
+  // hla2_values with decay as such a product (unnormalized): D^p of the keys' tiles formed on chip from
+  // the chunk's K tiles (wgmma::transposed_operand, the state products' operands) rather than loaded.
+  bool keys_on_chip = false;
 };
 
 // hla2's ridge without decay: the weights of the masked form, (Q U^T) . L + ridge (Q Q^T) . L, and
@@ -753,7 +756,8 @@ struct Block {
     const Chunk to = s.chunk(c);
     Arrival& arrival = loaded[c % s.stages];
     // A short last chunk too: its missing rows arrive as zeros.
-    arrival.expect(s.per_stage() * wgmma::tile_bytes);
+    const int tiles = s.per_stage() == 7 && args.keys_on_chip ? 5 : s.per_stage();
+    arrival.expect(tiles * wgmma::tile_bytes);
     start_loading(*q, chunk_row(c), head, to.q, arrival);
     start_loading(*k, chunk_row(c), head, to.k, arrival);
     if (s.wide != WideRole::hla2_keys) start_loading(*v, chunk_row(c), head, to.v, arrival, value_column);
@@ -761,7 +765,7 @@ struct Block {
       start_loading(*q, chunk_row(c), head, to.q2, arrival, width);
       start_loading(*k, chunk_row(c), head, to.k2, arrival, width);
     }
-    if (s.per_stage() == 7) {  // hla2_values with decay: D^2 U of both halves, after U in the scratch
+    if (tiles == 7) {  // hla2_values with decay: D^2 U of both halves, after U in the scratch
       start_loading(*k, chunk_row(c), head, to.ks, arrival, 2 * width);
       start_loading(*k, chunk_row(c), head, to.ks2, arrival, 3 * width);
     }
@@ -1381,13 +1385,24 @@ __device__ void weights_side(const Block& b) {
     clock.mark(phases::inputs);
     const Chunk now = s.chunk(c);
     Accumulator w;
+    wgmma::RowOperand decayed_k0, decayed_k1;  // Arguments::keys_on_chip: (D^p K^h)^T
+    if (Decayed && b.args.keys_on_chip) {
+      const auto age = [&](int k) { return s.powers[mirrored ? k : width - 1 - k]; };
+      decayed_k0 = wgmma::transposed_operand(now.k, age);
+      decayed_k1 = wgmma::transposed_operand(now.k2, age);
+    }
     fence_states();
     wgmma::fence();
     wgmma::multiply<Major::k, Major::k>(w, now.q, now.k, false);
     wgmma::multiply<Major::k, Major::k>(w, now.q2, now.k2, true);
     wgmma::commit();
-    wgmma::multiply<Major::mn, Major::mn>(f0, now.ks, now.v, true);
-    wgmma::multiply<Major::mn, Major::mn>(f1, now.ks2, now.v, true);
+    if (Decayed && b.args.keys_on_chip) {
+      wgmma::multiply<Major::mn>(f0, decayed_k0, now.v, true);
+      wgmma::multiply<Major::mn>(f1, decayed_k1, now.v, true);
+    } else {
+      wgmma::multiply<Major::mn, Major::mn>(f0, now.ks, now.v, true);
+      wgmma::multiply<Major::mn, Major::mn>(f1, now.ks2, now.v, true);
+    }
     if constexpr (Normalized) {
       wgmma::multiply<Major::mn, Major::k>(m0, now.ks, s.ones, true);
       wgmma::multiply<Major::mn, Major::k>(m1, now.ks2, s.ones, true);
@@ -2450,7 +2465,7 @@ struct PassExtras {
   bool float_out = false;
   const float* den_in = nullptr;
   int den_in_stride = 0;
-  bool reversed = false, accumulate = false;  // hla2_values as a causal product (Arguments')
+  bool reversed = false, accumulate = false, keys_on_chip = false;  // a causal product's (Arguments')
 };
 
 // One pass of a head with keys wider than 64 in `Role`: `halves` blocks a sequence-head side by side
@@ -2474,6 +2489,7 @@ void launch_wide_pass(const FastLaunch& how, std::int64_t heads, std::int64_t le
   args.den_in_stride = extras.den_in_stride;
   args.reversed = extras.reversed;
   args.accumulate = extras.accumulate;
+  args.keys_on_chip = extras.keys_on_chip;
   kernel<<<static_cast<unsigned>(heads * halves), wide_threads(Role),
            wide_shared_bytes(Role, args.stages, Normalized, Decayed, args.bf16_out), stream>>>(q, k, v, out,
                                                                                                args);
@@ -2691,10 +2707,8 @@ void launch_causal_product(const FastBackwardLaunch& decay, const CausalProduct&
                            std::int64_t length, CUstream_st* stream) {
   if (heads == 0 || length == 0) return;
   tma::require_hopper();
-  const bool decayed = causal_product_decays(decay);
-  if (decayed ? product.b_dim != decayed_keys_columns : product.b_dim > 2 * width)
-    throw Error("fast backward: a causal product's keys are " + std::to_string(product.b_dim) +
-                " columns wide");
+  if (product.a_dim > 2 * width || product.b_dim > 2 * width || product.c_dim > 2 * width)
+    throw Error("fast backward: a causal product's operands are at most 128 columns wide");
   FastLaunch how;
   how.key_dim = product.a_dim;
   how.value_dim = product.c_dim;
@@ -2710,9 +2724,10 @@ void launch_causal_product(const FastBackwardLaunch& decay, const CausalProduct&
   const PassExtras extras{.weight_power = product.power,
                           .float_out = true,
                           .reversed = product.reversed,
-                          .accumulate = product.accumulate};
+                          .accumulate = product.accumulate,
+                          .keys_on_chip = true};
   const char* what = "fast kernel (a causal product of the wide backward)";
-  if (decayed) {
+  if (decay.head_decays || decay.decay != 1) {
     launch_wide_pass<WideRole::hla2_values, false, true, false>(how, heads, length, halves, a, b, c, out,
                                                                 what, stream, extras);
   } else {

@@ -6,18 +6,15 @@
 // from their float32 products, each once for all its uses, d_den from float32; the inputs enter as they
 // are), the products' sums are float32, and the terms of a gradient are added in float32 by the
 // products that give them (docs/gpu.md gives the bound). A product over the future walks the chunks
-// from the last one, so no operand is reversed; without decay a product's keys are its operand itself,
-// with decay a copy (operand_kernel) beside their decayed rows. Device memory: the copies and the
-// float32 intermediates live until the products that read them are issued (stream order), at most about
-// 2 KB a token and head at once at d = dv = 128 with decay, 1 KB without.
+// from the last one and a decayed product scales its keys on chip, so that the only copies are those
+// roundings (operand_kernel). Device memory: they and the float32 intermediates live until the products
+// that read them are issued (stream order), at most about 1 KB a token and head at once at d = dv = 128.
 
 #include <cuda_bf16.h>
 
-#include <cmath>
 #include <cstdint>
 #include <optional>
 
-#include "decay.cuh"
 #include "launch.hpp"
 #include "segments.cuh"
 #include "wide_composition.hpp"
@@ -27,7 +24,6 @@ namespace {
 
 using Bf = __nv_bfloat16;
 
-constexpr int width = wgmma::width;  // a tile's columns
 constexpr int group = 8;   // a thread's columns: 16 bytes of bf16
 constexpr int threads = 256;
 
@@ -44,39 +40,18 @@ struct Rows {
   }
 };
 
-// An operand [heads, length, to_columns] in bf16 from `from`: columns below copy_column (all without a
-// copy) `from`'s rows rounded to bf16 and zero-padded; from copy_column on (launch_causal_product's
-// decayed b) each row times g^(p (63 - s % 64)), or `mirrored` (a product over the future) g^(p (s %
-// 64)) (s its place in the sequence; decay::fill_powers, the products' own factors; decay_all every
-// head's gamma unless head_decays), rounded to bf16. The blocks of a grid row take the sequence-heads
-// blockIdx.y, + gridDim.y, ...
+// An operand [heads, length, to_columns] in bf16: `from`'s rows rounded to bf16 and zero-padded.
 __global__ void __launch_bounds__(threads)
-    operand_kernel(Rows from, std::int64_t heads, std::int64_t length, Bf* to, int to_columns,
-                   int copy_column, bool mirrored, const double* head_decays, std::int64_t heads_per_batch,
-                   double decay_all, int power) {
-  __shared__ float powers[decay::powers_count];  // the products' own: g^(p i), i = 0..192
+    operand_kernel(Rows from, std::int64_t rows, Bf* to, int to_columns) {
   const int groups = to_columns / group;
-  for (std::int64_t head = blockIdx.y; head < heads; head += gridDim.y) {
-    if (copy_column > 0) {
-      __syncthreads();  // the previous head's powers read
-      decay::fill_powers(powers, decay::gamma_of(head_decays, heads_per_batch, decay_all, head), power);
-      __syncthreads();
-    }
-    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-         i < length * groups; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-      const std::int64_t s = i / groups, row = head * length + s;
-      const int first = static_cast<int>(i % groups) * group;
-      const bool copy = copy_column > 0 && first >= copy_column;
-      const int column = copy ? first - copy_column : first;
-      const float factor = copy ? powers[mirrored ? s % width : width - 1 - s % width] : 1.0f;
-      alignas(16) Bf out[group];
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < rows * groups;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t row = i / groups;
+    const int first = static_cast<int>(i % groups) * group;
+    alignas(16) Bf out[group];
 #pragma unroll
-      for (int j = 0; j < group; ++j) {
-        const float x = from.at(row, column + j);
-        out[j] = __float2bfloat16_rn(copy ? __fmul_rn(x, factor) : x);
-      }
-      *reinterpret_cast<uint4*>(to + row * to_columns + first) = *reinterpret_cast<uint4*>(out);
-    }
+    for (int j = 0; j < group; ++j) out[j] = __float2bfloat16_rn(from.at(row, first + j));
+    *reinterpret_cast<uint4*>(to + row * to_columns + first) = *reinterpret_cast<uint4*>(out);
   }
 }
 
@@ -88,8 +63,7 @@ __global__ void __launch_bounds__(threads)
     to[i] = __fadd_rn(to[i], __fmul_rn(scale, from.at(i / columns, static_cast<int>(i % columns))));
 }
 
-// An operand in device memory: an input as it is, a view of another operand, or a copy (freed in stream
-// order).
+// An operand in device memory: an input as it is, or a copy (freed in stream order).
 struct Operand {
   const BFloat16* data;
   int columns;
@@ -130,12 +104,12 @@ class DeviceRun {
     const int index = static_cast<int>(which);
     return {inputs_[index], which == wide::Input::q || which == wide::Input::k ? key_dim() : value_dim()};
   }
-  Operand rows_of(const Rows& from, int columns) const { return copy_of(from, columns, 0, false, 1); }
-  // Without decay b is `from` itself; decayed, a copy with D^p b.
-  Operand keys(const Operand& from, int power, wide::Over over) const {
-    if (!causal_product_decays(how_)) return {from.data, from.columns};
-    return copy_of({nullptr, reinterpret_cast<const Bf*>(from.data), from.columns}, decayed_keys_columns,
-                   decayed_keys_columns / 2, over == wide::Over::future, power);
+  Operand rows_of(const Rows& from, int columns) const {
+    StreamScratch scratch(static_cast<std::size_t>(heads_ * length_) * columns / 2, stream_);
+    Bf* to = reinterpret_cast<Bf*>(scratch.get());
+    operand_kernel<<<1024, threads, 0, stream_>>>(from, heads_ * length_, to, columns);
+    check_launch("fast backward (a wide head's operands)");
+    return {reinterpret_cast<const BFloat16*>(to), columns, std::move(scratch)};
   }
 
   Floats floats(int columns) const {
@@ -174,18 +148,6 @@ class DeviceRun {
   }
 
  private:
-  Operand copy_of(const Rows& from, int columns, int copy_column, bool mirrored, int power) const {
-    StreamScratch scratch(static_cast<std::size_t>(heads_ * length_) * columns / 2, stream_);
-    Bf* to = reinterpret_cast<Bf*>(scratch.get());
-    const std::int64_t per_head = length_ * (columns / group);
-    const dim3 grid(static_cast<unsigned>(std::min<std::int64_t>((per_head + threads - 1) / threads, 256)),
-                    static_cast<unsigned>(std::min<std::int64_t>(heads_, 65535)));  // grid rows at most
-    operand_kernel<<<grid, threads, 0, stream_>>>(from, heads_, length_, to, columns, copy_column, mirrored,
-                                                  how_.head_decays, how_.heads_per_batch, how_.decay, power);
-    check_launch("fast backward (a wide head's operands)");
-    return {reinterpret_cast<const BFloat16*>(to), columns, std::move(scratch)};
-  }
-
   const FastBackwardLaunch& how_;
   std::int64_t heads_, length_;
   const BFloat16* inputs_[4];  // q, k, v, d_num

@@ -31,9 +31,8 @@ namespace hla::fast::gpu::detail::wide {
 //   key_dim(), value_dim(), normalized(), ridge() (whether hla2's ridge is not zero), vector_columns (the
 //     columns of a vector's operand);
 //   Rows: a source of rows: rows(Input) (d_den one column), ones() (a column of ones), of(Floats);
-//   Operand: a product's operand: input(Input) (q, k, v, d_num as they are), rows_of(Rows, columns) (an
-//     a or c operand rounded from rows), keys(Operand, power, Over) (the b operand of products at that
-//     power summing over the past or the future, from an operand);
+//   Operand: a product's operand: input(Input) (q, k, v, d_num as they are), rows_of(Rows, columns) (rows
+//     rounded to bf16 and zero-padded);
 //   Floats: rows of float32 sums, floats(columns); Target: where sums go, target(Floats&) or gradient(q,
 //     k or v) (dq, dk, dv);
 //   product(Over, p, a, b, c, Target, add): LA_p (Over::past) or LR_p (Over::future) of (a, b, c) into
@@ -50,31 +49,28 @@ void hla2_backward(const Run& run) {
              d_num = run.input(Input::d_num);
   const auto ones = [&] { return run.rows_of(run.ones(), vector); };
   const auto d_den = [&] { return run.rows_of(run.rows(Input::d_den), vector); };
-  const auto keys_k = run.keys(k, 1, past);
   // U (+ ridge Q), rounded once for its uses
   const auto u = [&] {
     auto sums = run.floats(d);
-    run.product(past, 1, q, keys_k, k, run.target(sums), false);
+    run.product(past, 1, q, k, k, run.target(sums), false);
     if (run.ridge()) run.add_ridge(run.target(sums), run.rows(Input::q));
     return run.rows_of(run.of(sums), d);
   }();
   // dQ = LA_2(dO, V, U) (+ LA_2(dd, 1, U)); dV = LR_2(U, Q, dO)
-  run.product(past, 2, d_num, run.keys(v, 2, past), u, run.gradient(Input::q), false);
-  if (run.normalized())
-    run.product(past, 2, d_den(), run.keys(ones(), 2, past), u, run.gradient(Input::q), true);
-  run.product(future, 2, u, run.keys(q, 2, future), d_num, run.gradient(Input::v), false);
+  run.product(past, 2, d_num, v, u, run.gradient(Input::q), false);
+  if (run.normalized()) run.product(past, 2, d_den(), ones(), u, run.gradient(Input::q), true);
+  run.product(future, 2, u, q, d_num, run.gradient(Input::v), false);
   // dU = LR_2(V, dO, Q) (+ LR_2(1, dd, Q))
   auto du_sums = run.floats(d);
-  run.product(future, 2, v, run.keys(d_num, 2, future), q, run.target(du_sums), false);
-  if (run.normalized())
-    run.product(future, 2, ones(), run.keys(d_den(), 2, future), q, run.target(du_sums), true);
+  run.product(future, 2, v, d_num, q, run.target(du_sums), false);
+  if (run.normalized()) run.product(future, 2, ones(), d_den(), q, run.target(du_sums), true);
   const auto du = run.rows_of(run.of(du_sums), d);
   // dQ += LA_1(dU, K, K) (+ ridge dU)
-  run.product(past, 1, du, keys_k, k, run.gradient(Input::q), true);
+  run.product(past, 1, du, k, k, run.gradient(Input::q), true);
   if (run.ridge()) run.add_ridge(run.gradient(Input::q), run.of(du_sums));
   // dK = LR_1(K, dU, Q) + LR_1(K, Q, dU)
-  run.product(future, 1, k, run.keys(du, 1, future), q, run.gradient(Input::k), false);
-  run.product(future, 1, k, run.keys(q, 1, future), du, run.gradient(Input::k), true);
+  run.product(future, 1, k, du, q, run.gradient(Input::k), false);
+  run.product(future, 1, k, q, du, run.gradient(Input::k), true);
 }
 
 // ahla: dq, dk, dv as the header's.
@@ -89,35 +85,31 @@ void ahla_backward(const Run& run) {
   const auto d_den = [&] { return run.rows_of(run.rows(Input::d_den), vector); };
   // X (normalized, x), each rounded once for its uses; their float32 rooms then hold dX (dx)
   auto sums = run.floats(e), small = run.floats(normalized ? vector : 1);
-  {
-    const auto keys_k = run.keys(k, 1, past);
-    run.product(past, 1, q, keys_k, v, run.target(sums), false);
-    if (normalized) run.product(past, 1, q, keys_k, ones(), run.target(small), false);
-  }
+  run.product(past, 1, q, k, v, run.target(sums), false);
+  if (normalized) run.product(past, 1, q, k, ones(), run.target(small), false);
   {  // dQ = LA_1(dO, X, K) (+ LA_1(dd, x, K)); dK = LR_1(X, dO, Q) (+ LR_1(x, dd, Q))
     const auto x = run.rows_of(run.of(sums), e);
-    run.product(past, 1, d_num, run.keys(x, 1, past), k, run.gradient(Input::q), false);
-    run.product(future, 1, x, run.keys(d_num, 1, future), q, run.gradient(Input::k), false);
+    run.product(past, 1, d_num, x, k, run.gradient(Input::q), false);
+    run.product(future, 1, x, d_num, q, run.gradient(Input::k), false);
   }
   if (normalized) {
     const auto x = run.rows_of(run.of(small), vector);
-    run.product(past, 1, d_den(), run.keys(x, 1, past), k, run.gradient(Input::q), true);
-    run.product(future, 1, x, run.keys(d_den(), 1, future), q, run.gradient(Input::k), true);
+    run.product(past, 1, d_den(), x, k, run.gradient(Input::q), true);
+    run.product(future, 1, x, d_den(), q, run.gradient(Input::k), true);
   }
   // dX = LR_1(K, Q, dO) (dx = LR_1(K, Q, dd)); dV = LR_1(K, Q, dX)
-  const auto keys_q = run.keys(q, 1, future);
-  run.product(future, 1, k, keys_q, d_num, run.target(sums), false);
-  if (normalized) run.product(future, 1, k, keys_q, d_den(), run.target(small), false);
+  run.product(future, 1, k, q, d_num, run.target(sums), false);
+  if (normalized) run.product(future, 1, k, q, d_den(), run.target(small), false);
   {  // dK += LR_1(V, dX, Q); dQ += LA_1(dX, V, K)
     const auto dx = run.rows_of(run.of(sums), e);
-    run.product(future, 1, k, keys_q, dx, run.gradient(Input::v), false);
-    run.product(future, 1, v, run.keys(dx, 1, future), q, run.gradient(Input::k), true);
-    run.product(past, 1, dx, run.keys(v, 1, past), k, run.gradient(Input::q), true);
+    run.product(future, 1, k, q, dx, run.gradient(Input::v), false);
+    run.product(future, 1, v, dx, q, run.gradient(Input::k), true);
+    run.product(past, 1, dx, v, k, run.gradient(Input::q), true);
   }
   if (normalized) {  // dK += LR_1(1, dx, Q); dQ += LA_1(dx, 1, K)
     const auto dx = run.rows_of(run.of(small), vector);
-    run.product(future, 1, ones(), run.keys(dx, 1, future), q, run.gradient(Input::k), true);
-    run.product(past, 1, dx, run.keys(ones(), 1, past), k, run.gradient(Input::q), true);
+    run.product(future, 1, ones(), dx, q, run.gradient(Input::k), true);
+    run.product(past, 1, dx, ones(), k, run.gradient(Input::q), true);
   }
 }
 

@@ -652,8 +652,7 @@ namespace wide = hla::fast::gpu::detail::wide;
 // The wide heads' backward (fast/cuda/wide_composition.hpp) on one sequence-head in Z/p: its Run with
 // LA_p and LR_p by the recurrence S = g^p S + b_t c_t^T, out_t = a_t S over the tokens in order or
 // from the last (a and b over their common columns, as the device's zero-padded operands multiply),
-// the operands' rows as they are (Z/p rounds nothing), the decay's copies of the keys left to the
-// product, which checks that its keys were made for its power and direction.
+// the operands' rows as they are (Z/p rounds nothing).
 class ExactRun {
  public:
   static constexpr int vector_columns = 1;
@@ -703,23 +702,13 @@ class ExactRun {
     out.leftCols(m.cols()) = m;
     return out;
   }
-  // The keys with what the device's decayed copy of them is made for, which the product checks.
-  struct Keys {
-    MP rows;
-    int power;
-    wide::Over over;
-  };
-  Keys keys(const MP& from, int power, wide::Over over) const { return {from, power, over}; }
   MP floats(int columns) const { return MP::Zero(s_.length(), columns); }
   MP* target(MP& to) const { return &to; }
   MP* gradient(wide::Input which) const {
     return which == wide::Input::q ? &out_.dq : which == wide::Input::k ? &out_.dk : &out_.dv;
   }
   // LA_p (over the past: the state of tokens 0..t) or LR_p (over the future: of tokens t..n-1).
-  void product(wide::Over over, int p, const MP& a, const Keys& keys, const MP& c, MP* out, bool add) const {
-    RC_ASSERT(keys.power == p);
-    RC_ASSERT(keys.over == over);
-    const MP& b = keys.rows;
+  void product(wide::Over over, int p, const MP& a, const MP& b, const MP& c, MP* out, bool add) const {
     const Index common = std::min(a.cols(), b.cols()), n = a.rows();
     const ModP g = power(gamma_, static_cast<long>(p));
     RC_ASSERT(out->rows() == n && out->cols() == c.cols());
