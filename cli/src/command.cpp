@@ -68,7 +68,8 @@ CommandLine::CommandLine() {
   eval->add_option("--out", request.out_path, "output [n, dv]: float64, or uint64 residues for modp")
       ->required();
   eval->add_option("--grad", request.grad_path,
-                   "dO [n, dv]: also the gradients of <dO, O> (--impl reference, streaming or scan; docs/gradients.md)");
+                   "dO [n, dv]: also the gradients of <dO, O> (every --impl, within what `hla variants` "
+                   "says; docs/gradients.md)");
   eval->add_option("--out-dq", request.dq_path, "with --grad: dQ [n, d]");
   eval->add_option("--out-dk", request.dk_path, "with --grad: dK [n, d]");
   eval->add_option("--out-dv", request.dv_path, "with --grad: dV [n, dv]");
