@@ -183,6 +183,7 @@ struct CausalProduct {
   const BFloat16* c = nullptr;
   int c_dim = 0;
   float* out = nullptr;
+  BFloat16* rounded = nullptr;  // instead of out: the sums rounded to bf16 (not with accumulate)
   bool reversed = false, accumulate = false;
 };
 void launch_causal_product(const FastBackwardLaunch& decay, const CausalProduct& product, std::int64_t heads,

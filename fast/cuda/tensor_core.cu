@@ -2709,20 +2709,23 @@ void launch_causal_product(const FastBackwardLaunch& decay, const CausalProduct&
   tma::require_hopper();
   if (product.a_dim > 2 * width || product.b_dim > 2 * width || product.c_dim > 2 * width)
     throw Error("fast backward: a causal product's operands are at most 128 columns wide");
+  const bool bf16 = product.rounded != nullptr;
+  if (bf16 && product.accumulate) throw Error("fast backward: a causal product adds only float32 outputs");
   FastLaunch how;
   how.key_dim = product.a_dim;
   how.value_dim = product.c_dim;
   how.decay = decay.decay;
   how.head_decays = decay.head_decays;
   how.heads_per_batch = decay.heads_per_batch;
-  how.out = product.out;
+  how.out = bf16 ? static_cast<void*>(product.rounded) : product.out;
+  how.bf16_out = bf16;
   const CUtensorMap a = tma::tile_map(product.a, heads, length, product.a_dim),
                     b = tma::tile_map(product.b, heads, length, product.b_dim),
                     c = tma::tile_map(product.c, heads, length, product.c_dim),
-                    out = tma::output_map(product.out, false, heads, length, product.c_dim);
+                    out = tma::output_map(how.out, bf16, heads, length, product.c_dim);
   const int halves = (product.c_dim + width - 1) / width;
   const PassExtras extras{.weight_power = product.power,
-                          .float_out = true,
+                          .float_out = !bf16,
                           .reversed = product.reversed,
                           .accumulate = product.accumulate,
                           .keys_on_chip = true};

@@ -6,9 +6,12 @@
 // from their float32 products, each once for all its uses, d_den from float32; the inputs enter as they
 // are), the products' sums are float32, and the terms of a gradient are added in float32 by the
 // products that give them (docs/gpu.md gives the bound). A product over the future walks the chunks
-// from the last one and a decayed product scales its keys on chip, so that the only copies are those
-// roundings (operand_kernel). Device memory: they and the float32 intermediates live until the products
-// that read them are issued (stream order), at most about 1 KB a token and head at once at d = dv = 128.
+// from the last one, a decayed product scales its keys on chip, and a product whose sums are only read
+// rounded writes them in bf16 (CausalProduct::rounded, the rounding a copy would make), so that the
+// only copies are the roundings of the sums of two terms or the ridge's (operand_kernel), the ones and
+// d_den. Device memory: the intermediates live until the products that read them are issued (stream
+// order), at most about 1 KB a token and head at once at d = dv = 128 (hla2 normalized or with the
+// ridge; 0.5 KB without).
 
 #include <cuda_bf16.h>
 
@@ -129,6 +132,22 @@ class DeviceRun {
 
   void product(wide::Over over, int power, const Operand& a, const Operand& b, const Operand& c, Target out,
                bool add) const {
+    launch(over, power, a, b, c, out.data, nullptr, add);
+  }
+  Operand rounded(wide::Over over, int power, const Operand& a, const Operand& b, const Operand& c) const {
+    StreamScratch scratch(static_cast<std::size_t>(heads_ * length_) * c.columns / 2, stream_);
+    auto* to = reinterpret_cast<BFloat16*>(scratch.get());
+    launch(over, power, a, b, c, nullptr, to, false);
+    return {to, c.columns, std::move(scratch)};
+  }
+  void add_ridge(Target to, const Rows& from) const {
+    add_rows_kernel<<<1024, threads, 0, stream_>>>(from, heads_ * length_, to.data, to.columns, how_.ridge);
+    check_launch("fast backward (a wide head's ridge)");
+  }
+
+ private:
+  void launch(wide::Over over, int power, const Operand& a, const Operand& b, const Operand& c, float* out,
+              BFloat16* rounded, bool add) const {
     launch_causal_product(how_,
                           {.power = power,
                            .a = a.data,
@@ -137,17 +156,13 @@ class DeviceRun {
                            .b_dim = b.columns,
                            .c = c.data,
                            .c_dim = c.columns,
-                           .out = out.data,
+                           .out = out,
+                           .rounded = rounded,
                            .reversed = over == wide::Over::future,
                            .accumulate = add},
                           heads_, length_, stream_);
   }
-  void add_ridge(Target to, const Rows& from) const {
-    add_rows_kernel<<<1024, threads, 0, stream_>>>(from, heads_ * length_, to.data, to.columns, how_.ridge);
-    check_launch("fast backward (a wide head's ridge)");
-  }
 
- private:
   const FastBackwardLaunch& how_;
   std::int64_t heads_, length_;
   const BFloat16* inputs_[4];  // q, k, v, d_num

@@ -36,7 +36,9 @@ namespace hla::fast::gpu::detail::wide {
 //   Floats: rows of float32 sums, floats(columns); Target: where sums go, target(Floats&) or gradient(q,
 //     k or v) (dq, dk, dv);
 //   product(Over, p, a, b, c, Target, add): LA_p (Over::past) or LR_p (Over::future) of (a, b, c) into
-//     the target, or added to it when `add`; add_ridge(Target, Rows): target += ridge rows.
+//     the target, or added to it when `add`; rounded(Over, p, a, b, c): the same product's sums rounded
+//     to bf16 as an Operand (c's columns), the rounding rows_of would make of them; add_ridge(Target,
+//     Rows): target += ridge rows.
 enum class Input { q, k, v, d_num, d_den };
 enum class Over { past, future };
 
@@ -51,6 +53,7 @@ void hla2_backward(const Run& run) {
   const auto d_den = [&] { return run.rows_of(run.rows(Input::d_den), vector); };
   // U (+ ridge Q), rounded once for its uses
   const auto u = [&] {
+    if (!run.ridge()) return run.rounded(past, 1, q, k, k);
     auto sums = run.floats(d);
     run.product(past, 1, q, k, k, run.target(sums), false);
     if (run.ridge()) run.add_ridge(run.target(sums), run.rows(Input::q));
@@ -60,11 +63,16 @@ void hla2_backward(const Run& run) {
   run.product(past, 2, d_num, v, u, run.gradient(Input::q), false);
   if (run.normalized()) run.product(past, 2, d_den(), ones(), u, run.gradient(Input::q), true);
   run.product(future, 2, u, q, d_num, run.gradient(Input::v), false);
-  // dU = LR_2(V, dO, Q) (+ LR_2(1, dd, Q))
-  auto du_sums = run.floats(d);
-  run.product(future, 2, v, d_num, q, run.target(du_sums), false);
-  if (run.normalized()) run.product(future, 2, ones(), d_den(), q, run.target(du_sums), true);
-  const auto du = run.rows_of(run.of(du_sums), d);
+  // dU = LR_2(V, dO, Q) (+ LR_2(1, dd, Q)), rounded once for its uses; its float32 sums where there are
+  // two terms or the ridge's term reads them
+  const bool du_sums_read = run.normalized() || run.ridge();
+  auto du_sums = run.floats(du_sums_read ? d : 1);
+  const auto du = [&] {
+    if (!du_sums_read) return run.rounded(future, 2, v, d_num, q);
+    run.product(future, 2, v, d_num, q, run.target(du_sums), false);
+    if (run.normalized()) run.product(future, 2, ones(), d_den(), q, run.target(du_sums), true);
+    return run.rows_of(run.of(du_sums), d);
+  }();
   // dQ += LA_1(dU, K, K) (+ ridge dU)
   run.product(past, 1, du, k, k, run.gradient(Input::q), true);
   if (run.ridge()) run.add_ridge(run.gradient(Input::q), run.of(du_sums));
@@ -77,37 +85,31 @@ void hla2_backward(const Run& run) {
 template <class Run>
 void ahla_backward(const Run& run) {
   constexpr Over past = Over::past, future = Over::future;
-  const int e = run.value_dim(), vector = Run::vector_columns;
+  const int vector = Run::vector_columns;
   const bool normalized = run.normalized();
   const auto q = run.input(Input::q), k = run.input(Input::k), v = run.input(Input::v),
              d_num = run.input(Input::d_num);
   const auto ones = [&] { return run.rows_of(run.ones(), vector); };
   const auto d_den = [&] { return run.rows_of(run.rows(Input::d_den), vector); };
-  // X (normalized, x), each rounded once for its uses; their float32 rooms then hold dX (dx)
-  auto sums = run.floats(e), small = run.floats(normalized ? vector : 1);
-  run.product(past, 1, q, k, v, run.target(sums), false);
-  if (normalized) run.product(past, 1, q, k, ones(), run.target(small), false);
+  // X (normalized, x), each rounded once for its uses
   {  // dQ = LA_1(dO, X, K) (+ LA_1(dd, x, K)); dK = LR_1(X, dO, Q) (+ LR_1(x, dd, Q))
-    const auto x = run.rows_of(run.of(sums), e);
+    const auto x = run.rounded(past, 1, q, k, v);
     run.product(past, 1, d_num, x, k, run.gradient(Input::q), false);
     run.product(future, 1, x, d_num, q, run.gradient(Input::k), false);
   }
   if (normalized) {
-    const auto x = run.rows_of(run.of(small), vector);
+    const auto x = run.rounded(past, 1, q, k, ones());
     run.product(past, 1, d_den(), x, k, run.gradient(Input::q), true);
     run.product(future, 1, x, d_den(), q, run.gradient(Input::k), true);
   }
-  // dX = LR_1(K, Q, dO) (dx = LR_1(K, Q, dd)); dV = LR_1(K, Q, dX)
-  run.product(future, 1, k, q, d_num, run.target(sums), false);
-  if (normalized) run.product(future, 1, k, q, d_den(), run.target(small), false);
-  {  // dK += LR_1(V, dX, Q); dQ += LA_1(dX, V, K)
-    const auto dx = run.rows_of(run.of(sums), e);
+  {  // dX = LR_1(K, Q, dO); dV = LR_1(K, Q, dX); dK += LR_1(V, dX, Q); dQ += LA_1(dX, V, K)
+    const auto dx = run.rounded(future, 1, k, q, d_num);
     run.product(future, 1, k, q, dx, run.gradient(Input::v), false);
     run.product(future, 1, v, dx, q, run.gradient(Input::k), true);
     run.product(past, 1, dx, v, k, run.gradient(Input::q), true);
   }
-  if (normalized) {  // dK += LR_1(1, dx, Q); dQ += LA_1(dx, 1, K)
-    const auto dx = run.rows_of(run.of(small), vector);
+  if (normalized) {  // dx = LR_1(K, Q, dd); dK += LR_1(1, dx, Q); dQ += LA_1(dx, 1, K)
+    const auto dx = run.rounded(future, 1, k, q, d_den());
     run.product(future, 1, ones(), dx, q, run.gradient(Input::k), true);
     run.product(past, 1, dx, ones(), k, run.gradient(Input::q), true);
   }

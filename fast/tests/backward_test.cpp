@@ -720,6 +720,11 @@ class ExactRun {
     }
     *out = add ? MP(*out + result) : result;
   }
+  MP rounded(wide::Over over, int p, const MP& a, const MP& b, const MP& c) const {
+    MP out = MP::Zero(a.rows(), c.cols());
+    product(over, p, a, b, c, &out, false);
+    return out;
+  }
   void add_ridge(MP* to, const Rows& from) const { *to += to_mod_prime(spec_.ridge) * read(from); }
 
  private:
