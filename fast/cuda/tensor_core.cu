@@ -626,8 +626,9 @@ struct Arguments {
   // (LR: the sums over later tokens); `accumulate` adds the outputs to those in device memory (a
   // reduce-add bulk copy) rather than storing them.
   bool reversed = false, accumulate = false;
-  // hla2_values with decay as such a product (unnormalized): D^p of the keys' tiles formed on chip from
-  // the chunk's K tiles (wgmma::transposed_operand, the state products' operands) rather than loaded.
+  // hla2_values as such a product (unnormalized): the state products' operands (D^p K)^T (without decay
+  // K^T) formed on chip from the chunk's K tiles (wgmma::transposed_operand) rather than loaded (with
+  // decay) or read from shared memory (without).
   bool keys_on_chip = false;
 };
 
@@ -1385,9 +1386,9 @@ __device__ void weights_side(const Block& b) {
     clock.mark(phases::inputs);
     const Chunk now = s.chunk(c);
     Accumulator w;
-    wgmma::RowOperand decayed_k0, decayed_k1;  // Arguments::keys_on_chip: (D^p K^h)^T
-    if (Decayed && b.args.keys_on_chip) {
-      const auto age = [&](int k) { return s.powers[mirrored ? k : width - 1 - k]; };
+    wgmma::RowOperand decayed_k0, decayed_k1;  // Arguments::keys_on_chip: (D^p K^h)^T (without decay K^T)
+    if (b.args.keys_on_chip) {
+      const auto age = [&](int k) { return Decayed ? s.powers[mirrored ? k : width - 1 - k] : 1.0f; };
       decayed_k0 = wgmma::transposed_operand(now.k, age);
       decayed_k1 = wgmma::transposed_operand(now.k2, age);
     }
@@ -1396,7 +1397,7 @@ __device__ void weights_side(const Block& b) {
     wgmma::multiply<Major::k, Major::k>(w, now.q, now.k, false);
     wgmma::multiply<Major::k, Major::k>(w, now.q2, now.k2, true);
     wgmma::commit();
-    if (Decayed && b.args.keys_on_chip) {
+    if (b.args.keys_on_chip) {
       wgmma::multiply<Major::mn>(f0, decayed_k0, now.v, true);
       wgmma::multiply<Major::mn>(f1, decayed_k1, now.v, true);
     } else {
