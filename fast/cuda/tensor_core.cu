@@ -587,6 +587,8 @@ static_assert(width == 64 && fast_summary_floats(true) == 6 * matrix_floats + 3 
 constexpr int carry_floats(bool third) {
   return third ? 3 * matrix_floats + 2 * width : 2 * matrix_floats + 2 * width;
 }
+// A causal product's summary or carry-in per segment and value half (Block::product_summary): F_0, F_1.
+constexpr int causal_product_states = 2 * matrix_floats;
 
 struct Arguments {
   std::int64_t length, segment_chunks;
@@ -821,6 +823,16 @@ struct Block {
   }
   __device__ float* summary() const {
     return args.summaries + (head * (segments - 1) + segment) * summary_floats(third);
+  }
+  // A causal product's (launch_causal_product) summary or carry-in of this segment and value half: its
+  // states F_0, F_1, two row-major 64 x 64 matrices (causal_product_states).
+  __device__ float* product_summary() const {
+    return args.summaries + ((head * (segments - 1) + segment) * args.value_halves + value_column / width) *
+                                causal_product_states;
+  }
+  __device__ const float* product_carry() const {
+    return args.carries +
+           ((head * segments + segment) * args.value_halves + value_column / width) * causal_product_states;
   }
 };
 
@@ -1339,8 +1351,13 @@ __device__ void value_side(const Block& b) {
 // value side's products of chunk c - 1, which read those copies (and, before them, chunk c - 2's W's
 // buffer), so this side runs at most one chunk ahead. The same products and roundings as the wide ahla
 // value side's.
-template <bool Normalized, bool Decayed>
+// A causal product split into segments (launch_causal_product): a later segment's states start from its
+// carry-in; the summary pass forms only the states, from zero, frees each chunk's inputs itself and
+// stores F_0, F_1 at the segment's end (its value side has nothing to do).
+template <Pass pass, bool Normalized, bool Decayed>
 __device__ void weights_side(const Block& b) {
+  constexpr bool summary = pass == Pass::summary;
+  static_assert(!summary || !Normalized, "a causal product's summary: unnormalized");
   const Tiles& s = b.s;
   const bool mirrored = b.args.reversed;
   MaskFactors factors;
@@ -1348,8 +1365,13 @@ __device__ void weights_side(const Block& b) {
   const Decay decay = Decayed ? Decay(s.powers) : Decay{};
   Accumulator f0, f1;  // F_0, F_1
   Column m0, m1;       // normalized: f_0, f_1
-  wgmma::zero(f0);
-  wgmma::zero(f1);
+  if (!summary && b.carried()) {
+    load_rows(f0, b.product_carry());
+    load_rows(f1, b.product_carry() + matrix_floats);
+  } else {
+    wgmma::zero(f0);
+    wgmma::zero(f1);
+  }
   wgmma::zero(m0);
   wgmma::zero(m1);
   const auto copy_states = [&](std::int64_t c) {  // F_h, f_h for chunk c
@@ -1378,7 +1400,7 @@ __device__ void weights_side(const Block& b) {
       }
     }
   };
-  copy_states(0);
+  if constexpr (!summary) copy_states(0);
   decay_states();
   phases::Clock clock;
   for (std::int64_t c = 0; c < b.chunks; ++c) {
@@ -1394,9 +1416,11 @@ __device__ void weights_side(const Block& b) {
     }
     fence_states();
     wgmma::fence();
-    wgmma::multiply<Major::k, Major::k>(w, now.q, now.k, false);
-    wgmma::multiply<Major::k, Major::k>(w, now.q2, now.k2, true);
-    wgmma::commit();
+    if constexpr (!summary) {
+      wgmma::multiply<Major::k, Major::k>(w, now.q, now.k, false);
+      wgmma::multiply<Major::k, Major::k>(w, now.q2, now.k2, true);
+      wgmma::commit();
+    }
     if (b.args.keys_on_chip) {
       wgmma::multiply<Major::mn>(f0, decayed_k0, now.v, true);
       wgmma::multiply<Major::mn>(f1, decayed_k1, now.v, true);
@@ -1409,6 +1433,13 @@ __device__ void weights_side(const Block& b) {
       wgmma::multiply<Major::mn, Major::k>(m1, now.ks2, s.ones, true);
     }
     wgmma::commit();
+    if constexpr (summary) {
+      wgmma::wait<0>();
+      fence_states();
+      b.inputs_free[c % s.stages].arrive();
+      if (c + 1 < b.chunks) decay_states();
+      continue;
+    }
     wgmma::wait<1>();
     clock.mark(phases::first);
     const wgmma::RowOperand masked =
@@ -1424,6 +1455,10 @@ __device__ void weights_side(const Block& b) {
     clock.mark(phases::handover);
     if (c + 1 < b.chunks) decay_states();
     clock.mark(phases::state);
+  }
+  if constexpr (summary) {
+    store_matrix(b.product_summary(), f0);
+    store_matrix(b.product_summary() + matrix_floats, f1);
   }
   clock.store(b.args.phases);
 }
@@ -1959,7 +1994,7 @@ __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra =
     if constexpr (third) {
       hla3_key_side<pass, Normalized, Decayed, Features>(b);
     } else if constexpr (Wide == WideRole::hla2_values) {
-      weights_side<Normalized, Decayed>(b);
+      weights_side<pass, Normalized, Decayed>(b);
     } else {
       key_side<ahla, pass, Normalized, Decayed, Ridge, Wide, Features, Bf16Out>(b);
     }
@@ -1970,7 +2005,7 @@ __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra =
     if constexpr (third) {
       hla3_value_side<pass, Normalized, Decayed, Features>(b);
     } else if constexpr (Wide == WideRole::hla2_values) {
-      outputs_side<Normalized, Decayed>(b);
+      if constexpr (pass == Pass::outputs) outputs_side<Normalized, Decayed>(b);
     } else {
       value_side<ahla, pass, Normalized, Decayed, Wide, Features, Bf16Out>(b);
     }
@@ -2467,19 +2502,30 @@ struct PassExtras {
   const float* den_in = nullptr;
   int den_in_stride = 0;
   bool reversed = false, accumulate = false, keys_on_chip = false;  // a causal product's (Arguments')
+  // A causal product's split (launch_causal_product): its segments, their summaries and carry-ins.
+  Split split{1, 0};
+  float* summaries = nullptr;
+  const float* carries = nullptr;
 };
 
 // One pass of a head with keys wider than 64 in `Role`: `halves` blocks a sequence-head side by side
-// (value halves; hla2's keys pass: key halves), one segment each, the outputs (keys_pass: U, Z or R)
-// leaving through `out` in boxes of 64 x 64.
-template <WideRole Role, bool Normalized, bool Decayed, bool Ridge>
+// (value halves; hla2's keys pass: key halves), one segment each (a causal product: extras.split's), the
+// outputs (keys_pass: U, Z or R) leaving through `out` in boxes of 64 x 64.
+template <WideRole Role, bool Normalized, bool Decayed, bool Ridge, Pass pass = Pass::outputs>
 void launch_wide_pass(const FastLaunch& how, std::int64_t heads, std::int64_t length, int halves,
                       const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& v,
                       const CUtensorMap& out, const char* what, CUstream_st* stream,
                       const PassExtras& extras = {}) {
-  const auto kernel = forward_kernel<Algebra::ahla, Pass::outputs, Normalized, Decayed, Ridge, Role>();
+  static_assert(pass == Pass::outputs || Role == WideRole::hla2_values);
+  const auto kernel = forward_kernel<Algebra::ahla, pass, Normalized, Decayed, Ridge, Role>();
   const std::int64_t chunks = (length + width - 1) / width;
-  Arguments args = arguments_of(how, length, std::max<std::int64_t>(chunks, 1), 1);
+  const bool split = extras.split.segments > 1;
+  Arguments args =
+      arguments_of(how, length, split ? extras.split.segment_chunks : std::max<std::int64_t>(chunks, 1),
+                   extras.split.segments);
+  args.summaries = extras.summaries;
+  args.carries = extras.carries;
+  const int per_head = pass == Pass::outputs ? extras.split.segments : extras.split.segments - 1;
   args.value_dim = width;  // staged in rows of 64, the out map's boxes
   args.value_halves = halves;
   if (extras.float_out) args.bf16_out = false;
@@ -2491,7 +2537,7 @@ void launch_wide_pass(const FastLaunch& how, std::int64_t heads, std::int64_t le
   args.reversed = extras.reversed;
   args.accumulate = extras.accumulate;
   args.keys_on_chip = extras.keys_on_chip;
-  kernel<<<static_cast<unsigned>(heads * halves), wide_threads(Role),
+  kernel<<<static_cast<unsigned>(heads * per_head * halves), wide_threads(Role),
            wide_shared_bytes(Role, args.stages, Normalized, Decayed, args.bf16_out), stream>>>(q, k, v, out,
                                                                                                args);
   check_launch(what);
@@ -2704,6 +2750,61 @@ void launch_fast(const FastLaunch& how, std::int64_t heads, std::int64_t length,
   });
 }
 
+// The carry-ins of a causal product's segments (launch_causal_product) from the summaries of all but the
+// last: C_1 = S_0, C_(g+1) = l C_g + S_g with l = g^(64 p L) over a summarized segment of L chunks (the
+// powers of g^p), one fmaf per entry and segment in float32; an entry per thread.
+__global__ void causal_product_carry_kernel(const float* summaries, float* carries, std::int64_t blocks,
+                                            int halves, int segments, std::int64_t segment_chunks, int power,
+                                            std::int64_t heads_per_batch, const double* head_decays,
+                                            double decay) {
+  const std::int64_t entries = blocks * causal_product_states;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < entries;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t block = i / causal_product_states, head = block / halves, half = block % halves,
+                       entry = i % causal_product_states;
+    const double gamma = decay::gamma_of(head_decays, heads_per_batch, decay, head);
+    const float l = static_cast<float>(pow(gamma, static_cast<double>(power) * width * segment_chunks));
+    float carry = 0.0f;
+    for (int g = 0; g + 1 < segments; ++g) {
+      const float summary =
+          summaries[((head * (segments - 1) + g) * halves + half) * causal_product_states + entry];
+      carry = g == 0 ? summary : fmaf(l, carry, summary);
+      carries[((head * segments + g + 1) * halves + half) * causal_product_states + entry] = carry;
+    }
+  }
+}
+
+// A causal product as one pass of WideRole::hla2_values, its sequences split into segments (split_sequences
+// over heads x halves blocks) when they leave SMs idle: a summary pass, the carry-ins, the outputs pass.
+template <bool Decayed>
+void launch_split_product(const FastLaunch& how, std::int64_t heads, std::int64_t length, int halves,
+                          const CUtensorMap& a, const CUtensorMap& b, const CUtensorMap& c,
+                          const CUtensorMap& out, PassExtras extras, CUstream_st* stream) {
+  const char* what = "fast kernel (a causal product of the wide backward)";
+  const std::int64_t chunks = (length + width - 1) / width;
+  extras.split = split_sequences(heads * halves, chunks);
+  if (extras.split.segments == 1) {
+    launch_wide_pass<WideRole::hla2_values, false, Decayed, false>(how, heads, length, halves, a, b, c, out,
+                                                                   what, stream, extras);
+    return;
+  }
+  const int segments = extras.split.segments;
+  const StreamScratch summaries(
+      static_cast<std::size_t>(heads * halves * (segments - 1)) * causal_product_states, stream),
+      carries(static_cast<std::size_t>(heads * halves * segments) * causal_product_states, stream);
+  extras.summaries = summaries.get();
+  launch_wide_pass<WideRole::hla2_values, false, Decayed, false, Pass::summary>(
+      how, heads, length, halves, a, b, c, out, "fast kernel (a causal product's summaries)", stream, extras);
+  causal_product_carry_kernel<<<256, 256, 0, stream>>>(
+      summaries.get(), carries.get(), heads * halves, halves, segments, extras.split.segment_chunks,
+      extras.weight_power, how.heads_per_batch, how.head_decays, how.decay);
+  check_launch("fast kernel (a causal product's carry-ins)");
+  extras.summaries = nullptr;
+  extras.carries = carries.get();
+  launch_wide_pass<WideRole::hla2_values, false, Decayed, false>(how, heads, length, halves, a, b, c, out,
+                                                                 what, stream, extras);
+}
+
 void launch_causal_product(const FastBackwardLaunch& decay, const CausalProduct& product, std::int64_t heads,
                            std::int64_t length, CUstream_st* stream) {
   if (heads == 0 || length == 0) return;
@@ -2730,13 +2831,10 @@ void launch_causal_product(const FastBackwardLaunch& decay, const CausalProduct&
                           .reversed = product.reversed,
                           .accumulate = product.accumulate,
                           .keys_on_chip = true};
-  const char* what = "fast kernel (a causal product of the wide backward)";
   if (decay.head_decays || decay.decay != 1) {
-    launch_wide_pass<WideRole::hla2_values, false, true, false>(how, heads, length, halves, a, b, c, out,
-                                                                what, stream, extras);
+    launch_split_product<true>(how, heads, length, halves, a, b, c, out, extras, stream);
   } else {
-    launch_wide_pass<WideRole::hla2_values, false, false, false>(how, heads, length, halves, a, b, c, out,
-                                                                 what, stream, extras);
+    launch_split_product<false>(how, heads, length, halves, a, b, c, out, extras, stream);
   }
 }
 

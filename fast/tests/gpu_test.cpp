@@ -1588,7 +1588,9 @@ TEST_CASE("gpu/fast/the backward of heads narrower than 64 stays within the bf16
 // Heads wider than 64 (the backward composed of causal products, without checkpoints): d = dv = 128,
 // unnormalized and normalized, gamma 1 and 63/64, on two heads of 10 chunks and 17 tokens, and
 // normalized with decay on one head of 65 chunks and 17 tokens; the keys wider alone (d = 128, dv = 64),
-// the values alone (64, 128) and uneven halves (96, 72) on three heads of 100 tokens; hla2's ridge.
+// the values alone (64, 128) and uneven halves (96, 72) on three heads of 100 tokens; hla2's ridge. One
+// head leaves SMs idle, so its products split into segments (launch_causal_product; on 132 SMs two of
+// 33 chunks at 65 chunks, four at 131 chunks: the reversed walk's first segment holds the short chunk).
 TEST_CASE("gpu/fast/the backward of heads wider than 64 stays within the bf16 bound",
           "[gpu][fast][backward]") {
   for (const bool normalize : {false, true})
@@ -1604,6 +1606,8 @@ TEST_CASE("gpu/fast/the backward of heads wider than 64 stays within the bf16 bo
   check_fast_backward(Variant::ahla, 100, 3, 20261255, 1, false, 0, 96, 72);
   for (const bool normalize : {false, true})
     check_fast_backward(Variant::hla2, 300, 2, 20261256, 1, normalize, Rational(1, 2), 128, 128);
+  check_fast_backward(Variant::hla2, 130 * 64 + 17, 1, 20261258, Rational(63, 64), false, 0, 128, 128);
+  check_fast_backward(Variant::ahla, 130 * 64 + 17, 1, 20261259, 1, false, 0, 96, 72);
 }
 
 // Nonnegative q, k, v and readouts' adjoints: the gradients are sums of monomials with positive
