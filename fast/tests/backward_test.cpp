@@ -4,7 +4,8 @@
 // the exact gradients of its own forward pass (checked by forward mode on that pass), and a published form's
 // differ from the definition's where a finding says its forward pass does. The fast backward's chunk
 // algebra and its split into segments (the formulas of fast/cuda/tensor_core_backward.cu) give the
-// definition's gradients exactly in Z/p.
+// definition's gradients exactly in Z/p; so does the wide heads' composition of causal products, and each
+// product's chunk algebra, split into segments, gives the product.
 
 #include "hla/fast/backward.hpp"
 
@@ -649,10 +650,66 @@ namespace {
 
 namespace wide = hla::fast::gpu::detail::wide;
 
+// LA_p (over the past: the state of tokens 0..t) or LR_p (over the future: of tokens t..n-1) of (a, b, c)
+// with gp = g^p, by the recurrence S = gp S + b_t c_t^T, out_t = a_t S over the tokens in order or from
+// the last (a and b over their common columns, as the device's zero-padded operands multiply).
+MP causal_product(wide::Over over, const ModP& gp, const MP& a, const MP& b, const MP& c) {
+  const Index common = std::min(a.cols(), b.cols()), n = a.rows();
+  MP state = MP::Zero(common, c.cols()), result(n, c.cols());
+  for (Index i = 0; i < n; ++i) {
+    const Index t = over == wide::Over::past ? i : n - 1 - i;
+    state = gp * state + b.row(t).head(common).transpose() * c.row(t);
+    result.row(t) = a.row(t).head(common) * state;
+  }
+  return result;
+}
+
+// The same product by the chunk algebra of the kernel that runs it (launch_causal_product: tensor_core.cu's
+// weights_side and outputs_side) for chunks of C tokens, walked in order (LA) or from the last (LR):
+// chunk out = diag(f) A F + W C with W = (A B^T) . M, then F = rho F + (D B)^T C, rho = gp^C; in order
+// M(r, j) = gp^(r - j) for j <= r, f_r = gp^(r + 1), D = diag(gp^(C - 1 - r)); from the last M(r, j) =
+// gp^(j - r) for j >= r, f_r = gp^(C - r), D = diag(gp^r). Split into segments of L chunks in the walk's
+// order: each summarized from zero (S_s), the carry-ins C_1 = S_0, C_(s+1) = l C_s + S_s with l = gp^(C L)
+// (causal_product_carry_kernel), each segment's walk from its carry-in. Rows past n are zeros (the
+// kernel's short last chunk).
+MP chunked_causal_product(wide::Over over, const ModP& gp, Index C, Index L, const MP& a, const MP& b,
+                          const MP& c) {
+  const bool reversed = over == wide::Over::future;
+  const Index n = a.rows(), common = std::min(a.cols(), b.cols()), chunks = (n + C - 1) / C;
+  const MP A = padded_rows(MP(a.leftCols(common)), chunks * C),
+           B = padded_rows(MP(b.leftCols(common)), chunks * C), V = padded_rows(c, chunks * C);
+  const auto pw = [&](Index e) { return power(gp, static_cast<long>(e)); };
+  MP mask = MP::Zero(C, C), offset = MP::Zero(C, C), age = MP::Zero(C, C);
+  for (Index r = 0; r < C; ++r) {
+    for (Index j = 0; j < C; ++j)
+      if (reversed ? j >= r : j <= r) mask(r, j) = pw(reversed ? j - r : r - j);
+    offset(r, r) = pw(reversed ? C - r : r + 1);
+    age(r, r) = pw(reversed ? r : C - 1 - r);
+  }
+  MP out = MP::Zero(chunks * C, c.cols());
+  // Walk positions first .. first + count - 1 from `state`; the outputs when `write`; the state after.
+  const auto walk = [&](Index first, Index count, MP state, bool write) {
+    for (Index i = first; i < first + count; ++i) {
+      const Index at = (reversed ? chunks - 1 - i : i) * C;
+      const MP ac = A.middleRows(at, C), bc = B.middleRows(at, C), vc = V.middleRows(at, C);
+      if (write)
+        out.middleRows(at, C) = offset * ac * state + MP(ac * bc.transpose()).cwiseProduct(mask) * vc;
+      state = pw(C) * state + bc.transpose() * age * vc;
+    }
+    return state;
+  };
+  const Index segments = (chunks + L - 1) / L;
+  std::vector<MP> carry(segments, MP::Zero(common, c.cols()));
+  for (Index s = 0; s + 1 < segments; ++s) {
+    const MP summary = walk(s * L, L, MP::Zero(common, c.cols()), false);
+    carry[s + 1] = s == 0 ? summary : MP(pw(C * L) * carry[s] + summary);
+  }
+  for (Index s = 0; s < segments; ++s) walk(s * L, std::min(L, chunks - s * L), carry[s], true);
+  return out.topRows(n);
+}
+
 // The wide heads' backward (fast/cuda/wide_composition.hpp) on one sequence-head in Z/p: its Run with
-// LA_p and LR_p by the recurrence S = g^p S + b_t c_t^T, out_t = a_t S over the tokens in order or
-// from the last (a and b over their common columns, as the device's zero-padded operands multiply),
-// the operands' rows as they are (Z/p rounds nothing).
+// LA_p and LR_p by causal_product's recurrence, the operands' rows as they are (Z/p rounds nothing).
 class ExactRun {
  public:
   static constexpr int vector_columns = 1;
@@ -709,15 +766,8 @@ class ExactRun {
   }
   // LA_p (over the past: the state of tokens 0..t) or LR_p (over the future: of tokens t..n-1).
   void product(wide::Over over, int p, const MP& a, const MP& b, const MP& c, MP* out, bool add) const {
-    const Index common = std::min(a.cols(), b.cols()), n = a.rows();
-    const ModP g = power(gamma_, static_cast<long>(p));
-    RC_ASSERT(out->rows() == n && out->cols() == c.cols());
-    MP state = MP::Zero(common, c.cols()), result(n, c.cols());
-    for (Index i = 0; i < n; ++i) {
-      const Index t = over == wide::Over::past ? i : n - 1 - i;
-      state = g * state + b.row(t).head(common).transpose() * c.row(t);
-      result.row(t) = a.row(t).head(common) * state;
-    }
+    RC_ASSERT(out->rows() == a.rows() && out->cols() == c.cols());
+    const MP result = causal_product(over, power(gamma_, static_cast<long>(p)), a, b, c);
     *out = add ? MP(*out + result) : result;
   }
   MP rounded(wide::Over over, int p, const MP& a, const MP& b, const MP& c) const {
@@ -763,4 +813,24 @@ TEST_CASE("backward/the wide heads' composition of causal products gives the def
           RC_ASSERT(got.dv == exact.dv);
         },
         200);
+}
+
+// The chunk algebra of the kernel that runs each causal product, split into segments as few heads run it
+// (a summary pass, causal_product_carry_kernel's carry-ins, the outputs pass), gives the product exactly:
+// chunks of 1 to 5 tokens (a short last one), segments of 1 to 4 chunks, powers 1 and 2, either direction.
+TEST_CASE("backward/the wide products' chunk algebra and its segment split give LA_p and LR_p - ModP",
+          "[backward][exact]") {
+  property("the chunked, split product equals the recurrence", [] {
+    const wide::Over over = *rc::gen::element(wide::Over::past, wide::Over::future).as("over");
+    const int p = *rc::gen::inRange(1, 3).as("power");
+    const Index C = *rc::gen::inRange<Index>(1, 6).as("chunk"),
+                L = *rc::gen::inRange<Index>(1, 5).as("segment");
+    const ModP gp = power(to_mod_prime(fast_spec(Variant::hla2).decay), static_cast<long>(p));
+    const Sequence<ModP> s = convert<ModP>(*testing::gen_any_sequence(16, 4, 1).as("sequence"));
+    RC_ASSERT(chunked_causal_product(over, gp, C, L, s.q, s.k, s.v) ==
+              causal_product(over, gp, s.q, s.k, s.v));
+    const MP ones = MP::Constant(s.length(), 1, ModP(1));
+    RC_ASSERT(chunked_causal_product(over, gp, C, L, s.k, s.q, ones) ==
+              causal_product(over, gp, s.k, s.q, ones));
+  });
 }
