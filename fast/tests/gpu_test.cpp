@@ -1712,6 +1712,14 @@ TEST_CASE("gpu/large/the normalized fast backward at n = 65536 stays within the 
   check_fast_backward(Variant::ahla, 65536, 1, 20261224, 1, true);
 }
 
+// Heads of 128 at n = 65536, one head: the forward (hla2 in two passes, ahla in one, hla3 in
+// three, normalized with decay 7/8) and the backward composed of causal products, each split into 32
+// segments (normalized, decay 1023/1024, the vector columns' products too).
+TEST_CASE("gpu/large/heads of 128 at n = 65536 stay within the bf16 bound", "[gpu][fast][large][backward]") {
+  check_fast_path(65536, 1, 20261262, fast_cases[3], 128, 128);
+  check_fast_backward(Variant::hla2, 65536, 1, 20261263, Rational(1023, 1024), true, 0, 128, 128);
+}
+
 TEST_CASE("gpu/fast/the fast backward refuses what it does not cover", "[gpu][fast][backward]") {
   const fast::gpu::Problem fine{1, 1, 64, 64, 64}, wrong_d{1, 1, 64, 136, 128}, wide{1, 1, 64, 128, 128};
   const OperatorSpec hla2{.variant = Variant::hla2}, normalized{.variant = Variant::hla2, .normalize = true},
