@@ -154,7 +154,7 @@ def hla3_chunked_torch(q, k, v, chunk=64):
 
 
 PEERS = {"hla2": hla2_chunked_torch, "ahla": ahla_chunked_torch, "hla3": hla3_chunked_torch}
-TABLES = ("forward", "backward", "heads", "goals")
+TABLES = ("forward", "backward", "heads", "goals", "batches")
 
 
 def verify_peers(binary, n=4096, heads=2, d=64):
@@ -233,6 +233,8 @@ def main():
         lines += ["", *head_size_table(args.binary, batch, heads, head_sizes, max(lengths))]
     if "goals" in tables:
         lines += ["", *goals_table(args.binary, batch, heads)]
+    if "batches" in tables:
+        lines += ["", *batch_table(args.binary, batch, heads)]
     table = "\n".join(lines)
     print(table)
     with open(args.out, "x") as f:  # created here: never an existing file
@@ -413,6 +415,46 @@ def goals_table(binary, batch, heads, n=65536, reps=10):
     ]
     for name, value, bound in rows:
         lines.append(f"| {name} | {value:.3f} | {bound:g} | {'yes' if value <= bound else 'no'} |")
+    return lines
+
+
+def batch_table(binary, batch, heads, n=65536, reps=5):
+    """Few sequence-heads on the fast path (issue 19: the segment split for B x H below the SMs): hla2 and
+    ahla, unnormalized, gamma = 1, bf16 inputs, at d = dv = 64 and 128, the forward (bf16 output) and
+    forward plus backward (`--pass train`), at B = 1 with H = 2 and 16 and at B = batch, H = heads; each
+    time also per sequence-head as a multiple of the full batch's: 1, a head as cheap as in the full batch;
+    (batch x heads) / (B x H), the full batch's time, as if each head's walk alone set it."""
+    shapes = [(1, 2), (1, 16), (batch, heads)]
+    ms = {}
+    for size in (64, 128):
+        for b, h in shapes:
+            for pass_ in ("forward", "train"):
+                command = [binary, "--batch", str(b), "--heads", str(h), "--d", str(size), "--dv", str(size),
+                           "--n", str(n), "--methods", "fast", "--precisions", "bf16", "--variants", "hla2,ahla",
+                           "--options", "plain", "--reps", str(reps), "--pass", pass_] + \
+                          (["--out", "bf16"] if pass_ == "forward" else [])
+                result = subprocess.run(command, capture_output=True, text=True)
+                if result.returncode != 0:
+                    sys.exit(f"{binary} failed: {result.stderr.strip()}")
+                for r in csv.DictReader(io.StringIO(result.stdout)):
+                    ms[r["variant"], size, b, h, pass_] = float(r["median_ms"])
+    lines = [
+        f"Few sequence-heads on the fast path, n = {n}, bf16 inputs, unnormalized, gamma = 1, medians of {reps} runs: "
+        "the forward with bf16 output and forward plus backward (`--pass train`); per head: the time per "
+        f"sequence-head over B = {batch}, H = {heads}'s in the same run.",
+        "",
+        "| variant | d = dv | B | H | forward ms | forward per head | fwd + bwd ms | fwd + bwd per head |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for variant in ("hla2", "ahla"):
+        for size in (64, 128):
+            for b, h in shapes:
+                cells = []
+                for pass_ in ("forward", "train"):
+                    t = ms.get((variant, size, b, h, pass_), math.nan)
+                    full = ms.get((variant, size, batch, heads, pass_), math.nan)
+                    cells += [f"{t:.3f}", f"{(t / (b * h)) / (full / (batch * heads)):.2f}"]
+                lines.append(f"| {variant} | {size} | {b} | {h} | " + " | ".join(cells) + " |")
     return lines
 
 
