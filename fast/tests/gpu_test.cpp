@@ -1590,8 +1590,9 @@ TEST_CASE("gpu/fast/the backward of heads narrower than 64 stays within the bf16
 // normalized with decay on one head of 65 chunks and 17 tokens; the keys wider alone (d = 128, dv = 64),
 // the values alone (64, 128) and uneven halves (96, 72) on three heads of 100 tokens; hla2's ridge. One
 // head leaves SMs idle, so its products split into segments (launch_causal_product; on 132 SMs two of
-// 33 chunks at 65 chunks, four at 131 chunks, unnormalized and normalized with the vector columns'
-// products: the reversed walk's first segment holds the short chunk).
+// 33 chunks at 66 chunks, four at 131 chunks, unnormalized and normalized with the vector columns'
+// products: the reversed walk's first segment holds the short chunk); so do three heads of 131 chunks
+// (four segments each).
 TEST_CASE("gpu/fast/the backward of heads wider than 64 stays within the bf16 bound",
           "[gpu][fast][backward]") {
   for (const bool normalize : {false, true})
@@ -1611,6 +1612,7 @@ TEST_CASE("gpu/fast/the backward of heads wider than 64 stays within the bf16 bo
   check_fast_backward(Variant::ahla, 130 * 64 + 17, 1, 20261259, 1, false, 0, 96, 72);
   check_fast_backward(Variant::hla2, 130 * 64 + 17, 1, 20261260, Rational(63, 64), true, 0, 128, 128);
   check_fast_backward(Variant::ahla, 130 * 64 + 17, 1, 20261261, Rational(7, 8), true, 0, 96, 72);
+  check_fast_backward(Variant::ahla, 130 * 64 + 17, 3, 20261264, Rational(7, 8), false, 0, 128, 128);
 }
 
 // Nonnegative q, k, v and readouts' adjoints: the gradients are sums of monomials with positive
