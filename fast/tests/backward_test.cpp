@@ -834,3 +834,34 @@ TEST_CASE("backward/the wide products' chunk algebra and its segment split give 
               causal_product(over, gp, s.k, s.q, ones));
   });
 }
+
+// The forward that the wide heads' backward recomputes, and docs/gpu.md composes of causal products: hla2
+// U = LA_1(Q, K, K) (+ ridge Q), num = LA_2(Q, U, V), den = LA_2(Q, U, 1); ahla X = LA_1(Q, K, V), num =
+// LA_1(Q, K, X), x = LA_1(Q, K, 1), den = LA_1(Q, K, x): the definition's terms, exactly, for masked hla2
+// and ahla with every option.
+TEST_CASE(
+    "backward/the wide heads' forward, composed of causal products, gives the definition's terms - ModP",
+    "[backward][exact]") {
+  for (const Variant variant : {Variant::hla2, Variant::ahla})
+    property(std::string(variant_name(variant)) + ": the products' terms equal reference::terms", [variant] {
+      const OperatorSpec spec = fast_spec(variant);
+      const Sequence<ModP> s = convert<ModP>(*testing::gen_any_sequence(16, 4, 1).as("sequence"));
+      const ModP g = to_mod_prime(spec.decay);
+      const MP ones = MP::Constant(s.length(), 1, ModP(1));
+      const auto past = [](const ModP& gp, const MP& a, const MP& b, const MP& c) {
+        return causal_product(wide::Over::past, gp, a, b, c);
+      };
+      MP num, den;
+      if (variant == Variant::ahla) {
+        num = past(g, s.q, s.k, past(g, s.q, s.k, s.v));
+        den = past(g, s.q, s.k, past(g, s.q, s.k, ones));
+      } else {
+        const MP u = past(g, s.q, s.k, s.k) + to_mod_prime(spec.ridge) * s.q;
+        num = past(g * g, s.q, u, s.v);
+        den = past(g * g, s.q, u, ones);
+      }
+      const Terms<ModP> terms = reference::terms(spec, s);
+      RC_ASSERT(num == terms.num);
+      RC_ASSERT(Vector<ModP>(den.col(0)) == terms.den);
+    });
+}
