@@ -309,8 +309,9 @@ std::int64_t fast_checkpoint_bytes(const OperatorSpec& spec, const Problem& prob
 // scratch for the segments' summaries and carry-ins). Heads wider than 64 (d or dv up to 128; not
 // across ranks) take no checkpoints (null): their backward is composed of first-order causal products
 // on the matrix units, the forward's intermediate (hla2 U, ahla X) recomputed, 7 products (hla2
-// normalized 9, ahla normalized 13) and stream-ordered scratch of at most about 1 KB per token and
-// head at d = dv = 128 (docs/gpu.md). Device pointers; runs in `stream` without
+// normalized 9, ahla normalized 13), each split into segments as above when its sequence-heads leave
+// SMs idle, and stream-ordered scratch of at most about 1 KB per token and head at d = dv = 128
+// (docs/gpu.md). Device pointers; runs in `stream` without
 // synchronizing it; throws hla::Error for anything else. Its error bound is fast_backward_roundings
 // on the gradients' gauge (docs/gpu.md).
 void fast_backward(const OperatorSpec& spec, const Problem& problem, const BFloat16* q, const BFloat16* k,
