@@ -56,7 +56,7 @@ void hla2_backward(const Run& run) {
     if (!run.ridge()) return run.rounded(past, 1, q, k, k);
     auto sums = run.floats(d);
     run.product(past, 1, q, k, k, run.target(sums), false);
-    if (run.ridge()) run.add_ridge(run.target(sums), run.rows(Input::q));
+    run.add_ridge(run.target(sums), run.rows(Input::q));
     return run.rows_of(run.of(sums), d);
   }();
   // dQ = LA_2(dO, V, U) (+ LA_2(dd, 1, U)); dV = LR_2(U, Q, dO)

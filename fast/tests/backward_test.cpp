@@ -678,14 +678,9 @@ MP chunked_causal_product(wide::Over over, const ModP& gp, Index C, Index L, con
   const Index n = a.rows(), common = std::min(a.cols(), b.cols()), chunks = (n + C - 1) / C;
   const MP A = padded_rows(MP(a.leftCols(common)), chunks * C),
            B = padded_rows(MP(b.leftCols(common)), chunks * C), V = padded_rows(c, chunks * C);
-  const auto pw = [&](Index e) { return power(gp, static_cast<long>(e)); };
-  MP mask = MP::Zero(C, C), offset = MP::Zero(C, C), age = MP::Zero(C, C);
-  for (Index r = 0; r < C; ++r) {
-    for (Index j = 0; j < C; ++j)
-      if (reversed ? j >= r : j <= r) mask(r, j) = pw(reversed ? j - r : r - j);
-    offset(r, r) = pw(reversed ? C - r : r + 1);
-    age(r, r) = pw(reversed ? r : C - 1 - r);
-  }
+  const ChunkFactors f(gp, C);  // in order; from the last: the mask transposed, the rows' powers mirrored
+  const MP mask = reversed ? MP(f.mask.transpose()) : f.mask, offset = reversed ? f.rows(C, -1) : f.offset,
+           age = reversed ? f.rows(0, 1) : f.age;
   MP out = MP::Zero(chunks * C, c.cols());
   // Walk positions first .. first + count - 1 from `state`; the outputs when `write`; the state after.
   const auto walk = [&](Index first, Index count, MP state, bool write) {
@@ -694,7 +689,7 @@ MP chunked_causal_product(wide::Over over, const ModP& gp, Index C, Index L, con
       const MP ac = A.middleRows(at, C), bc = B.middleRows(at, C), vc = V.middleRows(at, C);
       if (write)
         out.middleRows(at, C) = offset * ac * state + MP(ac * bc.transpose()).cwiseProduct(mask) * vc;
-      state = pw(C) * state + bc.transpose() * age * vc;
+      state = f.rho * state + bc.transpose() * age * vc;
     }
     return state;
   };
@@ -702,7 +697,7 @@ MP chunked_causal_product(wide::Over over, const ModP& gp, Index C, Index L, con
   std::vector<MP> carry(segments, MP::Zero(common, c.cols()));
   for (Index s = 0; s + 1 < segments; ++s) {
     const MP summary = walk(s * L, L, MP::Zero(common, c.cols()), false);
-    carry[s + 1] = s == 0 ? summary : MP(pw(C * L) * carry[s] + summary);
+    carry[s + 1] = s == 0 ? summary : MP(f.pw(C * L) * carry[s] + summary);
   }
   for (Index s = 0; s < segments; ++s) walk(s * L, std::min(L, chunks - s * L), carry[s], true);
   return out.topRows(n);
