@@ -740,7 +740,8 @@ struct Block {
   Arrival *loaded, *u_ready, *u_free, *inputs_free, *out_staged, *out_free;
   std::int64_t head, segment, first, chunks, total_chunks;
   int segments;
-  bool third;  // hla3's layout of the summaries and carries
+  bool third;        // hla3's layout of the summaries and carries
+  bool states_only;  // a causal product's summary pass: it reads only K and V (keys on chip), not Q
   __device__ void wait_loaded(std::int64_t c) const { loaded[c % s.stages].wait(c / s.stages % 2); }
   // hla2's and ahla's value sides: chunk c's staging buffer, once the store of the chunk that it held
   // before (c - out_buffers) has read it; and the staged outputs handed to the producer.
@@ -759,13 +760,13 @@ struct Block {
     const Chunk to = s.chunk(c);
     Arrival& arrival = loaded[c % s.stages];
     // A short last chunk too: its missing rows arrive as zeros.
-    const int tiles = s.per_stage() == 7 && args.keys_on_chip ? 5 : s.per_stage();
+    const int tiles = states_only ? 3 : s.per_stage() == 7 && args.keys_on_chip ? 5 : s.per_stage();
     arrival.expect(tiles * wgmma::tile_bytes);
-    start_loading(*q, chunk_row(c), head, to.q, arrival);
+    if (!states_only) start_loading(*q, chunk_row(c), head, to.q, arrival);
     start_loading(*k, chunk_row(c), head, to.k, arrival);
     if (s.wide != WideRole::hla2_keys) start_loading(*v, chunk_row(c), head, to.v, arrival, value_column);
     if (s.wide != WideRole::none) {  // the second key half, at column 64 (hla2_values: of U)
-      start_loading(*q, chunk_row(c), head, to.q2, arrival, width);
+      if (!states_only) start_loading(*q, chunk_row(c), head, to.q2, arrival, width);
       start_loading(*k, chunk_row(c), head, to.k2, arrival, width);
     }
     if (tiles == 7) {  // hla2_values with decay: D^2 U of both halves, after U in the scratch
@@ -1941,7 +1942,8 @@ __global__ void __launch_bounds__(Wide == WideRole::none ? threads_for(algebra =
                 .chunks = std::min(args.segment_chunks, total_chunks - first),
                 .total_chunks = total_chunks,
                 .segments = segments,
-                .third = third};
+                .third = third,
+                .states_only = Wide == WideRole::hla2_values && pass == Pass::summary};
   const Tiles& s = b.s;
 
   if constexpr (Features < width) {
@@ -2517,6 +2519,9 @@ void launch_wide_pass(const FastLaunch& how, std::int64_t heads, std::int64_t le
                       const CUtensorMap& out, const char* what, CUstream_st* stream,
                       const PassExtras& extras = {}) {
   static_assert(pass == Pass::outputs || Role == WideRole::hla2_values);
+  // The summary pass loads no Q (Block::states_only): its state products take K from the chunk's tiles.
+  if (pass == Pass::summary && !extras.keys_on_chip)
+    throw Error("fast kernel: a causal product's summary pass forms its keys on chip");
   const auto kernel = forward_kernel<Algebra::ahla, pass, Normalized, Decayed, Ridge, Role>();
   const std::int64_t chunks = (length + width - 1) / width;
   const bool split = extras.split.segments > 1;
