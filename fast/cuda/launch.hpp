@@ -185,9 +185,19 @@ struct CausalProduct {
   float* out = nullptr;
   BFloat16* rounded = nullptr;  // instead of out: the sums rounded to bf16 (not with accumulate)
   bool reversed = false, accumulate = false;
+  // Where not null (not with accumulate): each row of the sums divided by den_in[row * den_in_stride]
+  // (rows over all heads) as a normalized forward divides, times fl(1 / fl(den + eps)), before its store.
+  const float* den_in = nullptr;
+  int den_in_stride = 0;
+  float eps = 0;
 };
 void launch_causal_product(const FastBackwardLaunch& decay, const CausalProduct& product, std::int64_t heads,
                            std::int64_t length, CUstream_st* stream);
+// The forward of heads wider than 64 for few heads (wide_backward.cu; launch_fast takes it where a head's
+// products split into segments): wide_composition.hpp's wide_forward, hla2, ahla or hla3 composed of
+// causal products, each split as launch_causal_product splits; `how` as launch_fast's, no checkpoints.
+void launch_wide_forward(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
+                         const BFloat16* k, const BFloat16* v, CUstream_st* stream);
 // One rank's slice of the fast backward across ranks, after its launch_fast_rank with checkpoints (`how`
 // as launch_fast_backward's, over the slice; `rank` as that forward's): one more all-gather, of the
 // slices' adjoint summaries.

@@ -2734,7 +2734,14 @@ void launch_fast(const FastLaunch& how, std::int64_t heads, std::int64_t length,
   if (heads == 0 || length == 0) return;
   const bool wide = how.key_dim > width || how.value_dim > width;
   if (wide && how.checkpoints) throw Error("fast path: heads wider than 64 write no checkpoints");
+  // Few heads wider than 64 (hla2 and ahla with keys wider than 64, hla3 wider than 64): composed of
+  // causal products where theirs split into segments (docs/perf.md, "the wide forward for few heads").
+  const bool passes = how.key_dim > width || (wide && how.variant == Variant::hla3);
+  const std::int64_t chunks = (length + width - 1) / width;
+  const bool composed =
+      passes && split_sequences(heads * ((how.value_dim + width - 1) / width), chunks).segments > 1;
   with_fast_kernel(how, [&]<Algebra algebra, bool Normalized, bool Decayed, bool Ridge>() {
+    if (composed) return launch_wide_forward(how, heads, length, q, k, v, stream);
     if constexpr (algebra == Algebra::hla3) {
       if (wide) return launch_hla3_halves<Normalized, Decayed>(how, heads, length, q, k, v, stream);
     }
@@ -2817,7 +2824,8 @@ void launch_causal_product(const FastBackwardLaunch& decay, const CausalProduct&
   if (product.a_dim > 2 * width || product.b_dim > 2 * width || product.c_dim > 2 * width)
     throw Error("fast backward: a causal product's operands are at most 128 columns wide");
   const bool bf16 = product.rounded != nullptr;
-  if (bf16 && product.accumulate) throw Error("fast backward: a causal product adds only float32 outputs");
+  if ((bf16 || product.den_in) && product.accumulate)
+    throw Error("fast backward: a causal product adds only float32 outputs, undivided");
   FastLaunch how;
   how.key_dim = product.a_dim;
   how.value_dim = product.c_dim;
@@ -2826,6 +2834,7 @@ void launch_causal_product(const FastBackwardLaunch& decay, const CausalProduct&
   how.heads_per_batch = decay.heads_per_batch;
   how.out = bf16 ? static_cast<void*>(product.rounded) : product.out;
   how.bf16_out = bf16;
+  how.eps = product.eps;
   const CUtensorMap a = tma::tile_map(product.a, heads, length, product.a_dim),
                     b = tma::tile_map(product.b, heads, length, product.b_dim),
                     c = tma::tile_map(product.c, heads, length, product.c_dim),
@@ -2833,6 +2842,8 @@ void launch_causal_product(const FastBackwardLaunch& decay, const CausalProduct&
   const int halves = (product.c_dim + width - 1) / width;
   const PassExtras extras{.weight_power = product.power,
                           .float_out = !bf16,
+                          .den_in = product.den_in,
+                          .den_in_stride = product.den_in_stride,
                           .reversed = product.reversed,
                           .accumulate = product.accumulate,
                           .keys_on_chip = true};

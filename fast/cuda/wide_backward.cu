@@ -1,7 +1,8 @@
 // The fast backward of heads wider than 64 (d or dv up to 128): masked hla2 and ahla, normalized or
 // not, decay gamma in (0, 1] per head or hla2's ridge (gamma = 1), the composition of first-order
 // causal products of wide_composition.hpp (its header gives the algebra) run on the wide heads' matrix
-// units (launch_causal_product, tensor_core.cu).
+// units (launch_causal_product, tensor_core.cu); and the forward of such heads (hla2, ahla, hla3) for
+// few heads, where the products split into segments, composed alike.
 // Every operand of a product is rounded to bf16 once (the forward's and the adjoints' intermediates
 // from their float32 products, each once for all its uses, d_den from float32; the inputs enter as they
 // are), the products' sums are float32, and the terms of a gradient are added in float32 by the
@@ -58,12 +59,14 @@ __global__ void __launch_bounds__(threads)
   }
 }
 
-// to += scale * from, [heads * length, columns] float32.
+// to += scale * from (`add`) or to = from, [heads * length, columns] float32.
 __global__ void __launch_bounds__(threads)
-    add_rows_kernel(Rows from, std::int64_t rows, float* to, int columns, float scale) {
+    float_rows_kernel(Rows from, std::int64_t rows, float* to, int columns, float scale, bool add) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < rows * columns;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
-    to[i] = __fadd_rn(to[i], __fmul_rn(scale, from.at(i / columns, static_cast<int>(i % columns))));
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const float x = from.at(i / columns, static_cast<int>(i % columns));
+    to[i] = add ? __fadd_rn(to[i], __fmul_rn(scale, x)) : x;
+  }
 }
 
 // An operand in device memory: an input as it is, or a copy (freed in stream order).
@@ -83,13 +86,20 @@ struct Target {
 };
 
 // The composition's products on the device (wide_composition.hpp's Run), over `heads` sequence-heads
-// of `length` tokens.
+// of `length` tokens: the backward's (into how's gradients) or, given `forward`, the forward's (into its
+// outputs; `how` then its decay, ridge and sizes).
 class DeviceRun {
  public:
   static constexpr int vector_columns = 8;  // the vector and seven zero columns
   DeviceRun(const FastBackwardLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
-            const BFloat16* k, const BFloat16* v, const BFloat16* d_num, CUstream_st* stream)
-      : how_(how), heads_(heads), length_(length), inputs_{q, k, v, d_num}, stream_(stream) {}
+            const BFloat16* k, const BFloat16* v, const BFloat16* d_num, CUstream_st* stream,
+            const FastLaunch* forward = nullptr)
+      : how_(how),
+        forward_(forward),
+        heads_(heads),
+        length_(length),
+        inputs_{q, k, v, d_num},
+        stream_(stream) {}
 
   int key_dim() const { return how_.key_dim; }
   int value_dim() const { return how_.value_dim; }
@@ -141,29 +151,57 @@ class DeviceRun {
     return {to, c.columns, std::move(scratch)};
   }
   void add_ridge(Target to, const Rows& from) const {
-    add_rows_kernel<<<1024, threads, 0, stream_>>>(from, heads_ * length_, to.data, to.columns, how_.ridge);
+    float_rows_kernel<<<1024, threads, 0, stream_>>>(from, heads_ * length_, to.data, to.columns, how_.ridge,
+                                                     true);
     check_launch("fast backward (a wide head's ridge)");
+  }
+  // The forward's num = LA_p(a, b, c) into its outputs (float32 or bf16), normalized divided by den's
+  // column 0 as the kernels divide, or (FastLaunch::den, the terms) num in float32 and den beside it.
+  void outputs(int power, const Operand& a, const Operand& b, const Operand& c, const Floats* den) const {
+    const FastLaunch& to = *forward_;
+    const bool terms = den && to.den;
+    const bool bf16 = to.bf16_out && !terms;
+    CausalProduct product = product_of(wide::Over::past, power, a, b, c);
+    if (bf16) {
+      product.rounded = static_cast<BFloat16*>(to.out);
+    } else {
+      product.out = static_cast<float*>(to.out);
+    }
+    if (den && !terms) {
+      product.den_in = den->data.get();
+      product.den_in_stride = den->columns;
+      product.eps = to.eps;
+    }
+    launch_causal_product(how_, product, heads_, length_, stream_);
+    if (terms) {
+      float_rows_kernel<<<1024, threads, 0, stream_>>>(of(*den), heads_ * length_, to.den, 1, 1.0f, false);
+      check_launch("fast kernel (a wide head's denominators)");
+    }
   }
 
  private:
+  static CausalProduct product_of(wide::Over over, int power, const Operand& a, const Operand& b,
+                                  const Operand& c) {
+    return {.power = power,
+            .a = a.data,
+            .a_dim = a.columns,
+            .b = b.data,
+            .b_dim = b.columns,
+            .c = c.data,
+            .c_dim = c.columns,
+            .reversed = over == wide::Over::future};
+  }
   void launch(wide::Over over, int power, const Operand& a, const Operand& b, const Operand& c, float* out,
               BFloat16* rounded, bool add) const {
-    launch_causal_product(how_,
-                          {.power = power,
-                           .a = a.data,
-                           .a_dim = a.columns,
-                           .b = b.data,
-                           .b_dim = b.columns,
-                           .c = c.data,
-                           .c_dim = c.columns,
-                           .out = out,
-                           .rounded = rounded,
-                           .reversed = over == wide::Over::future,
-                           .accumulate = add},
-                          heads_, length_, stream_);
+    CausalProduct product = product_of(over, power, a, b, c);
+    product.out = out;
+    product.rounded = rounded;
+    product.accumulate = add;
+    launch_causal_product(how_, product, heads_, length_, stream_);
   }
 
   const FastBackwardLaunch& how_;
+  const FastLaunch* forward_;
   std::int64_t heads_, length_;
   const BFloat16* inputs_[4];  // q, k, v, d_num
   CUstream_st* stream_;
@@ -176,6 +214,20 @@ void launch_wide_backward(const FastBackwardLaunch& how, std::int64_t heads, std
                           CUstream_st* stream) {
   if (heads == 0 || length == 0) return;
   wide::wide_backward(how.ahla, DeviceRun(how, heads, length, q, k, v, d_num, stream));
+}
+
+void launch_wide_forward(const FastLaunch& how, std::int64_t heads, std::int64_t length, const BFloat16* q,
+                         const BFloat16* k, const BFloat16* v, CUstream_st* stream) {
+  if (heads == 0 || length == 0) return;
+  const FastBackwardLaunch products{.ahla = how.variant == Variant::ahla,
+                                    .key_dim = how.key_dim,
+                                    .value_dim = how.value_dim,
+                                    .normalize = how.normalize,
+                                    .decay = how.decay,
+                                    .ridge = how.ridge,
+                                    .head_decays = how.head_decays,
+                                    .heads_per_batch = how.heads_per_batch};
+  wide::wide_forward(how.variant, DeviceRun(products, heads, length, q, k, v, nullptr, stream, &how));
 }
 
 }  // namespace hla::fast::gpu::detail

@@ -1,9 +1,10 @@
 #pragma once
 // The fast backward of heads wider than 64 (d or dv up to 128), masked hla2 and ahla, normalized or
-// not, decay gamma in (0, 1] per head or hla2's ridge (gamma = 1), as a composition of first-order
+// not, decay gamma in (0, 1] per head or hla2's ridge (gamma = 1), and the forward of such heads for
+// few heads (hla2, ahla and hla3; launch_wide_forward), as a composition of first-order
 // causal products: wide_backward.cu runs it on the wide heads' matrix units (launch_causal_product,
-// tensor_core.cu), fast/tests/backward_test.cpp in Z/p against the definition's gradients. With g the
-// decay, a product sums over the past or over the future:
+// tensor_core.cu), fast/tests/backward_test.cpp in Z/p against the definition's terms and gradients. With g
+// the decay, a product sums over the past or over the future:
 //   LA_p(A, B, C)_t = sum_{j <= t} g^(p (t - j)) (a_t . b_j) c_j,
 //   LR_p(A, B, C)_j = sum_{t >= j} g^(p (t - j)) (a_j . b_t) c_t.
 // The forward is two products (tensor_core.cu's two-pass forms):
@@ -24,6 +25,10 @@
 //   ahla  dx = LR_1(K, Q, dd),  dQ += LA_1(dd, x, K) + LA_1(dx, 1, K),
 //         dK += LR_1(x, dd, Q) + LR_1(1, dx, Q).
 // A gradient's terms are added into it by the products that give them, in the order written.
+// hla3 (the forward only, wide_forward): Z = LA_1(Q, K, K) (hla2's U), R = LA_1(Q, K, V) (ahla's X), O =
+// LA_3(Q, Z, R); normalized r = LA_1(Q, K, 1), den = LA_3(Q, Z, r).
+
+#include "hla/reference/variant.hpp"
 
 namespace hla::fast::gpu::detail::wide {
 
@@ -38,9 +43,50 @@ namespace hla::fast::gpu::detail::wide {
 //   product(Over, p, a, b, c, Target, add): LA_p (Over::past) or LR_p (Over::future) of (a, b, c) into
 //     the target, or added to it when `add`; rounded(Over, p, a, b, c): the same product's sums rounded
 //     to bf16 as an Operand (c's columns), the rounding rows_of would make of them; add_ridge(Target,
-//     Rows): target += ridge rows.
+//     Rows): target += ridge rows;
+//   the forward's (wide_forward) outputs(p, a, b, c, den): num = LA_p(a, b, c) as the forward's outputs,
+//     normalized (den not null: Floats whose column 0 is den) divided by den or with den as the terms.
 enum class Input { q, k, v, d_num, d_den };
 enum class Over { past, future };
+
+// hla2's U = LA_1(Q, K, K) (+ ridge Q), rounded once for its uses.
+template <class Run>
+auto hla2_u(const Run& run) {
+  const auto q = run.input(Input::q), k = run.input(Input::k);
+  if (!run.ridge()) return run.rounded(Over::past, 1, q, k, k);
+  auto sums = run.floats(run.key_dim());
+  run.product(Over::past, 1, q, k, k, run.target(sums), false);
+  run.add_ridge(run.target(sums), run.rows(Input::q));
+  return run.rows_of(run.of(sums), run.key_dim());
+}
+
+// The forward of `variant` (hla2, ahla or hla3) on `run`: num = LA_p(Q, B, C) and, normalized, den =
+// LA_p(Q, B, c) with the header's B, C, c, each intermediate rounded once for its uses.
+template <class Run>
+void wide_forward(Variant variant, const Run& run) {
+  constexpr Over past = Over::past;
+  const auto q = run.input(Input::q), k = run.input(Input::k), v = run.input(Input::v);
+  const auto ones = [&] { return run.rows_of(run.ones(), Run::vector_columns); };
+  // num = LA_p(Q, b, c), normalized divided by den = LA_p(Q, b, c of the ones)
+  const auto outputs = [&](int p, const auto& b, const auto& c, const auto& ones_c) {
+    if (!run.normalized()) return run.outputs(p, q, b, c, nullptr);
+    auto den = run.floats(Run::vector_columns);
+    run.product(past, p, q, b, ones_c(), run.target(den), false);
+    run.outputs(p, q, b, c, &den);
+  };
+  switch (variant) {
+    case Variant::hla2: {
+      const auto u = hla2_u(run);
+      return outputs(2, u, v, ones);
+    }
+    case Variant::ahla:
+      return outputs(1, k, run.rounded(past, 1, q, k, v), [&] { return run.rounded(past, 1, q, k, ones()); });
+    default: {  // hla3
+      const auto z = run.rounded(past, 1, q, k, k);
+      return outputs(3, z, run.rounded(past, 1, q, k, v), [&] { return run.rounded(past, 1, q, k, ones()); });
+    }
+  }
+}
 
 // hla2: dq, dk, dv as the header's.
 template <class Run>
@@ -51,14 +97,7 @@ void hla2_backward(const Run& run) {
              d_num = run.input(Input::d_num);
   const auto ones = [&] { return run.rows_of(run.ones(), vector); };
   const auto d_den = [&] { return run.rows_of(run.rows(Input::d_den), vector); };
-  // U (+ ridge Q), rounded once for its uses
-  const auto u = [&] {
-    if (!run.ridge()) return run.rounded(past, 1, q, k, k);
-    auto sums = run.floats(d);
-    run.product(past, 1, q, k, k, run.target(sums), false);
-    run.add_ridge(run.target(sums), run.rows(Input::q));
-    return run.rows_of(run.of(sums), d);
-  }();
+  const auto u = hla2_u(run);
   // dQ = LA_2(dO, V, U) (+ LA_2(dd, 1, U)); dV = LR_2(U, Q, dO)
   run.product(past, 2, d_num, v, u, run.gradient(Input::q), false);
   if (run.normalized()) run.product(past, 2, d_den(), ones(), u, run.gradient(Input::q), true);

@@ -341,8 +341,9 @@ std::string implementation_summary(Implementation impl) {
              ", any n (the last chunk of 64 may be short); inputs rounded to bf16, sums in "
              "float32 (--scalar f32), outputs in float32 or, with --bf16-out, bf16; the forward up to " +
              std::to_string(fast_wide_width) +
-             " (ahla's keys in one pass per value half, hla2's in two passes, hla3's in three; hla2's and "
-             "ahla's values alone wider by their halves); --grad too (hla2 and ahla; wider than " +
+             " (ahla's keys in one pass per value half, hla2's in two passes, hla3's in three, or for few "
+             "heads composed of first-order causal products split into segments; hla2's and ahla's values "
+             "alone wider by their halves); --grad too (hla2 and ahla; wider than " +
              std::to_string(fast_width) +
              " composed of first-order causal products); --ranks or --slices: the sequence split across "
              "ranks simulated on this GPU (up to " +

@@ -1115,11 +1115,17 @@ FastRoundings fast_roundings(Variant variant, bool decayed, std::int64_t n, std:
                              std::ptrdiff_t value_dim) {
   const std::int64_t padded = (n + 63) / 64 * 64;  // a short last chunk runs as a whole one, zeros past n
   const std::int64_t chunks = padded / 64;
+  // Heads wider than 64 in passes or, for few heads, composed of causal products that split into G <=
+  // c / 32 segments, each crossed adding 2 to a state's chain of each product (docs/gpu.md).
   if (variant == Variant::hla3) {
-    const std::int64_t wide = key_dim > fast_width || value_dim > fast_width ? 108 : 0;
-    return decayed ? FastRoundings{7, 111 * chunks + 228 + wide}
-                   : FastRoundings{5, 108 * chunks + 216 + wide};
+    const bool wide = key_dim > fast_width || value_dim > fast_width;
+    const std::int64_t more = wide ? 108 + (3 * chunks + 15) / 16 : 0;  // three products: 6 G <= 3 c / 16
+    return decayed ? FastRoundings{wide ? 8 : 7, 111 * chunks + 228 + more}
+                   : FastRoundings{5, 108 * chunks + 216 + more};
   }
+  if (key_dim > fast_width)  // two products: 4 G <= c / 8; hla2's ridge 3 on U's chain
+    return decayed ? FastRoundings{5, 10 * (padded / 8 + 24)}
+                   : FastRoundings{3, 72 * chunks + 219 + (chunks + 7) / 8};
   return decayed ? FastRoundings{4, 10 * (padded / 8 + 24)} : FastRoundings{3, 9 * (padded / 8 + 24)};
 }
 

@@ -703,8 +703,9 @@ MP chunked_causal_product(wide::Over over, const ModP& gp, Index C, Index L, con
   return out.topRows(n);
 }
 
-// The wide heads' backward (fast/cuda/wide_composition.hpp) on one sequence-head in Z/p: its Run with
-// LA_p and LR_p by causal_product's recurrence, the operands' rows as they are (Z/p rounds nothing).
+// The wide heads' backward and forward (fast/cuda/wide_composition.hpp) on one sequence-head in Z/p: its
+// Run with LA_p and LR_p by causal_product's recurrence, the operands' rows as they are (Z/p rounds
+// nothing), the backward's gradients into `out`, the forward's terms into `terms`.
 class ExactRun {
  public:
   static constexpr int vector_columns = 1;
@@ -721,10 +722,12 @@ class ExactRun {
         d_num_(adjoints.num),
         d_den_(MP(adjoints.den)),
         gamma_(to_mod_prime(spec.decay)),
-        out_(out) {
+        out_(&out) {
     const Index n = s.length();
     out.dq = MP::Zero(n, s.key_dim()), out.dk = MP::Zero(n, s.key_dim()), out.dv = MP::Zero(n, s.value_dim());
   }
+  ExactRun(const OperatorSpec& spec, const Sequence<ModP>& s, Terms<ModP>& terms)
+      : spec_(spec), s_(s), gamma_(to_mod_prime(spec.decay)), terms_(&terms) {}
   int key_dim() const { return static_cast<int>(s_.key_dim()); }
   int value_dim() const { return static_cast<int>(s_.value_dim()); }
   bool normalized() const { return spec_.normalize; }
@@ -757,7 +760,7 @@ class ExactRun {
   MP floats(int columns) const { return MP::Zero(s_.length(), columns); }
   MP* target(MP& to) const { return &to; }
   MP* gradient(wide::Input which) const {
-    return which == wide::Input::q ? &out_.dq : which == wide::Input::k ? &out_.dk : &out_.dv;
+    return which == wide::Input::q ? &out_->dq : which == wide::Input::k ? &out_->dk : &out_->dv;
   }
   // LA_p (over the past: the state of tokens 0..t) or LR_p (over the future: of tokens t..n-1).
   void product(wide::Over over, int p, const MP& a, const MP& b, const MP& c, MP* out, bool add) const {
@@ -771,6 +774,11 @@ class ExactRun {
     return out;
   }
   void add_ridge(MP* to, const Rows& from) const { *to += to_mod_prime(spec_.ridge) * read(from); }
+  void outputs(int p, const MP& a, const MP& b, const MP& c, const MP* den) const {
+    RC_ASSERT((den != nullptr) == spec_.normalize);
+    terms_->num = causal_product(wide::Over::past, power(gamma_, static_cast<long>(p)), a, b, c);
+    terms_->den = den ? Vector<ModP>(den->col(0)) : Vector<ModP>::Zero(a.rows());
+  }
 
  private:
   MP read(const Rows& from) const {
@@ -781,7 +789,8 @@ class ExactRun {
   const Sequence<ModP>& s_;
   MP d_num_, d_den_;
   ModP gamma_;
-  Gradients<ModP>& out_;
+  Gradients<ModP>* out_ = nullptr;
+  Terms<ModP>* terms_ = nullptr;
 };
 
 }  // namespace
@@ -830,33 +839,22 @@ TEST_CASE("backward/the wide products' chunk algebra and its segment split give 
   });
 }
 
-// The forward that the wide heads' backward recomputes, and docs/gpu.md composes of causal products: hla2
-// U = LA_1(Q, K, K) (+ ridge Q), num = LA_2(Q, U, V), den = LA_2(Q, U, 1); ahla X = LA_1(Q, K, V), num =
-// LA_1(Q, K, X), x = LA_1(Q, K, 1), den = LA_1(Q, K, x): the definition's terms, exactly, for masked hla2
-// and ahla with every option.
+// The forward that the wide heads' backward recomputes, and that launch_wide_forward runs for few heads,
+// composed of causal products (wide_composition.hpp's wide_forward): hla2 U = LA_1(Q, K, K) (+ ridge Q),
+// num = LA_2(Q, U, V), den = LA_2(Q, U, 1); ahla X = LA_1(Q, K, V), num = LA_1(Q, K, X), x = LA_1(Q, K,
+// 1), den = LA_1(Q, K, x); hla3 Z = LA_1(Q, K, K), R = LA_1(Q, K, V), num = LA_3(Q, Z, R), den = LA_3(Q,
+// Z, LA_1(Q, K, 1)): the definition's terms, exactly, for masked hla2, ahla and hla3 with every option.
 TEST_CASE(
     "backward/the wide heads' forward, composed of causal products, gives the definition's terms - ModP",
     "[backward][exact]") {
-  for (const Variant variant : {Variant::hla2, Variant::ahla})
+  for (const Variant variant : {Variant::hla2, Variant::ahla, Variant::hla3})
     property(std::string(variant_name(variant)) + ": the products' terms equal reference::terms", [variant] {
       const OperatorSpec spec = fast_spec(variant);
       const Sequence<ModP> s = convert<ModP>(*testing::gen_any_sequence(16, 4, 1).as("sequence"));
-      const ModP g = to_mod_prime(spec.decay);
-      const MP ones = MP::Constant(s.length(), 1, ModP(1));
-      const auto past = [](const ModP& gp, const MP& a, const MP& b, const MP& c) {
-        return causal_product(wide::Over::past, gp, a, b, c);
-      };
-      MP num, den;
-      if (variant == Variant::ahla) {
-        num = past(g, s.q, s.k, past(g, s.q, s.k, s.v));
-        den = past(g, s.q, s.k, past(g, s.q, s.k, ones));
-      } else {
-        const MP u = past(g, s.q, s.k, s.k) + to_mod_prime(spec.ridge) * s.q;
-        num = past(g * g, s.q, u, s.v);
-        den = past(g * g, s.q, u, ones);
-      }
+      Terms<ModP> got;
+      wide::wide_forward(variant, ExactRun(spec, s, got));
       const Terms<ModP> terms = reference::terms(spec, s);
-      RC_ASSERT(num == terms.num);
-      RC_ASSERT(Vector<ModP>(den.col(0)) == terms.den);
+      RC_ASSERT(got.num == terms.num);
+      if (spec.normalize) RC_ASSERT(got.den == terms.den);  // unnormalized, the forward forms no den
     });
 }

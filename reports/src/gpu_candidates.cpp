@@ -275,8 +275,8 @@ void add_fast_row(std::vector<Candidate>& out) {
         return gpu_gauge(spec, Implementation::gpu_streaming, s, 0);
       },
       [](const OperatorSpec& spec, Index n, Index d, Index dv, Index) { return fast_depth(spec, n, d, dv); },
-      // The forward up to 128 (ahla's keys by value halves, hla2's in two passes, hla3's in three), the
-      // backward too (wider than 64 composed of causal products).
+      // The forward up to 128 (ahla's keys by value halves, hla2's in two passes, hla3's in three, for
+      // few heads composed of causal products), the backward too (wider than 64 composed of them).
       [](const OperatorSpec&, bool) -> Index { return fast::fast_wide_width; }};
   // The backward where the catalogue has it: the gradients of <c_num, num> + <c_den, den> of the masked
   // operators are sums of monomials with positive coefficients too, so the CPU streaming backward's

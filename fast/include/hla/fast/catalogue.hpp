@@ -111,8 +111,8 @@ constexpr bool fast_covers_width(std::ptrdiff_t d) {
 }
 // Heads wider than the tiles, d or dv up to fast_wide_width (multiples of fast_width_step): the forward
 // without checkpoints, by the 64-column halves (ahla's value halves in one pass, hla2's in two, hla3's
-// in three: tensor_core.cu, launch_value_halves, launch_hla2_halves, launch_hla3_halves); not the
-// backward or ranks.
+// in three: tensor_core.cu, launch_value_halves, launch_hla2_halves, launch_hla3_halves; for few heads
+// composed of causal products split into segments, launch_wide_forward); not ranks.
 constexpr int fast_wide_width = 2 * fast_width;
 constexpr bool fast_covers_wide_width(std::ptrdiff_t d) {
   return d >= fast_width_step && d <= fast_wide_width && d % fast_width_step == 0;

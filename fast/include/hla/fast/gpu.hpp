@@ -265,7 +265,8 @@ struct FastOutput {
 // The fast path on the matrix units (Implementation::gpu_fast: the operators the catalogue says),
 // bf16 inputs, float32 accumulation and state, d and dv as fast_covers_width says (hla2 and ahla
 // without checkpoints: fast_covers_wide_width, ahla's wider keys in one pass per value half, hla2's in
-// two passes, values alone wider by their halves), any n (chunks of
+// two passes, hla3's in three, or for few heads composed of causal products split into segments; values
+// alone wider by their halves), any n (chunks of
 // 64 tokens, the last one possibly short). head_decays: empty, or one gamma in (0, 1] per head
 // (problem.heads values, shared by the batch), replacing spec.decay (not with hla2's ridge, which
 // takes gamma = 1). Runs in `stream` without synchronizing it. Throws hla::Error for anything else.
@@ -357,10 +358,12 @@ std::vector<Gradients<float>> ranks_fast_gradients(const OperatorSpec& spec,
 // float32 sums add at most `float32` roundings counted at u = 2^-22, so that componentwise
 // |fast - exact| <= ((1 + gamma_8(bf16)) (1 + gamma_22(float32)) - 1) gauge, the gauge being the
 // operator on |q|, |k|, |v|. `decayed`: some head's gamma is not 1. hla3's monomials are products of
-// a row of Z and a row of R, whose chains both count. The same counts bound hla2's and ahla's heads
-// wider than 64 (their key halves summed in the products' accumulators); hla3's (d or dv above 64, in
-// three passes) take 108 float32 roundings more, 3 x 36 for the products over the key halves in Z, R
-// and O.
+// a row of Z and a row of R, whose chains both count. Heads wider than 64 run in passes or, for few
+// heads, composed of causal products split into segments, and their counts cover both (c = ceil(n / 64)
+// chunks): hla2's and ahla's with keys wider than 64 take c / 8 float32 roundings more without decay (and
+// hla2's ridge 3), one bf16 rounding more with decay; hla3's (d or dv above 64) 108 + 3 c / 16 float32
+// roundings more (3 x 36 for the products over the key halves in Z, R and O; the segments), one bf16 more
+// with decay.
 struct FastRoundings {
   int bf16;
   std::int64_t float32;
