@@ -1248,14 +1248,14 @@ TEST_CASE("gpu/fast/heads wider than 64 stay within the bf16 bound", "[gpu][fast
   check_fast_path(100, 3, 20261243, fast_cases[2], 96, 72);
 }
 
-// Few heads wider than 64 (a head's value halves filling at most half the SMs, 64 chunks or more): the
-// forward composed of causal products (wide_composition.hpp's wide_forward), each split into segments
-// of at least 32 chunks: d = dv = 128 with every option on two heads of 101 chunks (three segments),
+// Few heads wider than 64 (a head's value halves filling at most half the SMs, 64 chunks or more; ahla
+// from four segments): the forward composed of causal products (wide_composition.hpp's wide_forward),
+// each split into segments of at least 32 chunks: d = dv = 128 with every option on two heads, and
 // uneven halves (d = 96, dv = 72) and the value halves alone for hla3 (d = 64, dv = 128: hla2 and ahla
-// run the value halves' operators) on one head of 130 chunks and 17 tokens (four segments).
+// run the value halves' operators) on one head, of 130 chunks and 17 tokens (four segments).
 TEST_CASE("gpu/fast/few heads wider than 64 composed of causal products stay within the bf16 bound",
           "[gpu][fast]") {
-  for (const FastCase& c : fast_cases) check_fast_path(100 * 64 + 17, 2, 20261265, c, 128, 128);
+  for (const FastCase& c : fast_cases) check_fast_path(130 * 64 + 17, 2, 20261265, c, 128, 128);
   check_fast_path(130 * 64 + 17, 1, 20261266, fast_cases[3], 96, 72);
   check_fast_path(130 * 64 + 17, 1, 20261267, fast_cases[5], 96, 72);
   check_fast_path(130 * 64 + 17, 1, 20261268, fast_cases[1], 64, 128);
