@@ -2736,7 +2736,7 @@ void launch_fast(const FastLaunch& how, std::int64_t heads, std::int64_t length,
   if (wide && how.checkpoints) throw Error("fast path: heads wider than 64 write no checkpoints");
   // Few heads wider than 64 (hla2 and ahla with keys wider than 64, hla3 wider than 64): composed of
   // causal products where theirs split into segments (docs/perf.md, "the wide forward for few heads").
-  // ahla's wide forward is one pass, composed two products (four normalized): it composes from four
+  // ahla's wide forward is one pass, composed of two products (four normalized): it composes from four
   // segments (132nd run: at two, 1.11-1.52x the pass's time; at four, 0.57-0.80x); hla2's two passes and
   // hla3's three from two.
   const bool passes = how.key_dim > width || (wide && how.variant == Variant::hla3);

@@ -1255,6 +1255,8 @@ TEST_CASE("gpu/fast/heads wider than 64 stay within the bf16 bound", "[gpu][fast
 // run the value halves' operators) on one head, of 130 chunks and 17 tokens (four segments).
 TEST_CASE("gpu/fast/few heads wider than 64 composed of causal products stay within the bf16 bound",
           "[gpu][fast]") {
+  // Two heads of two value halves in four segments: ahla composes too.
+  REQUIRE(fast::gpu::detail::split_sequences(2 * 2, 131).segments >= 4);
   for (const FastCase& c : fast_cases) check_fast_path(130 * 64 + 17, 2, 20261265, c, 128, 128);
   check_fast_path(130 * 64 + 17, 1, 20261266, fast_cases[3], 96, 72);
   check_fast_path(130 * 64 + 17, 1, 20261267, fast_cases[5], 96, 72);
