@@ -2739,11 +2739,11 @@ void launch_fast(const FastLaunch& how, std::int64_t heads, std::int64_t length,
   // ahla's wide forward is one pass, composed of two products (four normalized): it composes from four
   // segments (132nd run: at two, 1.11-1.52x the pass's time; at four, 0.57-0.80x); hla2's two passes and
   // hla3's three from two.
-  const bool passes = how.key_dim > width || (wide && how.variant == Variant::hla3);
+  const bool composable = how.key_dim > width || (wide && how.variant == Variant::hla3);
   const std::int64_t chunks = (length + width - 1) / width;
   const int fewest_segments = how.variant == Variant::ahla ? 4 : 2;
   const bool composed =
-      passes &&
+      composable &&
       split_sequences(heads * ((how.value_dim + width - 1) / width), chunks).segments >= fewest_segments;
   with_fast_kernel(how, [&]<Algebra algebra, bool Normalized, bool Decayed, bool Ridge>() {
     if (composed) return launch_wide_forward(how, heads, length, q, k, v, stream);
