@@ -9,9 +9,7 @@
 #include <bit>
 
 #include "cuda/host.hpp"
-#include "hla/checking/depth.hpp"
-#include "hla/checking/gauge.hpp"
-#include "hla/fast/backward.hpp"
+#include "hla/checking/instances.hpp"
 #include "hla/fast/gpu.hpp"
 #include "hla/fast/scan.hpp"
 #include "hla/fast/streaming.hpp"
