@@ -59,7 +59,7 @@ struct Options {
   std::vector<std::string> variants{"hla2", "ahla"}, precisions{"f32", "bf16"}, methods{"scan", "streaming"};
   std::vector<std::int64_t> lengths{1024, 4096, 16384, 65536};
   std::vector<std::string> options{"plain"};
-  std::string dump;  // write q, k, v (as float32) and num of the last run of each configuration here
+  std::string dump;  // write q, k, v (as float32), num and, with a backward, dq, dk, dv of the last run here
   std::string pass = "forward";
   bool bf16_out = false;
   int ranks = 1;      // --ranks P: the projection on this GPU
@@ -233,6 +233,11 @@ double time_pass(const OperatorSpec& spec, fast::Implementation impl, const gpu:
     dump_array(dump + "/k.f32", k, rows * p.key_dim);
     dump_array(dump + "/v.f32", v, rows * p.value_dim);
     dump_array(dump + "/num.f32", num, rows * p.value_dim);
+    if (backward) {  // the gradients, so that two builds' backward compare byte for byte too
+      dump_array(dump + "/dq.f32", dq, rows * p.key_dim);
+      dump_array(dump + "/dk.f32", dk, rows * p.key_dim);
+      dump_array(dump + "/dv.f32", dv, rows * p.value_dim);
+    }
   }
   for (void* ptr :
        {static_cast<void*>(q), static_cast<void*>(k), static_cast<void*>(v), static_cast<void*>(num),
